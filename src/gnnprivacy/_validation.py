@@ -1,0 +1,74 @@
+"""Boundary checks with one message shape: parameter, expected, received."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from numbers import Integral, Real
+
+from gnnprivacy.errors import InvalidParameterError, UnknownNameError
+
+
+def _is_real(value: object) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def check_real(name: str, value: object, *, low: float | None = None, high: float | None = None,
+               low_open: bool = False, high_open: bool = False, where: str | None = None) -> float:
+    """Return ``value`` as float if it is a finite real inside the interval, else raise.
+
+    Args:
+        name: parameter name, used in the message.
+        value: the received value.
+        low, high: interval bounds (``None`` = unbounded).
+        low_open, high_open: whether the bound is excluded.
+    """
+    lo = "-inf" if low is None else f"{low:g}"
+    hi = "inf" if high is None else f"{high:g}"
+    expected = f"a real number in {'(' if low_open or low is None else '['}{lo}, {hi}{')' if high_open or high is None else ']'}"
+    if not _is_real(value) or math.isnan(float(value)):
+        raise InvalidParameterError(name, expected, value, where=where)
+    v = float(value)
+    if low is not None and (v < low or (low_open and v == low)):
+        raise InvalidParameterError(name, expected, value, where=where)
+    if high is not None and (v > high or (high_open and v == high)):
+        raise InvalidParameterError(name, expected, value, where=where)
+    if (low is None or high is None) and math.isinf(v) and not (high is None and v > 0):
+        raise InvalidParameterError(name, expected, value, where=where)
+    return v
+
+
+def check_positive(name: str, value: object, *, where: str | None = None) -> float:
+    """A finite real > 0."""
+    v = check_real(name, value, low=0.0, low_open=True, where=where)
+    if math.isinf(v):
+        raise InvalidParameterError(name, "a finite real number > 0", value, where=where)
+    return v
+
+
+def check_probability(name: str, value: object, *, allow_zero: bool = True, allow_one: bool = True,
+                      where: str | None = None) -> float:
+    """A real in [0, 1] (ends optionally excluded)."""
+    return check_real(name, value, low=0.0, high=1.0, low_open=not allow_zero,
+                      high_open=not allow_one, where=where)
+
+
+def check_int(name: str, value: object, *, low: int | None = None, high: int | None = None,
+              where: str | None = None) -> int:
+    """An integer (not bool) in [low, high]."""
+    rng = f"[{'-inf' if low is None else low}, {'inf' if high is None else high}]"
+    expected = f"an integer in {rng}"
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise InvalidParameterError(name, expected, value, where=where)
+    v = int(value)
+    if (low is not None and v < low) or (high is not None and v > high):
+        raise InvalidParameterError(name, expected, value, where=where)
+    return v
+
+
+def check_choice(name: str, value: object, choices: Iterable[str]) -> str:
+    """``value`` must be one of ``choices``; the error lists them."""
+    choices = list(choices)
+    if value not in choices:
+        raise UnknownNameError(name, value, choices)
+    return value  # type: ignore[return-value]

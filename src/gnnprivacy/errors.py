@@ -1,0 +1,47 @@
+"""Typed errors. Every error about user input subclasses :class:`ValueError`."""
+
+from __future__ import annotations
+
+
+class GnnPrivacyError(Exception):
+    """Base class of every error raised by gnnprivacy."""
+
+
+class InvalidParameterError(GnnPrivacyError, ValueError):
+    """A parameter is outside its valid range or of the wrong kind.
+
+    The message always names the parameter, what was expected and what was received.
+    """
+
+    def __init__(self, name: str, expected: str, received: object, *, where: str | None = None):
+        self.name = name
+        self.expected = expected
+        self.received = received
+        prefix = f"{where}: " if where else ""
+        super().__init__(
+            f"{prefix}parameter {name!r} must be {expected}; received {received!r}"
+        )
+
+
+class UnknownNameError(InvalidParameterError):
+    """A registry lookup failed; the message lists the valid choices."""
+
+    def __init__(self, kind: str, name: object, choices):
+        self.choices = sorted(choices)
+        super().__init__(kind, f"one of {self.choices}", name)
+
+
+class DatasetNotFoundError(GnnPrivacyError, FileNotFoundError):
+    """Raw files of a dataset are missing (or unreadable) and cannot be downloaded."""
+
+
+class CorruptDatasetError(GnnPrivacyError, ValueError):
+    """Raw files of a dataset exist but cannot be parsed."""
+
+
+class PrivacyUnitMismatchError(GnnPrivacyError, ValueError):
+    """An accountant was asked to compose events of different privacy units or relations."""
+
+
+class BudgetExceededError(GnnPrivacyError, RuntimeError):
+    """Composing one more event would exceed the privacy budget."""

@@ -1,0 +1,46 @@
+"""Randomness as an argument. The library never seeds a global RNG.
+
+Seeds for repeats are derived with :class:`numpy.random.SeedSequence` (``spawn``), so
+each repeat, split and mechanism gets an independent stream reproducible from one seed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gnnprivacy._validation import check_int
+
+
+def seed_sequence(seed: int | np.random.SeedSequence) -> np.random.SeedSequence:
+    """Return a SeedSequence for an integer seed (>= 0) or pass one through."""
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    return np.random.SeedSequence(check_int("seed", seed, low=0))
+
+
+def spawn_seeds(seed: int | np.random.SeedSequence, n: int) -> list[int]:
+    """``n`` independent 63-bit integer seeds derived from ``seed`` via ``SeedSequence.spawn``."""
+    children = seed_sequence(seed).spawn(check_int("n", n, low=0))
+    return [int(c.generate_state(1, dtype=np.uint64)[0] >> np.uint64(1)) for c in children]
+
+
+def numpy_generator(seed: int | np.random.SeedSequence | np.random.Generator | None) -> np.random.Generator:
+    """A numpy Generator from a seed, a SeedSequence or an existing Generator.
+
+    ``None`` draws fresh OS entropy (never a global state).
+    """
+    if isinstance(seed, np.random.Generator):
+        return seed
+    return np.random.default_rng(seed)
+
+
+def torch_generator(seed: int | None, device: str = "cpu"):
+    """A ``torch.Generator`` seeded with ``seed`` (fresh OS entropy when ``None``)."""
+    import torch
+
+    gen = torch.Generator(device=device)
+    if seed is None:
+        gen.seed()
+    else:
+        gen.manual_seed(int(seed) & ((1 << 63) - 1))
+    return gen
