@@ -1,0 +1,55 @@
+"""Build click options from config dataclasses, so parameters are declared once."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import click
+
+_TYPES = {"int": click.INT, "float": click.FLOAT, "str": click.STRING, "bool": bool}
+
+
+def _base_type(annotation: Any) -> str:
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+    parts = [p.strip() for p in text.split("|") if p.strip() != "None"]
+    if len(parts) != 1 or parts[0] not in _TYPES:
+        raise TypeError(f"config field type {text!r} is not supported by the CLI builder")
+    return parts[0]
+
+
+def collect_fields(groups: list[tuple[str, type]]) -> dict[str, dict[str, Any]]:
+    """Union of dataclass fields across ``(owner, dataclass)`` pairs, keyed by field name.
+
+    A field shared by several owners must have the same type; its help names the owners.
+    """
+    fields: dict[str, dict[str, Any]] = {}
+    for owner, cls in groups:
+        for f in dataclasses.fields(cls):
+            kind = _base_type(f.type)
+            entry = fields.setdefault(f.name, {"kind": kind, "help": f.metadata.get("help", ""),
+                                               "owners": [], "defaults": {}})
+            if entry["kind"] != kind:
+                raise TypeError(f"field {f.name!r} is {entry['kind']} in one method and {kind} in {owner}")
+            entry["owners"].append(owner)
+            default = f.default if f.default is not dataclasses.MISSING else None
+            entry["defaults"][owner] = default
+    return fields
+
+
+def add_options(command, fields: dict[str, dict[str, Any]], *, common: set[str]):
+    """Decorate ``command`` with one ``--kebab-name`` option per field (default ``None`` = unset)."""
+    for name in sorted(fields, reverse=True):
+        entry = fields[name]
+        flag = "--" + name.replace("_", "-")
+        defaults = set(map(repr, entry["defaults"].values()))
+        default_text = next(iter(defaults)) if len(defaults) == 1 else "per method"
+        scope = "" if name in common else f" [methods: {', '.join(entry['owners'])}]"
+        help_text = f"{entry['help']} (default: {default_text}){scope}"
+        if entry["kind"] == "bool":
+            option = click.option(f"{flag}/--no-{name.replace('_', '-')}", name, default=None,
+                                  help=help_text)
+        else:
+            option = click.option(flag, name, type=_TYPES[entry["kind"]], default=None, help=help_text)
+        command = option(command)
+    return command

@@ -1,0 +1,137 @@
+"""The run configuration: one frozen dataclass, the single source of truth for ``train``.
+
+Common fields live in :class:`RunConfig`; each method adds its own hyperparameters (a frozen
+dataclass registered with the method). A YAML file, the CLI and sweeps all resolve to
+``RunConfig`` + method params; :func:`resolve_config` merges and validates them, and the
+resolved form is saved with every run record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gnnprivacy._validation import check_int, check_probability
+from gnnprivacy.errors import InvalidParameterError, UnknownNameError
+
+DEFAULT_RUNS_DIR = "runs"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Settings common to every method (data, split, seed, output)."""
+
+    method: str = field(default="gcn", metadata={"help": "training method (see `gnnprivacy train --help`)"})
+    dataset: str = field(default="csbm", metadata={"help": "dataset name (see `gnnprivacy datasets`)"})
+    data_root: str | None = field(default=None, metadata={
+        "help": "folder with the raw datasets (else $GNNPRIVACY_DATA, else ~/.cache/gnnprivacy)"})
+    dataset_args: str | None = field(default=None, metadata={
+        "help": "extra dataset arguments as key=value pairs separated by commas "
+                "(e.g. csbm: num_nodes=20000,homophily=0.9)"})
+    split: str | None = field(default=None, metadata={
+        "help": "split kind: random | public | inductive (default: public for cora/citeseer, else random)"})
+    train_frac: float | None = field(default=None, metadata={"help": "fraction of nodes for training"})
+    val_frac: float | None = field(default=None, metadata={"help": "fraction of nodes for validation"})
+    test_frac: float | None = field(default=None, metadata={"help": "fraction of nodes for testing"})
+    seed: int = field(default=0, metadata={"help": "run seed; split, init, sampling and noise seeds derive from it"})
+    split_seed: int | None = field(default=None, metadata={"help": "seed of the split (default: the run seed)"})
+    runs_dir: str = field(default=DEFAULT_RUNS_DIR, metadata={"help": "where run records are written"})
+    device: str = field(default="cpu", metadata={"help": "torch device (cpu, cuda)"})
+
+    def __post_init__(self):
+        check_int("seed", self.seed, low=0)
+        if self.split_seed is not None:
+            check_int("split_seed", self.split_seed, low=0)
+        fracs = {k: getattr(self, k) for k in ("train_frac", "val_frac", "test_frac")}
+        for k, v in fracs.items():
+            if v is not None:
+                check_probability(k, v)
+        total = sum(v for v in fracs.values() if v is not None)
+        if total > 1 + 1e-9:
+            raise InvalidParameterError(
+                "train_frac + val_frac + test_frac", "fractions summing to <= 1", fracs)
+        if self.dataset_args is not None:
+            parse_dataset_args(self.dataset_args)
+        if self.data_root is not None and not os.path.isdir(os.path.expanduser(self.data_root)):
+            raise InvalidParameterError("data_root", "an existing directory", self.data_root)
+
+
+def parse_dataset_args(text: str | None) -> dict[str, Any]:
+    """Parse ``"a=1,b=0.5,c=name"`` into ``{"a": 1, "b": 0.5, "c": "name"}``."""
+    out: dict[str, Any] = {}
+    if not text:
+        return out
+    for item in text.split(","):
+        key, sep, raw = item.partition("=")
+        key, raw = key.strip(), raw.strip()
+        if not sep or not key.isidentifier() or not raw:
+            raise InvalidParameterError("dataset_args", "comma-separated key=value pairs", text)
+        for cast in (int, float):
+            try:
+                out[key] = cast(raw)
+                break
+            except ValueError:
+                continue
+        else:
+            out[key] = {"true": True, "false": False}.get(raw.lower(), raw)
+    return out
+
+
+RUN_FIELDS = tuple(f.name for f in dataclasses.fields(RunConfig))
+
+
+def resolve_config(values: dict[str, Any]):
+    """Split a flat mapping into ``(RunConfig, method params)``; unknown keys raise.
+
+    Args:
+        values: flat mapping (from YAML, CLI or a sweep) of RunConfig fields and the chosen
+            method's parameter fields. ``None`` values mean "use the default".
+
+    Raises:
+        UnknownNameError: a key is neither a RunConfig field nor a parameter of the method;
+            the message lists the valid keys.
+    """
+    from gnnprivacy.experiments.registry import get_method
+
+    values = {k.replace("-", "_"): v for k, v in values.items() if v is not None}
+    run_values = {k: v for k, v in values.items() if k in RUN_FIELDS}
+    spec = get_method(run_values.get("method", RunConfig.method))
+    param_names = {f.name for f in dataclasses.fields(spec.params)}
+    unknown = sorted(set(values) - set(RUN_FIELDS) - param_names)
+    if unknown:
+        raise UnknownNameError(f"config key (for method {spec.name!r})", unknown[0],
+                               set(RUN_FIELDS) | param_names)
+    config = RunConfig(**run_values)
+    params = spec.make_params({k: v for k, v in values.items() if k in param_names})
+    return config, params
+
+
+def config_to_dict(config: RunConfig, params) -> dict[str, Any]:
+    """The flat resolved configuration (RunConfig fields then method params)."""
+    out = dataclasses.asdict(config)
+    out.update(dataclasses.asdict(params))
+    return out
+
+
+def load_yaml_config(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a flat YAML mapping; malformed files raise ``InvalidParameterError`` naming the file."""
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise InvalidParameterError("config", "an existing YAML file", str(path))
+    try:
+        loaded = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise InvalidParameterError("config", f"valid YAML ({exc})", str(path)) from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise InvalidParameterError("config", "a YAML mapping of option: value", type(loaded).__name__)
+    return loaded
+
+
+__all__ = ["RunConfig", "resolve_config", "config_to_dict", "load_yaml_config", "UnknownNameError"]

@@ -1,0 +1,1 @@
+"""Built-in methods; importing this package registers them."""

@@ -1,0 +1,80 @@
+"""Run one training job from a flat configuration and write its record.
+
+This is the only path from a configuration to a result: ``gnnprivacy train``, sweeps and
+reproduction scripts all call :func:`run`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gnnprivacy.experiments.config import config_to_dict, parse_dataset_args, resolve_config
+from gnnprivacy.experiments.context import MethodResult, RunContext
+from gnnprivacy.experiments.registry import get_method
+from gnnprivacy.reporting.record import RunRecord
+
+
+def load_run_data(config):
+    """Load the dataset and split named by ``config`` (a :class:`RunConfig`)."""
+    from gnnprivacy.datasets import load_dataset
+
+    return load_dataset(
+        config.dataset, root=config.data_root, split=config.split,
+        seed=config.seed if config.split_seed is None else config.split_seed,
+        train_frac=config.train_frac, val_frac=config.val_frac, test_frac=config.test_frac,
+        **parse_dataset_args(config.dataset_args))
+
+
+def run(values: dict[str, Any], *, progress: Callable | None = None,
+        log: Callable[[str], None] | None = None, save: bool = True,
+        run_id: str | None = None) -> RunRecord:
+    """Resolve ``values``, train, evaluate, and write one run record.
+
+    Args:
+        values: flat configuration (RunConfig fields and the method's parameters).
+        progress: optional ``progress(description, total)`` factory returning an object with
+            ``update(n)``; methods call it for long loops.
+        log: optional message sink.
+        save: write the record (and the split) under ``config.runs_dir``.
+        run_id: fixed record id (sweeps use a deterministic id); default: time + random suffix.
+
+    Returns:
+        The :class:`RunRecord` (also written to ``<runs_dir>/<run_id>.json``).
+    """
+    t_start = time.perf_counter()
+    config, params = resolve_config(values)
+    spec = get_method(config.method)
+    data = load_run_data(config)
+    t_loaded = time.perf_counter()
+    ctx = RunContext(config=config, params=params, data=data, seed=config.seed,
+                     device=config.device, progress=progress, log=log or (lambda m: None))
+    result = spec.fn(ctx)
+    if not isinstance(result, MethodResult):
+        raise TypeError(f"method {spec.name!r} returned {type(result).__name__}, not MethodResult")
+    if spec.private and not math.isfinite(result.epsilon):
+        raise RuntimeError(f"private method {spec.name!r} reported a non-finite epsilon")
+    t_end = time.perf_counter()
+    split = data.split
+    record = RunRecord(
+        run_id=run_id or RunRecord.new_id(spec.name, config.dataset),
+        method=spec.name,
+        dataset=config.dataset,
+        config=config_to_dict(config, params),
+        seeds={"run": config.seed, "split": split.seed},
+        epsilon=float(result.epsilon),
+        delta=None if result.delta is None else float(result.delta),
+        privacy={"private": spec.private, **result.privacy, "ledger": result.ledger},
+        metrics={k: float(v) for k, v in result.metrics.items()},
+        timings={"load_seconds": t_loaded - t_start, "fit_seconds": t_end - t_loaded,
+                 "total_seconds": t_end - t_start},
+        split=split.to_dict(),
+        info=result.info,
+    )
+    if save:
+        record.save(config.runs_dir)
+        split.save(Path(config.runs_dir) / f"{record.run_id}.split.npz")
+    return record

@@ -1,0 +1,151 @@
+"""One JSON record per run: resolved config, seeds, versions, git commit, privacy ledger,
+metrics and timings.
+
+JSON has no infinity: non-finite floats are written as the strings ``"inf"``, ``"-inf"``
+and ``"nan"`` (so the file stays strict JSON) and read back as floats by :func:`read_record`.
+A non-private run records ``epsilon = "inf"``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import subprocess
+import tempfile
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+RECORD_VERSION = 1
+_PACKAGES = ("gnnprivacy", "torch", "torch_geometric", "numpy", "scipy", "scikit-learn", "dp-accounting")
+
+
+def package_versions() -> dict[str, str]:
+    """Installed versions of the packages that determine a run's result."""
+    out = {"python": platform.python_version()}
+    for name in _PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
+def git_commit(path: str | os.PathLike | None = None) -> str | None:
+    """The git commit of the source tree gnnprivacy runs from (``None`` outside a checkout);
+    ``+dirty`` is appended when tracked files have uncommitted changes."""
+    where = Path(path) if path else Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True,
+                             text=True, timeout=5, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return sha + ("+dirty" if dirty else "")
+
+
+def _encode(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    if isinstance(obj, dict):
+        return {str(k): _encode(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_encode(v) for v in obj]
+    if hasattr(obj, "item") and callable(obj.item) and getattr(obj, "ndim", 1) == 0:
+        return _encode(obj.item())
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def _decode(obj: Any) -> Any:
+    if isinstance(obj, str) and obj in ("inf", "-inf", "nan"):
+        return float(obj)
+    if isinstance(obj, dict):
+        return {k: _decode(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_decode(v) for v in obj]
+    return obj
+
+
+def dumps(obj: Any, **kwargs) -> str:
+    """Strict JSON (non-finite floats as strings)."""
+    return json.dumps(_encode(obj), allow_nan=False, **kwargs)
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
+    """Write ``obj`` as JSON to ``path`` atomically (temp file in the same folder, fsync, rename),
+    so a crash never leaves a partial record."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(dumps(obj, indent=2, sort_keys=False))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+@dataclass
+class RunRecord:
+    """Everything needed to understand and reproduce one run."""
+
+    run_id: str
+    method: str
+    dataset: str
+    config: dict[str, Any]
+    seeds: dict[str, Any]
+    epsilon: float
+    delta: float | None
+    privacy: dict[str, Any]
+    metrics: dict[str, float]
+    timings: dict[str, float]
+    split: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=package_versions)
+    git_commit: str | None = field(default_factory=git_commit)
+    created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    record_version: int = RECORD_VERSION
+
+    @staticmethod
+    def new_id(method: str, dataset: str) -> str:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+        return f"{stamp}-{method}-{dataset}-{uuid.uuid4().hex[:8]}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return _encode(asdict(self))
+
+    def summary(self) -> dict[str, Any]:
+        """The machine-readable result printed by ``--json``."""
+        return {
+            "method": self.method,
+            "dataset": self.dataset,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "test_accuracy": self.metrics.get("test_accuracy"),
+            "seconds": self.timings.get("total_seconds"),
+            "run_id": self.run_id,
+            "metrics": self.metrics,
+            "privacy": {k: v for k, v in self.privacy.items() if k != "ledger"},
+        }
+
+    def save(self, runs_dir: str | os.PathLike) -> Path:
+        """Write ``<runs_dir>/<run_id>.json`` atomically."""
+        return write_json_atomic(Path(runs_dir) / f"{self.run_id}.json", self.to_dict())
+
+
+def read_record(path: str | os.PathLike) -> RunRecord:
+    """Load a record written by :meth:`RunRecord.save`."""
+    data = _decode(json.loads(Path(path).read_text()))
+    return RunRecord(**data)
