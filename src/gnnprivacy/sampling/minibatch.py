@@ -1,0 +1,98 @@
+"""Minibatch samplers over a fixed item set (training nodes / sub-graphs).
+
+* ``sampling="fixed"``: a uniformly random subset of exactly ``m`` distinct items, drawn
+  fresh each step (never with replacement; spec 002 §8 A12). For a fixed set of ``d``
+  items, ``|S ∩ B| ~ Hypergeometric(N, d, m)`` (Lemma 3): the hypergeometric accountant.
+* ``sampling="poisson"``: each item independently with probability ``q = m / N``, so
+  ``|S ∩ B| ~ Binomial(d, q)``: the binomial accountant (spec 002 §4.4 [EXT]) and, for
+  DP-MLP, the standard Poisson-subsampled Gaussian (Mironov et al. 2019).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from gnnprivacy._validation import check_choice, check_int, check_real
+from gnnprivacy.errors import InvalidParameterError
+
+SAMPLING_MODES = ("fixed", "poisson")
+
+
+def _check_generator(generator: object, where: str) -> torch.Generator:
+    if not isinstance(generator, torch.Generator):
+        raise InvalidParameterError("generator", "a torch.Generator", type(generator).__name__, where=where)
+    return generator
+
+
+def poisson_node_batch(nodes: Tensor, *, rate: float, generator: torch.Generator) -> Tensor:
+    """Poisson-subsample ``nodes``: keep each independently with probability ``rate``.
+
+    Used by DP-MLP (spec 002 §3.8, naive DP-SGD in spec 000 §3.9), where each node affects
+    exactly one loss term.
+
+    Privacy:
+        Unit node (or example), relation add/remove. The batch may be empty; the trainer
+        records one Poisson-subsampled Gaussian event (sampling probability ``rate``) per
+        executed step.
+
+    Args:
+        nodes: 1-D tensor of node ids (or any items).
+        rate: sampling probability in (0, 1].
+        generator: a ``torch.Generator``.
+
+    Returns:
+        The kept entries of ``nodes``, in their original order.
+    """
+    where = "poisson_node_batch"
+    q = check_real("rate", rate, low=0.0, high=1.0, low_open=True, where=where)
+    _check_generator(generator, where)
+    if not isinstance(nodes, Tensor) or nodes.dim() != 1:
+        raise InvalidParameterError("nodes", "a 1-D tensor", type(nodes).__name__, where=where)
+    return nodes[torch.rand(nodes.numel(), generator=generator, dtype=torch.float64) < q]
+
+
+class NodeBatchSampler:
+    """Per-step minibatches of positions ``0..num_items-1`` (e.g. rows of ``BoundedSubgraphs``).
+
+    Reference: Daigavane et al., DP-GNN, Algorithm 1 line "B_t <- uniform subset of size m"
+    and Lemma 3 (hypergeometric); Poisson variant: spec 002 §4.4 [EXT].
+
+    Privacy:
+        Unit node, relation replace-one for DP-GNN. The sampler emits no event; the trainer
+        records per executed step the event named by :meth:`accounting_params` ("fixed":
+        hypergeometric ``HG(N, K+1, m)``; "poisson": binomial ``Bin(K+1, m/N)``).
+
+    Args:
+        num_items: ``N`` (number of training nodes).
+        batch_size: ``m`` in [1, N] (expected size under Poisson sampling).
+        sampling: "fixed" (default, the paper) or "poisson".
+    """
+
+    def __init__(self, num_items: int, *, batch_size: int, sampling: str = "fixed") -> None:
+        where = "NodeBatchSampler"
+        self.num_items = check_int("num_items", num_items, low=1, where=where)
+        self.batch_size = check_int("batch_size", batch_size, low=1, high=self.num_items, where=where)
+        self.sampling = check_choice("sampling", sampling, SAMPLING_MODES)
+
+    @property
+    def sample_rate(self) -> float:
+        """``m / N``: the inclusion probability of every item in both modes."""
+        return self.batch_size / self.num_items
+
+    def sample(self, generator: torch.Generator) -> Tensor:
+        """Positions of one step's batch (int64, ascending for Poisson, random order for fixed)."""
+        _check_generator(generator, "NodeBatchSampler.sample")
+        if self.sampling == "fixed":
+            return torch.randperm(self.num_items, generator=generator)[: self.batch_size]
+        keep = torch.rand(self.num_items, generator=generator, dtype=torch.float64) < self.sample_rate
+        return keep.nonzero().flatten()
+
+    def accounting_params(self) -> dict:
+        """``num_train``, ``batch_size``, ``sample_rate`` and ``sampling`` for the accountant."""
+        return {"num_train": self.num_items, "batch_size": self.batch_size,
+                "sample_rate": self.sample_rate, "sampling": self.sampling}
+
+    def __repr__(self) -> str:
+        return (f"NodeBatchSampler(num_items={self.num_items}, batch_size={self.batch_size}, "
+                f"sampling={self.sampling!r})")
