@@ -1,0 +1,44 @@
+"""Datasets: a registry of real graphs (read offline through PyG) and a synthetic CSBM.
+
+Main entry point: :func:`load_dataset`. ``list_datasets()`` / ``dataset_info(name)`` describe
+what is registered, ``dataset_status(name)`` tells whether its raw files are present.
+Splits are :class:`Split` objects, saved with their seed; ``inductive_train_graph`` gives
+the training graph of the inductive setting.
+
+Names that need torch (``load_dataset``, ``inductive_train_graph``, ``generate_csbm``,
+``GermanCredit``) are imported on first use, so listing datasets stays light.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from gnnprivacy.datasets.paths import resolve_cache, resolve_root
+from gnnprivacy.datasets.registry import DatasetInfo, dataset_info, list_datasets, register_dataset
+from gnnprivacy.datasets.splits import Split, random_split, resolve_fractions, split_from_masks
+from gnnprivacy.datasets.status import DatasetStatus, dataset_status
+
+_LAZY = {
+    "load_dataset": "gnnprivacy.datasets.load",
+    "inductive_train_graph": "gnnprivacy.datasets.inductive",
+    "generate_csbm": "gnnprivacy.datasets.csbm",
+    "GermanCredit": "gnnprivacy.datasets.german",
+}
+
+__all__ = [
+    "DatasetInfo", "DatasetStatus", "GermanCredit", "Split", "dataset_info", "dataset_status",
+    "generate_csbm", "inductive_train_graph", "list_datasets", "load_dataset", "random_split",
+    "register_dataset", "resolve_cache", "resolve_fractions", "resolve_root", "split_from_masks",
+]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,0 +1,211 @@
+"""Run a PyG dataset class on the data root without ever writing into the root.
+
+PyG writes ``processed/`` next to ``raw/``. So each dataset is processed in the cache
+(``<cache>/<hash of root>/pyg-<version>/<subdir>``), whose ``raw`` is a symlink (a copy if
+symlinks fail) of ``<root>/<subdir>/raw``. The entry is built in a temporary folder and
+renamed into place only after PyG succeeded, with a marker recording the raw files' sizes
+and modification times; an entry without marker, or whose raw files changed, is rebuilt.
+
+Raw files absent from the root: if ``download`` is allowed PyG may download them into the
+temporary folder (kept in the cache on success); every failure becomes
+:class:`~gnnprivacy.errors.DatasetNotFoundError` naming the expected files and where they
+were looked for. Files present but unparsable become
+:class:`~gnnprivacy.errors.CorruptDatasetError` naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gnnprivacy.datasets.paths import CACHE_ENV, DATA_ENV, LoadContext, missing_files
+from gnnprivacy.datasets.validate import find_corrupt
+from gnnprivacy.errors import CorruptDatasetError, DatasetNotFoundError, InvalidParameterError
+
+MARKER = ".gnnprivacy-entry.json"
+
+
+@dataclass(frozen=True)
+class PygSource:
+    """How one dataset sits in the root and how PyG opens it.
+
+    Attributes:
+        subdir: folder (relative to the root, and to the PyG root) holding ``raw/``.
+        required: files the dataset needs, relative to ``subdir`` (``raw/x.npz`` ...).
+        factory: ``factory(pyg_root: str) -> Dataset`` building the PyG dataset.
+        links: entries of ``<root>/<subdir>`` linked into the cache entry.
+        cache_subdir: folder of the entry under the cache (default ``subdir``); differs when
+            one raw folder is processed in several ways (German's feature sets).
+        prepare: optional ``prepare(entry_dir)`` run after linking, before ``factory``.
+        reuse_built: return the dataset object that processed the files (its data is in
+            memory; its paths point to the deleted temporary folder) instead of reopening it
+            from the cache, which saves reading the processed file again. ``False`` for
+            classes that read files after construction (OGB's ``get_idx_split``).
+    """
+
+    subdir: str
+    required: tuple[str, ...]
+    factory: Callable[[str], Any]
+    links: tuple[str, ...] = ("raw",)
+    cache_subdir: str | None = None
+    prepare: Callable[[Path], None] | None = None
+    reuse_built: bool = True
+
+    @property
+    def entry_subdir(self) -> str:
+        """Folder of the cache entry relative to the PyG root."""
+        return self.cache_subdir or self.subdir
+
+
+def _fingerprint(folder: Path, required: tuple[str, ...]) -> list[list[Any]]:
+    out = []
+    for rel in required:
+        st = (folder / rel).stat()
+        out.append([rel, st.st_size, st.st_mtime_ns])
+    return out
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    try:
+        os.symlink(src, dst, target_is_directory=src.is_dir())
+    except OSError:
+        if src.is_dir():
+            shutil.copytree(src, dst)
+        else:
+            shutil.copy2(src, dst)
+
+
+def _remove_entry(entry: Path) -> None:
+    """Move ``entry`` aside (atomic) and delete it; symlinks inside are unlinked, not followed."""
+    trash = entry.with_name(f".trash-{entry.name}-{uuid.uuid4().hex[:8]}")
+    try:
+        os.rename(entry, trash)
+    except FileNotFoundError:
+        return
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def _sweep_leftovers(base: Path, max_age_s: float = 86400.0) -> None:
+    """Delete temporary / trash folders of builds killed more than ``max_age_s`` ago."""
+    now = time.time()
+    for pattern in (".tmp-*", "**/.trash-*"):
+        for path in base.glob(pattern):
+            try:
+                if now - path.lstat().st_mtime > max_age_s:
+                    shutil.rmtree(path, ignore_errors=True)
+            except OSError:
+                continue
+
+
+def _entry_is_current(entry: Path, source: PygSource, fingerprint) -> bool:
+    try:
+        marker = json.loads((entry / MARKER).read_text())
+    except (OSError, ValueError):
+        return False
+    if missing_files(entry, source.required):
+        return False
+    if fingerprint is None:  # nothing in the root: accept a previously downloaded entry
+        return not marker.get("linked", False)
+    return marker.get("fingerprint") == fingerprint
+
+
+def not_found_error(ctx: LoadContext, source: PygSource, missing: list[str], why: str) -> DatasetNotFoundError:
+    """The error for missing raw files: which files, where, and how to change the root."""
+    folder = ctx.root.path / source.subdir
+    paths = ", ".join(str(folder / rel) for rel in missing)
+    return DatasetNotFoundError(
+        f"dataset {ctx.name!r}: raw file(s) missing: {paths}. Data root: {ctx.root.describe()}. "
+        f"Put them there (PyG's layout), or point root= / --data-root / ${DATA_ENV} at a folder "
+        f"that has them. {why}")
+
+
+def _build(ctx: LoadContext, source: PygSource, entry: Path, linked: bool, fingerprint):
+    """Process ``source`` in a temporary folder, then rename it to ``entry``; return the dataset."""
+    base = ctx.cache_base
+    src = ctx.root.path / source.subdir
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        note = base.parent / "ROOT.txt"  # for humans: which root this hashed folder serves
+        if not note.exists():
+            note.write_text(f"{ctx.root.path}\n")
+        _sweep_leftovers(base)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=base))
+    except OSError as exc:
+        raise InvalidParameterError(f"cache_dir (${CACHE_ENV})", "a writable directory",
+                                    str(ctx.cache)) from exc
+    try:
+        tmp_entry = tmp / source.entry_subdir
+        if linked:  # otherwise the dataset class creates its folders while downloading
+            tmp_entry.mkdir(parents=True)
+            for name in source.links:
+                if (src / name).exists():
+                    _link_or_copy(src / name, tmp_entry / name)
+            if source.prepare is not None:
+                source.prepare(tmp_entry)
+        try:
+            dataset = source.factory(str(tmp))  # holds its data in memory: reused below
+        except Exception as exc:
+            _raise_build_error(ctx, source, tmp_entry, linked, exc)
+        (tmp_entry / MARKER).write_text(json.dumps(
+            {"root": str(ctx.root.path), "linked": linked, "fingerprint": fingerprint}))
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.rename(tmp_entry, entry)
+        except OSError:
+            if not (entry / MARKER).is_file():  # not a concurrent winner: a real failure
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dataset
+
+
+def _raise_build_error(ctx, source, tmp_entry, linked, exc):
+    still_missing = missing_files(tmp_entry, source.required)
+    if still_missing:
+        raise not_found_error(ctx, source, still_missing,
+                              f"Download failed: {type(exc).__name__}: {exc}") from exc
+    where = ctx.root.path / source.subdir if linked else tmp_entry
+    bad = find_corrupt(where, source.required)
+    if bad is None:
+        files = ", ".join(str(where / rel) for rel in source.required)
+        raise CorruptDatasetError(
+            f"dataset {ctx.name!r}: PyG could not parse the raw files {files}: "
+            f"{type(exc).__name__}: {exc}") from exc
+    origin = "" if linked else " (downloaded)"
+    raise CorruptDatasetError(
+        f"dataset {ctx.name!r}: raw file {where / bad[0]}{origin} is corrupt or unreadable "
+        f"({bad[1]}); replace it with an intact copy") from exc
+
+
+def load_pyg_dataset(ctx: LoadContext, source: PygSource):
+    """Return ``source.factory`` opened on a complete cache entry, building it if needed.
+
+    Raises:
+        DatasetNotFoundError: raw files missing and not downloadable.
+        CorruptDatasetError: raw files present but unparsable.
+        InvalidParameterError: the cache folder is not writable.
+    """
+    src = ctx.root.path / source.subdir
+    missing = missing_files(src, source.required)
+    fingerprint = None if missing else _fingerprint(src, source.required)
+    entry = ctx.cache_base / source.entry_subdir
+    if entry.exists() and not _entry_is_current(entry, source, fingerprint):
+        _remove_entry(entry)
+    if not entry.exists():
+        if missing and len(missing) < len(source.required):
+            raise not_found_error(ctx, source, missing, "The other raw files are present, so "
+                                  "nothing was downloaded (a partial copy is not completed).")
+        if missing and not ctx.download:
+            raise not_found_error(ctx, source, missing, "Downloading was not attempted (download=False).")
+        dataset = _build(ctx, source, entry, linked=not missing, fingerprint=fingerprint)
+        if source.reuse_built:
+            return dataset
+    return source.factory(str(ctx.cache_base))
