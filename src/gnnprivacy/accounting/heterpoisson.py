@@ -1,0 +1,93 @@
+"""The per-step mixture of Gaussians of HeterPoisson node-level DP-SGD (000, Theorem 2).
+
+All shifts are in units of the clip norm R (R = 1/2 in the paper, so the paper's shift
+1/2 is 1 here and its shift k is 2k here); the noise std is the noise multiplier
+sigma / R. See :class:`~gnnprivacy.accounting.events.HeterPoissonDpEvent` for the math.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import gammaln, logsumexp
+
+#: Per-step probability mass of the largest shifts that the PLD accountant may drop;
+#: it is charged to delta (and to epsilon via -log(1 - mass)), see ``pld_builders``.
+DEFAULT_TAIL_MASS = 1e-30
+
+
+def covering_degrees(max_degree: int) -> tuple[int, ...]:
+    """The out-degrees evaluated for a worst case over D in [0, max_degree] (000 §4.2 step 6).
+
+    ``{0, 1, 2, 4, ..., 2^j < max_degree} ∪ {max_degree}``. Intermediate degrees are
+    covered because epsilon is non-decreasing in D (asserted by the test-suite).
+    """
+    degrees = {0, int(max_degree)}
+    power = 1
+    while power < max_degree:
+        degrees.add(power)
+        power *= 2
+    return tuple(sorted(degrees))
+
+
+def peripheral_probability(q_b: float, multiplier: float, degree: int) -> float:
+    """p = q_b * min(1, M / D): probability that one out-neighbour is central and picks z."""
+    if degree == 0:
+        return 0.0
+    return q_b * min(1.0, multiplier / degree)
+
+
+def log_binomial_pmf(degree: int, p: float) -> np.ndarray:
+    """ln Bin(k; D, p) for k = 0..D, computed with gammaln (never factorials)."""
+    k = np.arange(degree + 1, dtype=float)
+    if p == 0.0:
+        out = np.full(degree + 1, -np.inf)
+        out[0] = 0.0
+        return out
+    if p == 1.0:
+        out = np.full(degree + 1, -np.inf)
+        out[-1] = 0.0
+        return out
+    log_comb = gammaln(degree + 1.0) - gammaln(k + 1.0) - gammaln(degree - k + 1.0)
+    return log_comb + k * np.log(p) + (degree - k) * np.log1p(-p)
+
+
+def shift_distribution(q_b: float, multiplier: float, degree: int,
+                       overlap_removal: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Support and log-weights of the Theorem-2 mixture for out-degree ``degree``.
+
+    Returns:
+        ``(shifts, log_weights)``, shifts sorted ascending in units of R; zero-weight
+        components are dropped (never by size: the tail is kept exactly).
+    """
+    log_bin = log_binomial_pmf(degree, peripheral_probability(q_b, multiplier, degree))
+    k = np.arange(degree + 1, dtype=float)
+    log_q = np.log(q_b) if q_b > 0 else -np.inf
+    log_1mq = np.log1p(-q_b) if q_b < 1 else -np.inf
+    if overlap_removal:
+        shifts = np.concatenate([[1.0], 2.0 * k])
+        log_w = np.concatenate([[log_q], log_1mq + log_bin])
+    else:
+        shifts = np.concatenate([2.0 * k + 1.0, 2.0 * k])
+        log_w = np.concatenate([log_q + log_bin, log_1mq + log_bin])
+    keep = np.isfinite(log_w)
+    shifts, log_w = shifts[keep], log_w[keep]
+    order = np.argsort(shifts, kind="stable")
+    return shifts[order], log_w[order]
+
+
+def truncate_upper_tail(shifts: np.ndarray, log_weights: np.ndarray,
+                        tail_mass: float) -> tuple[np.ndarray, np.ndarray, float]:
+    """Drop the largest shifts whose total probability is at most ``tail_mass``.
+
+    Returns:
+        ``(shifts, weights, dropped)``: the kept shifts, their weights renormalised to sum
+        to one, and the dropped probability mass (to be charged by the caller).
+    """
+    log_weights = log_weights - logsumexp(log_weights)
+    weights = np.exp(log_weights)
+    upper = np.cumsum(weights[::-1])[::-1]          # upper[i] = P(shift >= shifts[i])
+    keep = upper > tail_mass
+    keep[0] = True
+    dropped = float(np.exp(logsumexp(log_weights[~keep]))) if not keep.all() else 0.0
+    kept = weights[keep]
+    return shifts[keep], kept / kept.sum(), dropped
