@@ -1,0 +1,137 @@
+"""Shared pieces of the node-level DP trainers: settings, features, metrics, randomness.
+
+Settings (spec 000 §2.2, spec 002 §3.9): *transductive* trains on the whole graph with the
+loss on the training nodes; *inductive* (``data.split.kind == "inductive"``) trains on
+:func:`gnnprivacy.datasets.inductive_train_graph` (no test node, no edge touching one).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+
+from gnnprivacy._validation import check_choice
+from gnnprivacy.training.metrics import evaluate
+
+__all__ = ["FEATURE_NORMS", "FeatureNorm", "derive_generators", "is_inductive",
+           "make_generator", "node_metrics", "weighted_precision"]
+
+#: feature preprocessing choices (spec 000 §9 A13)
+FEATURE_NORMS = ("auto", "none", "row_l2", "signed", "standardize_public", "standardize_global")
+
+
+def is_inductive(data: Data) -> bool:
+    """Whether ``data`` carries an inductive split."""
+    return getattr(getattr(data, "split", None), "kind", None) == "inductive"
+
+
+def make_generator(generator: torch.Generator | int | None) -> torch.Generator:
+    """A ``torch.Generator``: passed through, seeded from an int, or from OS entropy."""
+    if isinstance(generator, torch.Generator):
+        return generator
+    gen = torch.Generator()
+    if generator is None:
+        gen.seed()
+    else:
+        gen.manual_seed(int(generator) & ((1 << 63) - 1))
+    return gen
+
+
+def derive_generators(gen: torch.Generator, names: tuple[str, ...]) -> dict[str, torch.Generator]:
+    """Independent generators (one per purpose) seeded from draws of ``gen``."""
+    seeds = torch.randint(0, 2**62, (len(names),), generator=gen).tolist()
+    return {n: torch.Generator().manual_seed(int(s)) for n, s in zip(names, seeds)}
+
+
+class FeatureNorm:
+    """Feature preprocessing fitted once and applied identically at training and prediction.
+
+    Choices (spec 000 §9 A13):
+
+    * ``"auto"`` (default of the trainers): ``"standardize_public"`` when non-sensitive nodes
+      are visible at training time (transductive), else ``"signed"``;
+    * ``"none"``;
+    * ``"row_l2"``: each row divided by its ℓ2 norm (per node, data-independent);
+    * ``"signed"``: ``x ↦ 2x − 1`` (maps binary bag-of-words features to ±1; a fixed affine
+      map, data-independent);
+    * ``"standardize_public"``: ``(x − μ)/σ`` with one scalar mean and std computed over the
+      non-sensitive nodes only (transductive: the nodes outside ``train_mask``, whose
+      features the threat model already lets training read); no privacy cost; refused in
+      the inductive setting, which has no such nodes at training time;
+    * ``"standardize_global"``: the same over all nodes, as the reference code of spec 000
+      does. It reads private features without accounting: it warns, and the trainers
+      record it under ``privacy["unaccounted"]``.
+    """
+
+    def __init__(self, mode: str):
+        self.requested = check_choice("feature_norm", mode, FEATURE_NORMS)
+        self.mode = self.requested  # resolved by fit() when "auto"
+        self.shift, self.scale = 0.0, 1.0
+
+    @property
+    def unaccounted(self) -> bool:
+        return self.mode == "standardize_global"
+
+    def fit(self, x: Tensor, public_mask: Tensor | None) -> FeatureNorm:
+        """Fix the map; ``public_mask`` marks the non-sensitive nodes of ``x`` (or ``None``)."""
+        self.mode = self.requested
+        if self.mode == "auto":
+            has_public = public_mask is not None and bool(public_mask.any())
+            self.mode = "standardize_public" if has_public else "signed"
+        if self.mode == "signed":
+            self.shift, self.scale = 0.5, 0.5
+        elif self.mode.startswith("standardize"):
+            if self.mode == "standardize_public":
+                if public_mask is None or not bool(public_mask.any()):
+                    raise ValueError(
+                        "feature_norm='standardize_public' needs non-sensitive nodes visible at "
+                        "training time (transductive setting); use 'signed', 'row_l2' or 'none'")
+                x = x[public_mask]
+            else:
+                warnings.warn("feature_norm='standardize_global' reads private features "
+                              "without privacy accounting (spec 000 §9 A13)", stacklevel=3)
+            self.shift, self.scale = float(x.mean()), float(x.std()) + 1e-6
+        return self
+
+    def transform(self, x: Tensor) -> Tensor:
+        if self.mode == "row_l2":
+            return torch.nn.functional.normalize(x, dim=1)
+        if self.mode == "none":
+            return x
+        return (x - self.shift) / self.scale
+
+    def __repr__(self) -> str:
+        return f"FeatureNorm({self.mode!r}, shift={self.shift:.4g}, scale={self.scale:.4g})"
+
+
+def weighted_precision(logits: Tensor, y: Tensor, mask: Tensor) -> float:
+    """Support-weighted precision (spec 000 §6.2: what Table III reports)."""
+    from sklearn.metrics import precision_score
+
+    if not bool(mask.any()):
+        return math.nan
+    pred = logits[mask].argmax(1).cpu().numpy()
+    return float(precision_score(y[mask].cpu().numpy(), pred, average="weighted",
+                                 zero_division=0))
+
+
+def node_metrics(logits: Tensor, y: Tensor, data: Data, num_classes: int) -> dict[str, float]:
+    """``test_accuracy``, ``test_macro_f1``, ``test_weighted_precision``, ``test_roc_auc``
+    (binary), ``val_accuracy`` (when there are validation nodes), from all-node logits."""
+    out = {}
+    for split in ("test", "val"):
+        mask = getattr(data, f"{split}_mask", None)
+        if mask is None or not bool(mask.any()):
+            continue
+        scores = evaluate(logits, y, mask, num_classes=num_classes)
+        out[f"{split}_accuracy"] = scores["accuracy"]
+        if split == "test":
+            out["test_macro_f1"] = scores["macro_f1"]
+            out["test_weighted_precision"] = weighted_precision(logits, y, mask)
+            if "roc_auc" in scores:
+                out["test_roc_auc"] = scores["roc_auc"]
+    return out

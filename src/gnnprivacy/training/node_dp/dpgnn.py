@@ -1,0 +1,209 @@
+"""DP-GNN: node-level DP training of a one-layer GCN on degree-bounded subgraphs.
+
+Reference: *Node-Level Differentially Private Graph Neural Networks* (DP-GNN), Algorithms
+1-3 (spec 002 §3.2-3.7). Once, before training, the greedy Algorithm 2 bounds every
+training node's neighbourhood ``S_v`` to ``K`` neighbours and every node's occurrences to
+``K`` other lists. Then for ``t = 1..T``::
+
+    B_t  ← uniform m-subset of V_tr (or Poisson with rate m/N)
+    ũ_t  ← Σ_{v∈B_t} clip_C(∇ ℓ_v(Θ)) + N(0, σ² I),   σ = λ · 2(K+1) · C_eff
+    Θ    ← SGD(Θ, ũ_t / m)   or   Adam(Θ, ũ_t / m)          (DP-Adam: average first)
+
+``λ`` is calibrated so that the epsilon after ``T`` steps does not exceed the target.
+
+Privacy:
+    Unit: node. Relation: replace-one with ``N = |V_tr|`` public (spec 002 §8 A1; the
+    bound 2(K+1)C also covers add/remove). Event: one DP-GNN multi-term event per
+    executed step (hypergeometric amplification for fixed batches, binomial for Poisson
+    batches; spec 002 Theorem 1 / §4.4). Scope: the degree-bounded subgraphs are the
+    dataset; the data-dependent greedy pass is not covered (spec 002 §8 A2), nor is the
+    optional percentile clipping calibration (``clip_percentile``, §8 A7, recorded as
+    unaccounted) or full-graph inference (§3.9, setting 1).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+from torch_geometric.data import Data
+
+from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
+from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
+from gnnprivacy.nn.dpgnn import ACTIVATIONS, OneLayerGCN
+from gnnprivacy.sampling import NodeBatchSampler, sample_degree_bounded_subgraphs
+from gnnprivacy.training.dp import ClipGroup, DPEngine, clipped_gradient_sum, make_optimizer
+from gnnprivacy.training.node_dp import _privacy
+from gnnprivacy.training.node_dp.base import NodeDPTrainer
+from gnnprivacy.training.node_dp.common import FeatureNorm, is_inductive, node_metrics
+from gnnprivacy.training.nonprivate import num_classes_of, training_graph
+
+__all__ = ["DPGNNTrainer", "default_delta_dpgnn"]
+
+CLIP_GROUPINGS = ("global", "per_tensor")
+DEFAULT_LR = {"adam": 0.003, "sgd": 1.0}
+
+
+def default_delta_dpgnn(num_train: int) -> float:
+    """``δ = 1 / (10 N)`` with ``N = |V_tr|`` (spec 002 §3.0)."""
+    return 1.0 / (10.0 * num_train)
+
+
+class DPGNNTrainer(NodeDPTrainer):
+    """DP-GNN (spec 002) as an estimator.
+
+    Args:
+        epsilon: target epsilon (> 0).
+        delta: target delta in (0, 1); ``None`` means ``1 / (10 |V_tr|)``.
+        max_degree: degree bound ``K`` (10).
+        batch_size: ``m``; ``None`` means ``min(10000, |V_tr|)``.
+        sampling: ``"fixed"`` (uniform m-subsets, the paper) or ``"poisson"``.
+        optimizer: ``"adam"`` (DP-Adam) or ``"sgd"`` (DP-SGD).
+        lr: learning rate; ``None`` means 0.003 (Adam) or 1.0 (SGD).
+        epochs: ``T = ⌈epochs · N / m⌉`` noisy steps (default 20).
+        steps: explicit ``T`` (overrides ``epochs``).
+        clip_norm: manual clip threshold ``C`` (per tensor when ``clip_grouping="per_tensor"``).
+        clip_grouping: ``"global"`` or ``"per_tensor"``.
+        clip_percentile: if set, the paper's heuristic: ``C_l`` = ``clip_scale`` times this
+            percentile of the per-node gradient norms at initialisation, computed on private
+            data WITHOUT accounting (warns; recorded as unaccounted).
+        clip_scale: ``C_f`` of that heuristic.
+        hidden_channels, encoder_layers, decoder_layers, activation, post_agg_activation:
+            the model (:class:`~gnnprivacy.nn.dpgnn.OneLayerGCN`).
+        feature_norm: see :class:`~gnnprivacy.training.node_dp.common.FeatureNorm`.
+        noise_multiplier: fix ``λ`` instead of calibrating it.
+        generator, progress: as in the other trainers.
+    """
+
+    name = "dpgnn"
+
+    def __init__(self, *, epsilon: float = 8.0, delta: float | None = None, max_degree: int = 10,
+                 batch_size: int | None = None, sampling: str = "fixed", optimizer: str = "adam",
+                 lr: float | None = None, epochs: float = 20.0, steps: int | None = None,
+                 clip_norm: float = 1.0, clip_grouping: str = "global",
+                 clip_percentile: float | None = None, clip_scale: float = 1.0,
+                 hidden_channels: int = 100, encoder_layers: int = 1, decoder_layers: int = 1,
+                 activation: str = "tanh", post_agg_activation: bool = False,
+                 feature_norm: str = "auto", noise_multiplier: float | None = None,
+                 generator: torch.Generator | int | None = None,
+                 progress: Callable[[str, int], object] | None = None):
+        self.epsilon = check_positive("epsilon", epsilon)
+        self.delta = None if delta is None else check_real("delta", delta, low=0.0, high=1.0,
+                                                             low_open=True, high_open=True)
+        self.max_degree = check_int("max_degree", max_degree, low=0)
+        self.batch_size = None if batch_size is None else check_int("batch_size", batch_size, low=1)
+        self.sampling = check_choice("sampling", sampling, ("fixed", "poisson"))
+        self.optimizer = check_choice("optimizer", optimizer, DEFAULT_LR)
+        self.lr = DEFAULT_LR[self.optimizer] if lr is None else check_positive("lr", lr)
+        self.epochs = check_positive("epochs", epochs)
+        self.steps = None if steps is None else check_int("steps", steps, low=1)
+        self.clip_norm = check_positive("clip_norm", clip_norm)
+        self.clip_grouping = check_choice("clip_grouping", clip_grouping, CLIP_GROUPINGS)
+        self.clip_percentile = (None if clip_percentile is None else check_real(
+            "clip_percentile", clip_percentile, low=0.0, high=100.0))
+        self.clip_scale = check_positive("clip_scale", clip_scale)
+        self.model_kwargs = dict(hidden_channels=hidden_channels, encoder_layers=encoder_layers,
+                                 decoder_layers=decoder_layers,
+                                 activation=check_choice("activation", activation, ACTIVATIONS),
+                                 post_agg_activation=bool(post_agg_activation))
+        self.feature_norm = FeatureNorm(feature_norm).requested
+        self.noise_multiplier = (None if noise_multiplier is None
+                                 else check_real("noise_multiplier", noise_multiplier, low=0.0))
+        self.generator = generator
+        self.progress = progress
+
+    def _clip_groups(self, x: Tensor, nodes: Tensor, mask: Tensor, y: Tensor) -> list[ClipGroup]:
+        names = [n for n, _ in self.model_.named_parameters()]
+        if self.clip_percentile is None:
+            if self.clip_grouping == "global":
+                return [ClipGroup(tuple(names), self.clip_norm)]
+            return [ClipGroup((n,), self.clip_norm) for n in names]
+        warnings.warn("clip_percentile calibrates clipping thresholds on private data without "
+                      "privacy accounting (spec 002 §8 A7)", stacklevel=3)
+        groups = ([ClipGroup(tuple(names), math.inf)] if self.clip_grouping == "global"
+                  else [ClipGroup((n,), math.inf) for n in names])
+        probe = [ClipGroup(g.names, 1e300) for g in groups]
+        res = clipped_gradient_sum(self.model_, lambda: F.cross_entropy(
+            self.model_(x, nodes, mask), y[nodes[:, 0]], reduction="none"), clip_norm=probe)
+        self.model_.zero_grad(set_to_none=True)
+        return [ClipGroup(g.names, max(1e-12, self.clip_scale * float(np.percentile(
+            res.group_norms[k].numpy(), self.clip_percentile)))) for k, g in enumerate(groups)]
+
+    def _fit(self, data: Data, gens: dict[str, torch.Generator]) -> None:
+        inductive = is_inductive(data)
+        graph = training_graph(data)
+        train = graph.train_mask.nonzero().flatten()
+        n_train = int(train.numel())
+        m = min(10000, n_train) if self.batch_size is None else self.batch_size
+        delta = self.delta if self.delta is not None else default_delta_dpgnn(n_train)
+        bounded = sample_degree_bounded_subgraphs(graph.edge_index, graph.num_nodes,
+                                                  train_nodes=train, max_degree=self.max_degree,
+                                                  generator=gens["subgraphs"])
+        batches = NodeBatchSampler(n_train, batch_size=m, sampling=self.sampling)
+        self.steps_planned_ = self.steps or math.ceil(self.epochs * n_train / m)
+        make_event = _privacy.dpgnn_event_factory(num_train=n_train, batch_size=m,
+                                                  max_degree=self.max_degree,
+                                                  sampling=self.sampling)
+        self.noise_multiplier_ = (self.noise_multiplier if self.noise_multiplier is not None
+                                  else _privacy.calibrate(make_event, steps=self.steps_planned_,
+                                                          epsilon=self.epsilon, delta=delta,
+                                                          kind="rdp"))
+        public = None if inductive else ~graph.train_mask
+        self.feature_norm_ = FeatureNorm(self.feature_norm).fit(graph.x, public)
+        x, y = self.feature_norm_.transform(graph.x), graph.y
+        self.num_classes_ = num_classes_of(data)
+        self.model_ = OneLayerGCN(x.shape[1], self.num_classes_, **self.model_kwargs)
+        estimation = bounded.neighbors[:10000], bounded.mask[:10000]
+        groups = self._clip_groups(x, *estimation, y)
+        relation = (NeighboringRelation.REPLACE if self.sampling == "fixed"
+                    else NeighboringRelation.ADD_OR_REMOVE)
+        self.accountant_ = _privacy.new_accountant("rdp", PrivacyUnit.NODE, relation)
+        opt = make_optimizer(self.optimizer, self.model_.parameters(), lr=self.lr)
+        engine = DPEngine(self.model_, opt, clip_norm=groups,
+                          noise_multiplier=self.noise_multiplier_ * 2 * bounded.max_occurrence,
+                          expected_batch_size=m, generator=gens["noise"],
+                          accountant=self.accountant_,
+                          step_event=make_event(self.noise_multiplier_))
+        model, gen = self.model_, gens["sample"]
+
+        def closure_for_step():
+            nodes, mask = bounded.gather(batches.sample(gen))
+            return lambda: F.cross_entropy(model(x, nodes, mask), y[nodes[:, 0]], reduction="none")
+
+        self._run(engine, self.steps_planned_, closure_for_step)
+        self._finish(engine, delta)
+        self.privacy_info_ = {
+            "unit": PrivacyUnit.NODE.value, "relation": relation.value, "accountant": "rdp",
+            "noise_multiplier": self.noise_multiplier_, "sigma": self.sigma_,
+            "clip_norms": [g.clip_norm for g in groups], "clip_norm_effective": engine.clip_norm,
+            "max_degree": self.max_degree, "batch_size": m, "sampling": self.sampling,
+            "steps": self.steps_, "scope": bounded.accounting_params()["scope"],
+            "unaccounted": ((["clip_percentile calibration"] if self.clip_percentile is not None
+                             else []) + (["feature standardisation over private nodes"]
+                                         if self.feature_norm_.unaccounted else [])),
+            "calibrated": self.noise_multiplier is None}
+        self.info_ = {"setting": "inductive" if inductive else "transductive",
+                      "num_train": n_train, "mean_subgraph_degree":
+                      float(bounded.degrees().float().mean())}
+
+    def predict_logits(self, data: Data) -> Tensor:
+        """Full-graph forward with no degree limit (spec 002 §3.9 setting 1; not private)."""
+        self._check_fitted()
+        with torch.no_grad():
+            return self.model_.forward_full(self.feature_norm_.transform(data.x), data.edge_index)
+
+    def predict(self, data: Data) -> Tensor:
+        return self.predict_logits(data).argmax(1)
+
+    def score(self, data: Data) -> dict[str, float]:
+        return node_metrics(self.predict_logits(data), data.y, data, self.num_classes_)
+
+    def __repr__(self) -> str:
+        return (f"DPGNNTrainer(epsilon={self.epsilon:g}, delta={self.delta}, K={self.max_degree}, "
+                f"batch_size={self.batch_size}, optimizer={self.optimizer!r}, "
+                f"sampling={self.sampling!r})")

@@ -1,0 +1,163 @@
+"""DP-MLP ("naive DP-SGD"): DP-SGD/DP-Adam on node features only, no graph.
+
+References: spec 000 §3.9 (naive DP-SGD baseline: MLP ``F-32-32-32-C`` with ReLU, clip 1,
+expected batch 2048, 5 epochs, Adam 1e-3, Poisson sampling) and spec 002 §3.8 (DP-MLP).
+Every node is one example; for ``t = 1..T``::
+
+    B_t ← Poisson(V_tr, q),  q = m / |V_tr|
+    g̃  ← Σ_{v∈B_t} clip_C(∇ ℓ_v) + N(0, σ² I),  σ = noise_multiplier · C
+    w  ← Adam(w, g̃ / (q |V_tr|))
+
+Privacy:
+    Unit: node (each node influences only its own loss term since the graph is unused).
+    Relation: add/remove. Event: one Poisson-subsampled Gaussian event per executed step
+    (Mironov et al. 2019), PLD accountant; the noise multiplier is calibrated so that the
+    epsilon after ``T`` steps does not exceed the target.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+from torch_geometric.data import Data
+
+from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
+from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
+from gnnprivacy.sampling import poisson_node_batch
+from gnnprivacy.training.dp import DPEngine, make_optimizer
+from gnnprivacy.training.node_dp import _privacy
+from gnnprivacy.training.node_dp.base import NodeDPTrainer
+from gnnprivacy.training.node_dp.common import FeatureNorm, is_inductive, node_metrics
+from gnnprivacy.training.nonprivate import num_classes_of, training_graph
+
+__all__ = ["DPMLPTrainer", "default_delta_dpmlp", "mlp"]
+
+_ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU}
+
+
+def default_delta_dpmlp(num_train: int) -> float:
+    """``δ = 1 / (10 N)`` with ``N = |V_tr|`` (spec 002 §3.0, also used for DP-MLP)."""
+    return 1.0 / (10.0 * num_train)
+
+
+def mlp(in_channels: int, hidden_channels: int, out_channels: int, num_layers: int,
+        activation: str) -> nn.Sequential:
+    """``num_layers`` affine layers with ``activation`` between them (no norm, no dropout)."""
+    dims = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
+    layers: list[nn.Module] = []
+    for k, (a, b) in enumerate(zip(dims[:-1], dims[1:])):
+        layers.append(nn.Linear(a, b))
+        if k < num_layers - 1:
+            layers.append(_ACTIVATIONS[activation]())
+    return nn.Sequential(*layers)
+
+
+class DPMLPTrainer(NodeDPTrainer):
+    """Naive node-level DP-SGD on features (estimator-like).
+
+    Args:
+        epsilon: target epsilon (> 0).
+        delta: target delta in (0, 1); ``None`` means ``1 / (10 |V_tr|)``.
+        batch_size: expected batch ``m`` (Poisson rate ``min(1, m / |V_tr|)``), 2048.
+        epochs: ``T = ⌈epochs / q⌉`` steps (5).
+        steps: explicit ``T``.
+        optimizer: ``"adam"`` or ``"sgd"``.
+        lr: learning rate (1e-3).
+        clip_norm: per-node clip bound ``C`` (1.0).
+        hidden_channels, num_layers, activation: the MLP (32, 4 affine layers, ReLU).
+        feature_norm: see :class:`~gnnprivacy.training.node_dp.common.FeatureNorm`.
+        noise_multiplier: fix ``σ / C`` instead of calibrating it.
+        generator, progress: as in the other trainers.
+    """
+
+    name = "dpmlp"
+
+    def __init__(self, *, epsilon: float = 8.0, delta: float | None = None, batch_size: int = 2048,
+                 epochs: float = 5.0, steps: int | None = None, optimizer: str = "adam",
+                 lr: float = 1e-3, clip_norm: float = 1.0, hidden_channels: int = 32,
+                 num_layers: int = 4, activation: str = "relu", feature_norm: str = "auto",
+                 noise_multiplier: float | None = None,
+                 generator: torch.Generator | int | None = None,
+                 progress: Callable[[str, int], object] | None = None):
+        self.epsilon = check_positive("epsilon", epsilon)
+        self.delta = None if delta is None else check_real("delta", delta, low=0.0, high=1.0,
+                                                             low_open=True, high_open=True)
+        self.batch_size = check_int("batch_size", batch_size, low=1)
+        self.epochs = check_positive("epochs", epochs)
+        self.steps = None if steps is None else check_int("steps", steps, low=1)
+        self.optimizer = check_choice("optimizer", optimizer, ("adam", "sgd"))
+        self.lr = check_positive("lr", lr)
+        self.clip_norm = check_positive("clip_norm", clip_norm)
+        self.hidden_channels = check_int("hidden_channels", hidden_channels, low=1)
+        self.num_layers = check_int("num_layers", num_layers, low=1)
+        self.activation = check_choice("activation", activation, _ACTIVATIONS)
+        self.feature_norm = FeatureNorm(feature_norm).requested
+        self.noise_multiplier = (None if noise_multiplier is None
+                                 else check_real("noise_multiplier", noise_multiplier, low=0.0))
+        self.generator = generator
+        self.progress = progress
+
+    def _fit(self, data: Data, gens: dict[str, torch.Generator]) -> None:
+        inductive = is_inductive(data)
+        graph = training_graph(data)
+        train = graph.train_mask.nonzero().flatten()
+        n_train = int(train.numel())
+        q = min(1.0, self.batch_size / n_train)
+        delta = self.delta if self.delta is not None else default_delta_dpmlp(n_train)
+        self.steps_planned_ = self.steps or math.ceil(self.epochs / q)
+        make_event = _privacy.dpsgd_event_factory(sample_rate=q)
+        self.noise_multiplier_ = (self.noise_multiplier if self.noise_multiplier is not None
+                                  else _privacy.calibrate(make_event, steps=self.steps_planned_,
+                                                          epsilon=self.epsilon, delta=delta,
+                                                          kind="pld"))
+        public = None if inductive else ~graph.train_mask
+        self.feature_norm_ = FeatureNorm(self.feature_norm).fit(graph.x, public)
+        x, y = self.feature_norm_.transform(graph.x), graph.y
+        self.num_classes_ = num_classes_of(data)
+        self.model_ = mlp(x.shape[1], self.hidden_channels, self.num_classes_, self.num_layers,
+                          self.activation)
+        self.accountant_ = _privacy.new_accountant("pld", PrivacyUnit.NODE,
+                                                   NeighboringRelation.ADD_OR_REMOVE)
+        engine = DPEngine(self.model_, make_optimizer(self.optimizer, self.model_.parameters(),
+                                                      lr=self.lr),
+                          clip_norm=self.clip_norm, noise_multiplier=self.noise_multiplier_,
+                          expected_batch_size=q * n_train, generator=gens["noise"],
+                          accountant=self.accountant_,
+                          step_event=make_event(self.noise_multiplier_))
+        model, gen = self.model_, gens["sample"]
+
+        def closure_for_step():
+            nodes = poisson_node_batch(train, rate=q, generator=gen)
+            return lambda: F.cross_entropy(model(x[nodes]), y[nodes], reduction="none")
+
+        self._run(engine, self.steps_planned_, closure_for_step)
+        self._finish(engine, delta)
+        self.privacy_info_ = {
+            "unit": PrivacyUnit.NODE.value, "relation": NeighboringRelation.ADD_OR_REMOVE.value,
+            "accountant": "pld", "noise_multiplier": self.noise_multiplier_, "sigma": self.sigma_,
+            "clip_norm": self.clip_norm, "sample_rate": q, "steps": self.steps_,
+            "unaccounted": (["feature standardisation over private nodes"]
+                            if self.feature_norm_.unaccounted else []),
+            "calibrated": self.noise_multiplier is None}
+        self.info_ = {"setting": "inductive" if inductive else "transductive",
+                      "num_train": n_train}
+
+    def predict_logits(self, data: Data) -> Tensor:
+        """Logits of every node from its own features."""
+        self._check_fitted()
+        with torch.no_grad():
+            return self.model_(self.feature_norm_.transform(data.x))
+
+    def predict(self, data: Data) -> Tensor:
+        return self.predict_logits(data).argmax(1)
+
+    def score(self, data: Data) -> dict[str, float]:
+        return node_metrics(self.predict_logits(data), data.y, data, self.num_classes_)
+
+    def __repr__(self) -> str:
+        return (f"DPMLPTrainer(epsilon={self.epsilon:g}, delta={self.delta}, "
+                f"batch_size={self.batch_size}, epochs={self.epochs:g}, lr={self.lr:g})")

@@ -1,0 +1,231 @@
+"""HeterPoisson node-level DP training of one-layer star GNNs (GCN, GIN, SAGE).
+
+Reference: Z. Xiang, T. Wang, D. Wang, *Preserving Node-level Privacy in Graph Neural
+Networks*, IEEE S&P 2024, Algorithm 1 (spec 000 §3.3) with Algorithms 2-3 (sampling) and
+private inference (§3.5). For ``t = 1..T``::
+
+    batch  ← HeterPoisson(G, Cand = V_tr, Elig, q_b, M)           (star subgraphs)
+    ḡ      ← Σ_i clip_R(∇ ℓ(f_w(S_i)[centre], y_centre))           (R = 0.5)
+    w      ← Adam(w, (ḡ + N(0, σ² I)) / B_exp),  B_exp = q_b |V_tr|
+
+Defaults follow spec 000 §3.0/§6.2: ``q_b = 4096 / |V|``, ``T = ⌈9 / q_b⌉``, ``R = 0.5``,
+Adam with lr 0.01, hidden width 128, ``N_test = 13``, ``δ = |V|^{-1.1}``; ``σ`` is the
+smallest noise whose epsilon after ``T`` steps does not exceed the target (one-sided
+calibration by the accountant).
+
+Privacy:
+    Unit: node (features, label and all edges of one training node). Relation: add/remove
+    of one training node inside a fixed whole graph whose degree sequence is public
+    (spec 000 §2.3). Event: one HeterPoisson mixture-of-Gaussians event per executed step
+    (spec 000 Theorem 2), worst case over out-degrees up to ``|V| − 1`` unless
+    ``degree_public`` (then up to the largest out-degree of a training node). Accounting
+    ``"sound"`` (default): PLD of the mixture, max over degrees after composition
+    (spec 000 §4.7); ``"paper"``: Theorem 2's RDP as printed. Inference reads only the
+    released model and non-training nodes (post-processing, no cost).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+from torch_geometric.data import Data
+
+from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
+from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
+from gnnprivacy.errors import InvalidParameterError
+from gnnprivacy.nn.star import AGGREGATORS, StarGNN
+from gnnprivacy.sampling import HeterPoissonSampler, inference_stars
+from gnnprivacy.training.dp import DPEngine, make_optimizer
+from gnnprivacy.training.node_dp import _privacy
+from gnnprivacy.training.node_dp.base import NodeDPTrainer
+from gnnprivacy.training.node_dp.common import (FeatureNorm, is_inductive, make_generator,
+                                                node_metrics)
+from gnnprivacy.training.nonprivate import num_classes_of, training_graph
+
+__all__ = ["HeterPoissonTrainer", "default_delta_heterpoisson"]
+
+PERIPHERAL_POOLS = ("all_visible", "train_only")
+
+
+def default_delta_heterpoisson(num_nodes: int) -> float:
+    """``δ = |V|^{-1.1}`` (spec 000 §3.0)."""
+    return float(num_nodes) ** -1.1
+
+
+class HeterPoissonTrainer(NodeDPTrainer):
+    """Node-level DP star-GNN trained with HeterPoisson sampling (estimator-like).
+
+    Args:
+        backbone: ``"gcn"``, ``"gin"`` or ``"sage"``.
+        epsilon: target epsilon (> 0).
+        delta: target delta in (0, 1); ``None`` means ``|V|^{-1.1}`` of the data's graph.
+        accounting: ``"sound"`` (PLD, default) or ``"paper"`` (Theorem 2's RDP).
+        q_b: central sampling rate in (0, 1]; ``None`` means ``min(1, 4096 / |V|)``.
+        M: neighbour multiplier (>= 1).
+        epochs: ``E`` in ``T = ⌈E / q_b⌉`` (default 9).
+        steps: explicit ``T`` (overrides ``epochs``).
+        clip_norm: per-subgraph clip bound ``R`` (0.5).
+        lr: Adam learning rate (0.01).
+        hidden_channels, update_layers: star model width and depth of ``φ``.
+        fanout: ``N_test``, neighbours per test node at inference (13).
+        enforce_no_overlap: remove central nodes from other subgraphs (Alg. 2 lines 14-23).
+        peripheral_pool: ``"all_visible"`` (transductive: non-training nodes may be
+            peripherals, spec 000 §9 A10) or ``"train_only"``.
+        degree_public: maximise the accountant over the graph's real largest out-degree of
+            a training node instead of ``|V| − 1`` (sound only if degrees are public, A2).
+        feature_norm: see :class:`~gnnprivacy.training.node_dp.common.FeatureNorm`.
+        noise_multiplier: fix ``σ / R`` instead of calibrating it (epsilon is then computed).
+        generator: ``torch.Generator``, int seed, or ``None`` (OS entropy).
+        progress: optional ``progress(description, total)`` -> object with ``update(n)``.
+
+    Attributes (after :meth:`fit`):
+        model_, noise_multiplier_, sigma_, steps_, q_b_, expected_batch_size_, epsilon_,
+        delta_, privacy_spent_ (``(epsilon, delta)``), ledger_ (accountant ``to_dict()``),
+        accountant_, feature_norm_, privacy_info_, info_.
+    """
+
+    name = "heterpoisson"
+
+    def __init__(self, backbone: str = "gcn", *, epsilon: float = 8.0, delta: float | None = None,
+                 accounting: str = "sound", q_b: float | None = None, M: float = 1.0,
+                 epochs: float = 9.0, steps: int | None = None, clip_norm: float = 0.5,
+                 lr: float = 0.01, hidden_channels: int = 128, update_layers: int = 1,
+                 fanout: int = 13, enforce_no_overlap: bool = True,
+                 peripheral_pool: str = "all_visible", degree_public: bool = False,
+                 feature_norm: str = "auto", noise_multiplier: float | None = None,
+                 generator: torch.Generator | int | None = None,
+                 progress: Callable[[str, int], object] | None = None):
+        self.backbone = check_choice("backbone", backbone, AGGREGATORS)
+        self.epsilon = check_positive("epsilon", epsilon)
+        self.delta = None if delta is None else check_real("delta", delta, low=0.0, high=1.0,
+                                                             low_open=True, high_open=True)
+        self.accounting = check_choice("accounting", accounting, _privacy.HETERPOISSON_MODES)
+        self.q_b = None if q_b is None else check_real("q_b", q_b, low=0.0, high=1.0,
+                                                       low_open=True)
+        self.M = check_real("M", M, low=1.0)
+        if math.isinf(self.M):
+            raise InvalidParameterError("M", "a finite real >= 1", M)
+        self.epochs = check_positive("epochs", epochs)
+        self.steps = None if steps is None else check_int("steps", steps, low=1)
+        self.clip_norm = check_positive("clip_norm", clip_norm)
+        self.lr = check_positive("lr", lr)
+        self.hidden_channels = check_int("hidden_channels", hidden_channels, low=1)
+        self.update_layers = check_int("update_layers", update_layers, low=1)
+        self.fanout = check_int("fanout", fanout, low=0)
+        self.enforce_no_overlap = bool(enforce_no_overlap)
+        self.peripheral_pool = check_choice("peripheral_pool", peripheral_pool, PERIPHERAL_POOLS)
+        self.degree_public = bool(degree_public)
+        self.feature_norm = FeatureNorm(feature_norm).requested
+        self.noise_multiplier = (None if noise_multiplier is None
+                                 else check_real("noise_multiplier", noise_multiplier, low=0.0))
+        self.generator = generator
+        self.progress = progress
+
+    # ------------------------------------------------------------------ fit
+    def _sampler(self, graph: Data, inductive: bool) -> HeterPoissonSampler:
+        cand = graph.train_mask
+        if inductive or self.peripheral_pool == "train_only":
+            elig = cand
+        else:
+            elig = torch.ones(graph.num_nodes, dtype=torch.bool)
+        return HeterPoissonSampler(graph.edge_index, graph.num_nodes, candidates=cand,
+                                   eligible=elig, q_b=self.q_b_, M=self.M,
+                                   enforce_no_overlap=self.enforce_no_overlap)
+
+    def _fit(self, data: Data, gens: dict[str, torch.Generator]) -> None:
+        inductive = is_inductive(data)
+        graph = training_graph(data)
+        n_full = int(data.num_nodes)
+        delta = self.delta if self.delta is not None else default_delta_heterpoisson(n_full)
+        self.q_b_ = self.q_b if self.q_b is not None else min(1.0, 4096.0 / n_full)
+        self.steps_planned_ = self.steps or math.ceil(self.epochs / self.q_b_)
+        sampler = self._sampler(graph, inductive)
+        d_max = sampler.max_out_degree if self.degree_public else graph.num_nodes - 1
+        make_event = _privacy.heterpoisson_event_factory(
+            q_b=self.q_b_, M=self.M, max_out_degree=d_max,
+            overlap_removal=self.enforce_no_overlap, mode=self.accounting)
+        kind = _privacy.heterpoisson_accountant_kind(self.accounting)
+        self.noise_multiplier_ = (self.noise_multiplier if self.noise_multiplier is not None
+                                  else _privacy.calibrate(make_event, steps=self.steps_planned_,
+                                                          epsilon=self.epsilon, delta=delta,
+                                                          kind=kind))
+        public = None if inductive else ~graph.train_mask
+        self.feature_norm_ = FeatureNorm(self.feature_norm).fit(graph.x, public)
+        x = self.feature_norm_.transform(graph.x)
+        self.num_classes_ = num_classes_of(data)
+        self.model_ = StarGNN(x.shape[1], self.num_classes_, aggregator=self.backbone,
+                              hidden_channels=self.hidden_channels,
+                              update_layers=self.update_layers)
+        self.accountant_ = _privacy.new_accountant(kind, PrivacyUnit.NODE,
+                                                   NeighboringRelation.ADD_OR_REMOVE)
+        event = make_event(self.noise_multiplier_)
+        self.expected_batch_size_ = self.q_b_ * int(graph.train_mask.sum())
+        engine = DPEngine(self.model_, make_optimizer("adam", self.model_.parameters(), lr=self.lr),
+                          clip_norm=self.clip_norm, noise_multiplier=self.noise_multiplier_,
+                          expected_batch_size=self.expected_batch_size_, generator=gens["noise"],
+                          accountant=self.accountant_, step_event=event)
+        y, model, gen = graph.y, self.model_, gens["sample"]
+
+        def closure_for_step():
+            batch = sampler.sample(gen)
+            return lambda: F.cross_entropy(model(x, batch), y[batch.centers], reduction="none")
+
+        self._run(engine, self.steps_planned_, closure_for_step)
+        self._finish(engine, delta)
+        self.privacy_info_ = self._privacy_info(kind, d_max)
+        self.info_ = {"setting": "inductive" if inductive else "transductive",
+                      "max_out_degree_accounted": d_max, "event": repr(event),
+                      "num_train": int(graph.train_mask.sum()), "num_nodes": graph.num_nodes}
+
+    def _privacy_info(self, kind: str, d_max: int) -> dict:
+        return {
+            "unit": PrivacyUnit.NODE.value, "relation": NeighboringRelation.ADD_OR_REMOVE.value,
+            "accountant": kind, "accounting_mode": self.accounting,
+            "noise_multiplier": self.noise_multiplier_, "sigma": self.sigma_,
+            "clip_norm": self.clip_norm, "q_b": self.q_b_, "M": self.M, "steps": self.steps_,
+            "max_out_degree_accounted": d_max, "enforce_no_overlap": self.enforce_no_overlap,
+            "feature_norm": self.feature_norm_.mode,
+            "unaccounted": (["feature standardisation over private nodes"]
+                            if self.feature_norm_.unaccounted else []),
+            "calibrated": self.noise_multiplier is None}
+
+    # ------------------------------------------------------------------ predict
+    def predict_logits(self, data: Data, nodes: Tensor | None = None, *,
+                       generator: torch.Generator | int | None = 0) -> Tensor:
+        """Private inference (spec 000 §3.5): each query node aggregates up to ``fanout``
+        uniformly sampled neighbours among the non-training nodes only.
+
+        Args:
+            data: the full graph with its split masks.
+            nodes: query node ids (default: every node).
+            generator: randomness of the neighbour sampling (int seed, generator or None).
+
+        Returns:
+            logits ``(len(nodes), C)``.
+        """
+        self._check_fitted()
+        n = int(data.num_nodes)
+        nodes = torch.arange(n) if nodes is None else nodes
+        allowed = data.test_mask if is_inductive(data) else ~data.train_mask
+        stars = inference_stars(data.edge_index, n, query_nodes=nodes, allowed=allowed,
+                                fanout=self.fanout, generator=make_generator(generator),
+                                forbidden=data.train_mask)
+        with torch.no_grad():
+            return self.model_(self.feature_norm_.transform(data.x), stars)
+
+    def predict(self, data: Data, nodes: Tensor | None = None) -> Tensor:
+        """Predicted labels of ``nodes`` (default all nodes) by private inference."""
+        return self.predict_logits(data, nodes).argmax(1)
+
+    def score(self, data: Data) -> dict[str, float]:
+        """Test (and validation) metrics from private inference on every node."""
+        return node_metrics(self.predict_logits(data), data.y, data, self.num_classes_)
+
+    def __repr__(self) -> str:
+        return (f"HeterPoissonTrainer(backbone={self.backbone!r}, epsilon={self.epsilon:g}, "
+                f"delta={self.delta}, accounting={self.accounting!r}, M={self.M:g}, "
+                f"q_b={self.q_b}, clip_norm={self.clip_norm:g})")
