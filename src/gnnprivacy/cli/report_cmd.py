@@ -1,0 +1,31 @@
+"""``gnnprivacy report``: Markdown and self-contained HTML report of a runs directory."""
+
+from __future__ import annotations
+
+import click
+
+from gnnprivacy.errors import GnnPrivacyError
+
+
+@click.command("report")
+@click.argument("runs_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="folder for report.md, report.html and plots/")
+@click.option("--title", default=None, help="report title (default: the runs folder's name)")
+@click.option("--metric", "metrics", multiple=True, default=("test_accuracy",), show_default=True,
+              help="metric(s) to tabulate and plot (repeatable)")
+@click.option("--reference", "references", multiple=True,
+              help="only these published tables (ids of reporting/references/*.yaml; default: all)")
+def report_command(runs_dir, out_dir, title, metrics, references):
+    """Aggregate RUNS_DIR over seeds (mean ± std, 95% CI) with the papers' numbers beside ours."""
+    from pathlib import Path
+
+    from gnnprivacy.reporting.html import write_report
+
+    try:
+        paths = write_report(runs_dir, out_dir, title=title or f"gnnprivacy report: {Path(runs_dir).name}",
+                             metrics=tuple(metrics), reference_ids=list(references) or None)
+    except GnnPrivacyError as exc:
+        raise click.ClickException(str(exc)) from None
+    for p in paths:
+        click.echo(str(p))

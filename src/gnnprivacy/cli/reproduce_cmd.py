@@ -1,0 +1,61 @@
+"""``gnnprivacy reproduce``: run a packaged paper-table sweep and render its report."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from gnnprivacy.cli.sweep_cmd import executor_options, run_and_summarise
+from gnnprivacy.errors import GnnPrivacyError
+
+
+def _print_list() -> None:
+    from gnnprivacy.experiments.reproduce import list_reproductions
+
+    for r in list_reproductions():
+        click.echo(f"{r.name}: {r.description}")
+        click.echo(f"    runs: {r.count()} (quick: {r.count(quick=True)}); "
+                   f"published tables: {', '.join(r.references) or '-'}")
+        if r.notes:
+            click.echo(f"    notes: {r.notes}")
+
+
+@click.command("reproduce")
+@click.argument("name", required=False)
+@click.option("--list", "list_only", is_flag=True, help="list the available reproductions and exit")
+@click.option("--quick", is_flag=True, help="the small CI variant (one seed, fewer steps, fewer budgets)")
+@click.option("--runs", "runs_dir", default=None, type=click.Path(file_okay=False),
+              help="results store (default: runs/<name>[-quick]); finished runs there are skipped")
+@click.option("--report", "report_dir", default=None, type=click.Path(file_okay=False),
+              help="report folder (default: reports/<name>[-quick])")
+@executor_options
+def reproduce_command(name, list_only, quick, runs_dir, report_dir, executor, address, workers, data_root, quiet):
+    """Reproduce a paper table NAME (see --list): run its sweep, then write a report with the
+    published numbers beside ours. Exit code 1 if any run failed (the report is still written)."""
+    from gnnprivacy.experiments.reproduce import get_reproduction
+    from gnnprivacy.reporting.html import write_report
+
+    if list_only:
+        _print_list()
+        return
+    if not name:
+        raise click.UsageError("give a reproduction NAME (see `gnnprivacy reproduce --list`)")
+    try:
+        repro = get_reproduction(name)
+    except GnnPrivacyError as exc:
+        raise click.ClickException(str(exc)) from None
+    spec = repro.spec(quick=quick)
+    runs_dir = runs_dir or f"runs/{spec.name}"
+    report_dir = report_dir or f"reports/{spec.name}"
+    result = run_and_summarise(spec, runs_dir=runs_dir, executor=executor, address=address, workers=workers,
+                               data_root=data_root, quiet=quiet)
+    try:
+        paths = write_report(runs_dir, report_dir, title=f"Reproduction {spec.name}: {repro.description}",
+                             reference_ids=list(repro.references) or None)
+    except GnnPrivacyError as exc:
+        raise click.ClickException(f"no report: {exc}") from None
+    for p in paths:
+        click.echo(f"report: {p}")
+    if not result.ok:
+        sys.exit(1)

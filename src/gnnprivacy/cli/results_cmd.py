@@ -1,0 +1,64 @@
+"""``gnnprivacy results``: list, filter and export the run records of a runs directory."""
+
+from __future__ import annotations
+
+import click
+
+from gnnprivacy.errors import GnnPrivacyError
+from gnnprivacy.reporting.export import FORMATS
+
+
+@click.command("results")
+@click.argument("runs_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--filter", "-f", "filters", multiple=True, metavar="KEY=VALUE",
+              help="keep matching runs (repeatable, all must hold); KEY is a column (method, dataset, "
+                   "epsilon = spent), or a config/metrics key (config.epsilon = target, lr, test_accuracy)")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="write to this file (required for parquet); default: stdout")
+@click.option("--failed/--no-failed", default=True, show_default=True, help="include failed runs")
+def results_command(runs_dir, filters, fmt, output, failed):
+    """List the runs in RUNS_DIR (one row per run record), filter them and export them."""
+    from gnnprivacy.experiments.store import ResultStore, filter_rows
+    from gnnprivacy.reporting import export
+
+    try:
+        rows = filter_rows(ResultStore(runs_dir).rows(include_failed=failed), list(filters))
+        if fmt == "parquet":
+            if not output:
+                raise click.UsageError("--format parquet needs -o FILE")
+            export.write_parquet(rows, output)
+            click.echo(f"{len(rows)} runs written to {output}", err=True)
+            return
+    except GnnPrivacyError as exc:
+        raise click.ClickException(str(exc)) from None
+    if fmt == "table":
+        text = _table_text(rows)
+    else:
+        text = export.to_csv(rows) if fmt == "csv" else export.to_json(rows)
+    if output:
+        with open(output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        click.echo(f"{len(rows)} runs written to {output}", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+def _table_text(rows) -> str:
+    import io
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from gnnprivacy.reporting.export import TABLE_COLUMNS, columns_of, table_cell
+
+    present = set(columns_of(rows))
+    cols = [c for c in TABLE_COLUMNS if c in present]
+    table = Table(title=f"{len(rows)} runs", title_justify="left")
+    for c in cols:
+        table.add_column(c.replace("metrics.", ""), overflow="fold")
+    for row in rows:
+        table.add_row(*(table_cell(row.get(c)) for c in cols))
+    buf = io.StringIO()
+    Console(file=buf, width=200, color_system=None, force_terminal=False).print(table)
+    return buf.getvalue()

@@ -1,0 +1,217 @@
+"""Executors: run a picklable function over many items in parallel, one interface, two backends.
+
+- :class:`LocalExecutor` (``local``, the default): a ``concurrent.futures`` process pool on this
+  machine, ``workers`` processes (default ``os.cpu_count()``), forked from a ``forkserver`` that
+  has imported torch and PyG once (``spawn`` where there is no fork server), each limited to
+  ``threads_per_worker = max(1, cpu_count // workers)`` torch/OpenMP threads, so the pool never
+  oversubscribes the cores.
+- :class:`RayExecutor` (``ray``): Ray tasks. It connects to ``address`` (an existing cluster;
+  one CPU and one torch thread per task, at most ``workers`` tasks in flight if given) or starts
+  a local Ray instance with ``ray.init(num_cpus=workers * threads_per_worker,
+  include_dashboard=False)`` (each task reserving ``threads_per_worker`` CPUs and using that many
+  torch threads, as the local pool does), and shuts its connection down afterwards (a cluster it
+  connected to keeps running).
+
+Both yield ``(item, result)`` pairs as items finish (in completion order). A failure of the
+execution machinery itself (a worker killed, a broken pool, a Ray node lost) is yielded as
+``(item, exception)`` so the caller can record it; exceptions raised by ``fn`` itself propagate
+the same way. Modules listed in ``imports`` are imported in every worker before it runs anything
+(e.g. a module that registers extra training methods).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from gnnprivacy.errors import InvalidParameterError
+
+EXECUTORS = ("local", "ray")
+
+
+def default_threads(workers: int) -> int:
+    """Torch threads per worker so that ``workers`` processes fill, not oversubscribe, the CPUs."""
+    return max(1, (os.cpu_count() or 1) // max(1, workers))
+
+
+def prepare_worker(threads: int, imports: tuple[str, ...] = (), sys_path: tuple[str, ...] = ()) -> None:
+    """Per-worker set-up: cap OpenMP/MKL/torch threads, add the parent's ``sys.path`` entries,
+    then import the requested modules."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    sys.path.extend(p for p in sys_path if p not in sys.path)
+    import torch
+
+    torch.set_num_threads(threads)
+    for name in imports:
+        importlib.import_module(name)
+
+
+class Executor(ABC):
+    """Common interface: a context manager with :meth:`imap_unordered`."""
+
+    name: str = ""
+
+    def __init__(self, *, workers: int | None = None, imports: Iterable[str] = ()):
+        if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
+            raise InvalidParameterError("workers", "an integer >= 1", workers)
+        self.workers = workers or (os.cpu_count() or 1)
+        self.threads_per_worker = default_threads(self.workers)
+        self.imports = tuple(imports)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(workers={self.workers}, threads_per_worker={self.threads_per_worker})"
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+    def start(self) -> None:
+        """Acquire resources (processes, a Ray connection)."""
+
+    def shutdown(self) -> None:
+        """Release what :meth:`start` acquired."""
+
+    @abstractmethod
+    def imap_unordered(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
+        """Apply ``fn`` to every item; yield ``(item, result_or_exception)`` as they finish."""
+
+
+class LocalExecutor(Executor):
+    """A process pool on this machine (see the module docstring)."""
+
+    name = "local"
+
+    def __init__(self, *, workers: int | None = None, imports: Iterable[str] = ()):
+        super().__init__(workers=workers, imports=imports)
+        self._pool = None
+
+    def start(self) -> None:
+        from concurrent.futures import ProcessPoolExecutor
+
+        self._pool = ProcessPoolExecutor(
+            max_workers=self.workers, mp_context=_process_context(),
+            initializer=prepare_worker, initargs=(self.threads_per_worker, self.imports, tuple(sys.path)))
+
+    def shutdown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def imap_unordered(self, fn, items):
+        from concurrent.futures import as_completed
+
+        if self._pool is None:
+            raise RuntimeError("LocalExecutor used outside its `with` block")
+        futures = {self._pool.submit(fn, item): item for item in items}
+        for future in as_completed(futures):
+            item = futures[future]
+            try:
+                yield item, future.result()
+            except Exception as exc:  # noqa: BLE001 - reported per item by the caller
+                yield item, exc
+
+
+# Imported once by the fork server, so that workers start without re-importing torch and PyG.
+_PRELOAD = ["torch", "torch_geometric", "gnnprivacy.experiments.sweep", "gnnprivacy.experiments.runner",
+            "gnnprivacy.datasets"]
+
+
+def _process_context():
+    """``forkserver`` where available (workers fork from a clean, single-threaded server that has
+    already imported torch and PyG: fast start, no forked thread state), else ``spawn``."""
+    import multiprocessing
+
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(_PRELOAD)
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+def _ray_call(threads: int, imports: tuple[str, ...], sys_path: tuple[str, ...], fn, item):
+    prepare_worker(threads, imports, sys_path)
+    return fn(item)
+
+
+class RayExecutor(Executor):
+    """Ray tasks on a cluster (``address``) or on a local instance started here."""
+
+    name = "ray"
+
+    def __init__(self, *, workers: int | None = None, address: str | None = None, imports: Iterable[str] = ()):
+        super().__init__(workers=workers, imports=imports)
+        self.address = address
+        # On a cluster this machine's CPU count means nothing: one CPU (thread) per task, and
+        # at most `workers` tasks in flight only when asked; Ray's scheduler does the rest.
+        self.max_in_flight = workers if (workers or not address) else None
+        if address:
+            self.threads_per_worker = 1
+        self._owns_connection = False
+        self._remote = None
+
+    def start(self) -> None:
+        ray = _import_ray()
+        if not ray.is_initialized():
+            kwargs = {"include_dashboard": False, "logging_level": "ERROR", "log_to_driver": False}
+            if self.address:
+                ray.init(address=self.address, **kwargs)
+            else:
+                ray.init(num_cpus=self.workers * self.threads_per_worker, **kwargs)
+            self._owns_connection = True
+        self._remote = ray.remote(num_cpus=self.threads_per_worker, max_retries=0)(_ray_call)
+
+    def shutdown(self) -> None:
+        if self._owns_connection:
+            _import_ray().shutdown()
+            self._owns_connection = False
+
+    def imap_unordered(self, fn, items):
+        ray = _import_ray()
+        if self._remote is None:
+            raise RuntimeError("RayExecutor used outside its `with` block")
+        fn_ref = ray.put(fn)
+        path = tuple(p for p in sys.path if p)
+        queue, pending = list(items), {}
+        while queue or pending:
+            while queue and (self.max_in_flight is None or len(pending) < self.max_in_flight):
+                item = queue.pop(0)
+                pending[self._remote.remote(self.threads_per_worker, self.imports, path, fn_ref, item)] = item
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                item = pending.pop(ref)
+                try:
+                    yield item, ray.get(ref)
+                except Exception as exc:  # noqa: BLE001 - RayTaskError, WorkerCrashedError ...
+                    yield item, exc
+
+
+def _import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise InvalidParameterError(
+            "executor", "'local', or 'ray' with Ray installed (pip install 'gnnprivacy[ray]')",
+            "ray (not installed)") from None
+    return ray
+
+
+def make_executor(name: str, *, workers: int | None = None, address: str | None = None,
+                  imports: Iterable[str] = ()) -> Executor:
+    """Build an executor by name (``local`` or ``ray``); ``address`` only applies to Ray."""
+    from gnnprivacy._validation import check_choice
+
+    check_choice("executor", name, EXECUTORS)
+    if address and name != "ray":
+        raise InvalidParameterError("address", "used only with --executor ray", address)
+    if name == "ray":
+        _import_ray()
+        return RayExecutor(workers=workers, address=address, imports=imports)
+    return LocalExecutor(workers=workers, imports=imports)

@@ -1,0 +1,300 @@
+"""The results store: one JSON record per run, written by atomic rename, plus a derived index.
+
+Layout of a runs directory::
+
+    RUNS/<run_id>.json            one finished run (a :class:`~gnnprivacy.reporting.record.RunRecord`)
+    RUNS/<run_id>.split.npz       its split (written before the record)
+    RUNS/<run_id>.failed.json     a run that raised (error, traceback, config); removed on success
+    RUNS/.staging/<run_id>.<host>.<pid>.<rand>/   a run in progress, locked (never read as a record)
+    RUNS/.index.json              cache of the flattened index (safe to delete)
+
+Why files and not SQLite: every writer (a process-pool worker, or a Ray task on another machine
+writing to a shared filesystem) touches only its own files, and a record appears in one atomic
+``os.replace`` after its split, so any number of concurrent writers never conflict, a SIGKILL
+never leaves a partial record (temporary files start with a dot and are ignored), and a
+restarted sweep only asks "does ``<run_id>.json`` exist". SQLite in WAL mode needs shared
+memory between the writers and is documented not to work over network filesystems (NFS), which
+is exactly where a cluster's shared runs directory lives; it would also be a second source of
+truth that can disagree with the files after a crash. The index is therefore *derived*: it is
+rebuilt from the records on every read, and :file:`.index.json` only caches parsed rows keyed by
+(file name, size, mtime) so a re-read parses only new or changed records. Readers write the cache
+atomically; a lost race just rewrites an equally valid cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import time
+import traceback
+import uuid
+from pathlib import Path
+from typing import Any
+
+from gnnprivacy.errors import InvalidParameterError, UnknownNameError
+from gnnprivacy.reporting.record import RunRecord, _decode, read_record, write_json_atomic
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; stale staging folders are then left in place
+    fcntl = None
+
+INDEX_FILE = ".index.json"
+STAGING_DIR = ".staging"
+FAILED_SUFFIX = ".failed.json"
+_INDEX_VERSION = 1
+_HELD_LOCKS: dict[str, int] = {}  # staging folder -> fd of its locked .lock file (this process)
+
+
+def is_record_file(path: Path) -> bool:
+    """Whether ``path`` names a finished run record (not a temp file, failure, split or index)."""
+    name = path.name
+    return (name.endswith(".json") and not name.startswith((".", "_"))
+            and not name.endswith(FAILED_SUFFIX))
+
+
+def flatten_record(record: dict[str, Any]) -> dict[str, Any]:
+    """One flat index row from a record dict.
+
+    Top-level keys: ``run_id``, ``status``, ``method``, ``dataset``, ``epsilon`` (spent), ``delta``,
+    ``seed``, ``created``; then ``config.<key>`` (the resolved config, so ``config.epsilon`` is
+    the *target*), ``metrics.<name>``, ``privacy.<key>`` (scalars only) and ``timings.<key>``.
+    """
+    row: dict[str, Any] = {
+        "run_id": record["run_id"], "status": "ok", "method": record["method"],
+        "dataset": record["dataset"], "epsilon": record.get("epsilon"), "delta": record.get("delta"),
+        "seed": record.get("seeds", {}).get("run"), "created": record.get("created"),
+    }
+    for prefix in ("config", "metrics", "privacy", "timings"):
+        for key, value in (record.get(prefix) or {}).items():
+            if value is None or isinstance(value, (bool, int, float, str)):
+                row[f"{prefix}.{key}"] = value
+    return row
+
+
+class ResultStore:
+    """A runs directory seen as a store of run records (see the module docstring).
+
+    Args:
+        root: the runs directory (created on the first write).
+    """
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root)
+
+    def __repr__(self) -> str:
+        return f"ResultStore({str(self.root)!r})"
+
+    # -- writing ---------------------------------------------------------------------------
+    def ensure_writable(self) -> None:
+        """Create the directory and prove it is writable, or raise ``InvalidParameterError``."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            probe = self.root / f".write-probe.{uuid.uuid4().hex}"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as exc:
+            raise InvalidParameterError("runs", f"a writable directory ({exc.strerror})",
+                                        str(self.root)) from None
+
+    def staging_dir(self, run_id: str) -> Path:
+        """A fresh private folder in which one attempt of ``run_id`` writes its files.
+
+        The folder holds ``.lock``, locked (``flock``) by this process until
+        :meth:`release_staging`; the lock dies with the process, which is how
+        :meth:`clean_stale_staging` tells abandoned folders from live ones.
+        """
+        name = f"{run_id}.{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+        path = self.root / STAGING_DIR / name
+        path.mkdir(parents=True)
+        if fcntl is not None:
+            fd = os.open(path / ".lock", os.O_CREAT | os.O_RDWR, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _HELD_LOCKS[str(path)] = fd
+        return path
+
+    def release_staging(self, path: Path) -> None:
+        """Remove a staging folder made by :meth:`staging_dir` and drop its lock."""
+        shutil.rmtree(path, ignore_errors=True)
+        fd = _HELD_LOCKS.pop(str(path), None)
+        if fd is not None:
+            os.close(fd)
+
+    def commit(self, record: RunRecord, staging: Path) -> Path:
+        """Publish a finished run: move its split, then write the record atomically (last)."""
+        split = staging / f"{record.run_id}.split.npz"
+        if split.exists():
+            os.replace(split, self.root / split.name)
+        path = record.save(self.root)
+        (self.root / f"{record.run_id}{FAILED_SUFFIX}").unlink(missing_ok=True)
+        return path
+
+    def write_failure(self, run_id: str, config: dict[str, Any], exc: BaseException) -> Path:
+        """Record that ``run_id`` raised ``exc`` (atomic, replaces an earlier failure)."""
+        payload = {"run_id": run_id, "status": "failed", "error": f"{type(exc).__name__}: {exc}",
+                   "traceback": "".join(traceback.format_exception(exc)), "config": config}
+        return write_json_atomic(self.root / f"{run_id}{FAILED_SUFFIX}", payload)
+
+    def clean_stale_staging(self, *, grace_seconds: float = 60.0) -> int:
+        """Remove staging folders whose owner died (their ``.lock`` is free); returns how many.
+
+        A folder without a lock file (its owner died between ``mkdir`` and locking) is removed
+        once older than ``grace_seconds``. Without ``fcntl`` (Windows) nothing is removed.
+        """
+        base, removed = self.root / STAGING_DIR, 0
+        if fcntl is None or not base.is_dir():
+            return 0
+        for entry in base.iterdir():
+            lock = entry / ".lock"
+            if not lock.exists():
+                if time.time() - entry.stat().st_mtime > grace_seconds:
+                    shutil.rmtree(entry, ignore_errors=True)
+                    removed += 1
+                continue
+            fd = os.open(lock, os.O_RDWR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # a live process holds it
+            finally:
+                os.close(fd)
+            shutil.rmtree(entry, ignore_errors=True)
+            removed += 1
+        return removed
+
+    # -- reading ---------------------------------------------------------------------------
+    def record_paths(self) -> list[Path]:
+        """Paths of all finished records, sorted by name."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p for p in self.root.iterdir() if p.is_file() and is_record_file(p))
+
+    def completed_ids(self) -> set[str]:
+        """Run ids with a finished record."""
+        return {p.name[: -len(".json")] for p in self.record_paths()}
+
+    def has_record(self, run_id: str) -> bool:
+        return (self.root / f"{run_id}.json").is_file()
+
+    def load(self, run_id: str) -> RunRecord:
+        """The record of ``run_id``; unknown ids raise ``UnknownNameError``."""
+        path = self.root / f"{run_id}.json"
+        if not path.is_file():
+            raise UnknownNameError("run id", run_id, sorted(self.completed_ids()))
+        return read_record(path)
+
+    def records(self) -> list[RunRecord]:
+        return [read_record(p) for p in self.record_paths()]
+
+    def failures(self) -> list[dict[str, Any]]:
+        """Failure entries (``run_id``, ``error``, ``traceback``, ``config``) without a later success."""
+        if not self.root.is_dir():
+            return []
+        done = self.completed_ids()
+        out = []
+        for p in sorted(self.root.glob(f"*{FAILED_SUFFIX}")):
+            if p.name.startswith(".") or p.name[: -len(FAILED_SUFFIX)] in done:
+                continue
+            out.append(_decode(json.loads(p.read_text())))
+        return out
+
+    def rows(self, *, include_failed: bool = False) -> list[dict[str, Any]]:
+        """The index: one flat row per record (see :func:`flatten_record`), sorted by run id.
+
+        Rebuilt from the records; unchanged files are taken from the :file:`.index.json` cache.
+        With ``include_failed``, failed runs are added with ``status = "failed"`` and ``error``.
+        """
+        cache = self._read_cache()
+        fresh, rows = {}, []
+        for path in self.record_paths():
+            st = path.stat()
+            key = [st.st_size, st.st_mtime_ns]
+            hit = cache.get(path.name)
+            if hit is not None and hit["key"] == key:
+                row = hit["row"]
+            else:
+                row = flatten_record(_decode(json.loads(path.read_text())))
+            fresh[path.name] = {"key": key, "row": row}
+            rows.append(row)
+        if fresh != cache:
+            self._write_cache(fresh)
+        rows = [_decode(r) for r in rows]
+        if include_failed:
+            for fail in self.failures():
+                cfg = fail.get("config") or {}
+                rows.append({"run_id": fail["run_id"], "status": "failed", "method": cfg.get("method"),
+                             "dataset": cfg.get("dataset"), "seed": cfg.get("seed"),
+                             "error": fail.get("error"),
+                             **{f"config.{k}": v for k, v in cfg.items()}})
+        return sorted(rows, key=lambda r: r["run_id"])
+
+    def _read_cache(self) -> dict[str, Any]:
+        try:
+            data = json.loads((self.root / INDEX_FILE).read_text())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict) or data.get("version") != _INDEX_VERSION:
+            return {}
+        return data.get("entries", {})
+
+    def _write_cache(self, entries: dict[str, Any]) -> None:
+        try:
+            write_json_atomic(self.root / INDEX_FILE, {"version": _INDEX_VERSION, "entries": entries})
+        except OSError:
+            pass  # a read-only runs directory is still readable; the cache is only an optimisation
+
+
+def parse_filter(text: str) -> tuple[str, Any]:
+    """``"key=value"`` -> ``(key, value)``; the value is parsed as YAML (``8`` -> 8, ``true`` -> True)."""
+    import yaml
+
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise InvalidParameterError("filter", "KEY=VALUE (e.g. method=gcn, config.epsilon=8)", text)
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.strip(), value
+
+
+def _column_for(key: str, columns: set[str]) -> str | None:
+    for candidate in (key, f"config.{key}", f"metrics.{key}", f"privacy.{key}", f"timings.{key}"):
+        if candidate in columns:
+            return candidate
+    return None
+
+
+def _matches(actual: Any, wanted: Any) -> bool:
+    numeric = (int, float)
+    if isinstance(actual, numeric) and isinstance(wanted, numeric) and not isinstance(actual, bool):
+        return float(actual) == float(wanted)
+    if wanted is None or actual is None:
+        return actual is wanted
+    return actual == wanted or str(actual) == str(wanted)
+
+
+def filter_rows(rows: list[dict[str, Any]], filters: list[str] | tuple[str, ...]) -> list[dict[str, Any]]:
+    """Keep the rows matching every ``key=value`` filter.
+
+    A bare key is looked up as a top-level column first (so ``epsilon`` is the epsilon *spent*),
+    then as ``config.<key>``, ``metrics.<key>``, ``privacy.<key>``, ``timings.<key>``. Numbers
+    compare numerically (``8`` matches ``8.0``).
+
+    Raises:
+        InvalidParameterError: a filter is not ``KEY=VALUE``.
+        UnknownNameError: a key matches no column (the message lists the columns).
+    """
+    parsed = [parse_filter(f) for f in filters]
+    if not rows or not parsed:
+        return list(rows)
+    columns = set().union(*(r.keys() for r in rows))
+    resolved = []
+    for key, value in parsed:
+        column = _column_for(key, columns)
+        if column is None:
+            raise UnknownNameError("filter key", key, sorted(columns))
+        resolved.append((column, value))
+    return [r for r in rows if all(column in r and _matches(r[column], value) for column, value in resolved)]

@@ -1,0 +1,335 @@
+"""Sweeps: the cartesian product of a grid of configurations, repeated over seeds, resumable.
+
+A sweep file (YAML)::
+
+    name: csbm-mlp                 # required; letters, digits, '.', '_', '-'
+    description: optional text
+    base: {method: mlp, dataset: csbm, epochs: 50}    # flat config shared by every run
+    grid:                          # key -> non-empty list; the runs are the cartesian product
+      lr: [0.01, 0.001]
+      dataset:                     # an element that is a mapping sets several keys together
+        - {dataset: cora, group_size: 25}
+        - {dataset: citeseer, group_size: 70}
+    seeds: 3                       # repeats per grid cell (default 1)
+    seed: 0                        # the sweep's root seed (default 0)
+    imports: [my_package.methods]  # optional modules every worker imports (extra methods)
+
+Seeds: the run seed of repeat ``k`` is drawn from ``numpy.random.SeedSequence(seed).spawn(seeds)[k]``
+(its first 32-bit word). Every cell uses the *same* ``seeds`` list, so repeat ``k`` of one cell and
+repeat ``k`` of another share their seed (and hence, by default, their split): differences between
+cells are paired comparisons, with less variance than independent seeds would give, and adding a
+cell to the grid never changes the seeds of the others. To use explicit seeds instead (e.g. a
+paper's seeds 1, 2, 3) put ``seed: [1, 2, 3]`` in the grid and leave ``seeds`` out.
+
+Run ids: each run's id is ``<method>-<dataset>-<sha256 prefix>`` of its *resolved* configuration
+(every RunConfig field and method parameter, defaults included; locations that do not change the
+result -- ``runs_dir``, ``data_root`` -- excluded; integral floats normalised so ``2`` and ``2.0``
+agree). A restarted sweep therefore recognises finished runs by their record file alone, and two
+sweeps that share a run share its record.
+
+Execution (:func:`run_sweep`): every configuration is resolved *before* anything runs (a bad key
+fails the whole sweep with nothing written), runs whose record exists are skipped, the others go
+to an executor (:mod:`gnnprivacy.experiments.executors`). A worker trains through
+:func:`gnnprivacy.experiments.runner.run` into a private staging folder and then publishes the
+split and, last, the record by atomic rename (:meth:`ResultStore.commit`), so a SIGKILL at any
+moment leaves either a complete record or none. A run that raises is written as
+``<run_id>.failed.json`` (error and traceback) and retried by the next invocation of the sweep.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import os
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gnnprivacy.errors import InvalidParameterError, UnknownNameError
+from gnnprivacy.experiments.store import ResultStore
+
+SWEEP_KEYS = ("name", "description", "base", "grid", "seeds", "seed", "imports")
+ID_EXCLUDED_KEYS = ("runs_dir", "data_root")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A validated sweep description (see the module docstring for the YAML form)."""
+
+    name: str
+    base: dict[str, Any] = field(default_factory=dict)
+    grid: dict[str, tuple] = field(default_factory=dict)
+    seeds: int | None = None
+    seed: int = 0
+    imports: tuple[str, ...] = ()
+    description: str = ""
+
+    def __post_init__(self):
+        where = f"sweep {self.name!r}"
+        if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
+            raise InvalidParameterError("name", "a non-empty name of letters, digits, '.', '_', '-'", self.name)
+        if not isinstance(self.base, Mapping):
+            raise InvalidParameterError("base", "a mapping of config key: value", self.base, where=where)
+        _check_grid(self.grid, where)
+        for key in ("runs_dir",):
+            if key in self.base or key in self.grid:
+                raise InvalidParameterError(key, "absent from a sweep file (use --runs)", key, where=where)
+        both = sorted(set(self.base) & set(self.grid))
+        if both:
+            raise InvalidParameterError("grid", "keys not also set in base", both[0], where=where)
+        explicit_seed = _has_explicit_seed(self)
+        if self.seeds is not None:
+            if not isinstance(self.seeds, int) or isinstance(self.seeds, bool) or self.seeds < 1:
+                raise InvalidParameterError("seeds", "an integer >= 1 (repeats per grid cell)", self.seeds, where=where)
+            if explicit_seed:
+                raise InvalidParameterError("seeds", "absent when 'seed' is set in base or grid", self.seeds, where=where)
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
+            raise InvalidParameterError("seed", "a non-negative integer (the sweep's root seed)", self.seed, where=where)
+
+    @property
+    def repeats(self) -> int:
+        return self.seeds or 1
+
+    def run_seeds(self) -> list[int]:
+        """The per-repeat run seeds: ``SeedSequence(seed).spawn(repeats)``, first 32-bit word each."""
+        children = np.random.SeedSequence(self.seed).spawn(self.repeats)
+        return [int(c.generate_state(1, dtype=np.uint32)[0]) for c in children]
+
+    def cells(self) -> list[dict[str, Any]]:
+        """The grid cells (cartesian product, first key varying slowest), mappings merged."""
+        keys = list(self.grid)
+        out = []
+        for combo in itertools.product(*(self.grid[k] for k in keys)):
+            cell: dict[str, Any] = {}
+            for key, value in zip(keys, combo):
+                cell.update(value if isinstance(value, Mapping) else {key: value})
+            out.append(cell)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any, *, source: str = "sweep") -> SweepSpec:
+        """Validate a parsed YAML mapping; unknown keys raise ``UnknownNameError``."""
+        if not isinstance(data, Mapping):
+            raise InvalidParameterError("sweep file", "a YAML mapping with name, base, grid", type(data).__name__,
+                                        where=source)
+        unknown = sorted(set(data) - set(SWEEP_KEYS))
+        if unknown:
+            raise UnknownNameError(f"sweep key in {source}", unknown[0], SWEEP_KEYS)
+        if "name" not in data:
+            raise InvalidParameterError("name", "present (the sweep's name)", None, where=source)
+        grid = data.get("grid")
+        if grid is None:
+            raise InvalidParameterError("grid", "a non-empty mapping of key: [values]", grid, where=source)
+        imports = data.get("imports") or ()
+        if isinstance(imports, str) or not all(isinstance(m, str) for m in imports):
+            raise InvalidParameterError("imports", "a list of module names", imports, where=source)
+        base = data.get("base") or {}
+        return cls(name=data["name"], base=dict(base) if isinstance(base, Mapping) else base,
+                   grid={k: tuple(v) if isinstance(v, list) else v for k, v in grid.items()}
+                   if isinstance(grid, Mapping) else grid,
+                   seeds=data.get("seeds"), seed=data.get("seed", 0), imports=tuple(imports),
+                   description=str(data.get("description") or ""))
+
+
+def _check_grid(grid: Any, where: str) -> None:
+    if not isinstance(grid, Mapping) or not grid:
+        raise InvalidParameterError("grid", "a non-empty mapping of key: [values]", grid, where=where)
+    for key, values in grid.items():
+        if not isinstance(values, tuple):
+            raise InvalidParameterError(f"grid.{key}", "a list of values", values, where=where)
+        if not values:
+            raise InvalidParameterError(f"grid.{key}", "a non-empty list of values", [], where=where)
+
+
+def load_sweep(path: str | Path) -> SweepSpec:
+    """Read and validate a sweep YAML file (malformed YAML raises ``InvalidParameterError``)."""
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise InvalidParameterError("config", "an existing sweep YAML file", str(path))
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise InvalidParameterError("config", f"valid YAML ({exc})", str(path)) from None
+    return SweepSpec.from_dict(data, source=str(path))
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def run_id_for(resolved: Mapping[str, Any]) -> str:
+    """The deterministic id of a resolved configuration (see the module docstring)."""
+    payload = {k: _canonical(v) for k, v in resolved.items() if k not in ID_EXCLUDED_KEYS}
+    digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+    slug = re.sub(r"[^A-Za-z0-9.-]+", "_", f"{resolved.get('method')}-{resolved.get('dataset')}")
+    return f"{slug}-{digest[:16]}"
+
+
+def import_modules(names: tuple[str, ...]) -> None:
+    """Import the sweep's ``imports`` here (workers import them too); missing ones raise clearly."""
+    import importlib
+
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise InvalidParameterError("imports", f"importable module names ({exc})", name) from None
+
+
+@dataclass(frozen=True)
+class SweepTask:
+    """One run of a sweep: its deterministic id, resolved flat config and place in the grid."""
+
+    run_id: str
+    values: dict[str, Any]
+    cell: int
+    repeat: int
+
+
+def expand_sweep(spec: SweepSpec, *, runs_dir: str | Path, data_root: str | None = None) -> list[SweepTask]:
+    """Resolve every run of ``spec`` (validating all of them); duplicates are dropped.
+
+    Raises:
+        UnknownNameError: a config key is unknown (the message names it and the valid keys).
+        InvalidParameterError: a value is invalid.
+    """
+    from gnnprivacy.experiments.config import config_to_dict, resolve_config
+
+    import_modules(spec.imports)
+    seeds = spec.run_seeds() if spec.seeds is not None or not _has_explicit_seed(spec) else [None]
+    tasks, seen = [], set()
+    for c, cell in enumerate(spec.cells()):
+        for k, seed in enumerate(seeds):
+            values = {**spec.base, **cell, "runs_dir": str(runs_dir)}
+            if data_root is not None:
+                values["data_root"] = data_root
+            if seed is not None:
+                values["seed"] = seed
+            resolved = config_to_dict(*resolve_config(values))
+            run_id = run_id_for(resolved)
+            if run_id not in seen:
+                seen.add(run_id)
+                tasks.append(SweepTask(run_id, resolved, c, k))
+    return tasks
+
+
+def _has_explicit_seed(spec: SweepSpec) -> bool:
+    return "seed" in spec.base or "seed" in spec.grid or any(
+        isinstance(v, Mapping) and "seed" in v for vals in spec.grid.values() for v in vals)
+
+
+@dataclass(frozen=True)
+class TaskOutcome:
+    """What a worker reports back for one task."""
+
+    run_id: str
+    status: str  # "ok" | "failed" | "skipped"
+    error: str | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def execute_task(task: SweepTask) -> TaskOutcome:
+    """Worker body: train one run into a staging folder, then publish it (or record the failure)."""
+    from gnnprivacy.experiments.runner import run
+
+    store = ResultStore(task.values["runs_dir"])
+    if store.has_record(task.run_id):
+        return TaskOutcome(task.run_id, "skipped")
+    t0 = time.perf_counter()
+    staging = store.staging_dir(task.run_id)
+    try:
+        record = run({**task.values, "runs_dir": str(staging)}, run_id=task.run_id, save=True)
+        record.config["runs_dir"] = task.values["runs_dir"]
+        store.commit(record, staging)
+        return TaskOutcome(task.run_id, "ok", metrics=dict(record.metrics), seconds=time.perf_counter() - t0)
+    except Exception as exc:  # noqa: BLE001 - every failure is recorded, the sweep goes on
+        store.write_failure(task.run_id, task.values, exc)
+        return TaskOutcome(task.run_id, "failed", error=f"{type(exc).__name__}: {exc}",
+                           seconds=time.perf_counter() - t0)
+    finally:
+        store.release_staging(staging)
+
+
+@dataclass
+class SweepResult:
+    """Summary of one invocation of :func:`run_sweep`."""
+
+    name: str
+    runs_dir: str
+    total: int
+    skipped: int
+    succeeded: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)  #: (run_id, error)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+def run_sweep(spec: SweepSpec, *, runs_dir: str | Path, executor: str = "local", workers: int | None = None,
+              address: str | None = None, data_root: str | None = None, progress: Callable | None = None,
+              log: Callable[[str], None] | None = None) -> SweepResult:
+    """Run (or resume) a sweep; see the module docstring for the guarantees.
+
+    Args:
+        spec: the sweep.
+        runs_dir: the results store (created; must be writable).
+        executor: ``"local"`` (process pool) or ``"ray"``.
+        workers: parallel workers (default: ``os.cpu_count()``, capped at the number of runs; on a
+            Ray cluster given by ``address``: no cap, Ray schedules every run).
+        address: Ray cluster address (``executor="ray"`` only).
+        data_root: folder with the raw datasets, overriding ``data_root`` in the sweep.
+        progress: ``progress(description, total)`` factory (see :mod:`gnnprivacy.cli.progress`).
+        log: message sink.
+
+    Returns:
+        A :class:`SweepResult`; failed runs are listed there and in ``<run_id>.failed.json``.
+    """
+    from gnnprivacy.experiments.executors import make_executor
+
+    log = log or (lambda message: None)
+    store = ResultStore(runs_dir)
+    tasks = expand_sweep(spec, runs_dir=runs_dir, data_root=data_root)
+    make_executor(executor, workers=workers, address=address)  # validate before touching anything
+    store.ensure_writable()
+    store.clean_stale_staging()
+    done = store.completed_ids()
+    todo = [t for t in tasks if t.run_id not in done]
+    result = SweepResult(spec.name, str(runs_dir), total=len(tasks), skipped=len(tasks) - len(todo))
+    log(f"sweep {spec.name}: {len(tasks)} runs, {result.skipped} already finished, {len(todo)} to run")
+    if not todo:
+        return result
+    n_workers = workers if (workers or address) else min(len(todo), os.cpu_count() or 1)
+    bar = progress(f"sweep {spec.name}", len(todo)) if progress else None
+    with make_executor(executor, workers=n_workers, address=address, imports=spec.imports) as ex:
+        for task, outcome in ex.imap_unordered(execute_task, todo):
+            if isinstance(outcome, BaseException):
+                store.write_failure(task.run_id, task.values, outcome)
+                outcome = TaskOutcome(task.run_id, "failed", error=f"{type(outcome).__name__}: {outcome}")
+            if outcome.status == "failed":
+                result.failed.append((task.run_id, outcome.error or ""))
+                log(f"run {task.run_id} failed: {outcome.error}")
+            else:
+                result.succeeded.append(task.run_id)
+            if bar is not None:
+                bar.update(1)
+    return result

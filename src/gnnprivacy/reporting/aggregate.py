@@ -1,0 +1,145 @@
+"""Aggregation over seeds: group runs that differ only in their seeds, summarise each metric.
+
+A *group* is the set of finished runs whose resolved configurations agree on every key except
+the seeds and the locations (``seed``, ``split_seed``, ``runs_dir``, ``data_root``, ``device``).
+Each metric of a group is summarised by its mean, the sample standard deviation (``ddof = 1``;
+NaN for one run) and a two-sided 95% Student-t confidence interval for the mean,
+
+    mean ± t_{0.975, n-1} · std / sqrt(n),
+
+which assumes roughly normal run-to-run variation; with n = 3 seeds (the papers' usual count)
+the interval is wide (t = 4.30), which is the honest answer for three samples.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+IGNORED_KEYS = frozenset({"seed", "split_seed", "runs_dir", "data_root", "device"})
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Mean, sample std and a t confidence interval of ``n`` values."""
+
+    n: int
+    mean: float
+    std: float
+    ci_low: float
+    ci_high: float
+    confidence: float = 0.95
+
+    @property
+    def half_width(self) -> float:
+        return (self.ci_high - self.ci_low) / 2
+
+
+def summarize(values: list[float], *, confidence: float = 0.95) -> Summary:
+    """Summarise finite ``values`` (non-finite ones are dropped); empty input gives NaNs."""
+    xs = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    n = len(xs)
+    if n == 0:
+        nan = float("nan")
+        return Summary(0, nan, nan, nan, nan, confidence)
+    mean = math.fsum(xs) / n
+    if n == 1:
+        return Summary(1, mean, float("nan"), float("nan"), float("nan"), confidence)
+    std = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1))
+    from scipy.stats import t
+
+    half = float(t.ppf(0.5 + confidence / 2, n - 1)) * std / math.sqrt(n)
+    return Summary(n, mean, std, mean - half, mean + half, confidence)
+
+
+@dataclass
+class Group:
+    """Runs sharing a configuration up to seeds, with per-metric summaries."""
+
+    attrs: dict[str, Any]
+    run_ids: list[str] = field(default_factory=list)
+    metrics: dict[str, Summary] = field(default_factory=dict)
+    epsilon: Summary | None = None  #: privacy spent (inf for non-private runs)
+    delta: float | None = None
+
+    @property
+    def n(self) -> int:
+        return len(self.run_ids)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.attrs.get(key, default)
+
+
+def row_attrs(row: dict[str, Any]) -> dict[str, Any]:
+    """The attributes of an index row used for grouping and matching references."""
+    attrs = {k[len("config."):]: v for k, v in row.items() if k.startswith("config.")}
+    attrs["method"] = row.get("method")
+    attrs["dataset"] = row.get("dataset")
+    if "privacy.private" in row:
+        attrs["private"] = bool(row["privacy.private"])
+    return attrs
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
+
+
+def group_rows(rows: list[dict[str, Any]], *, confidence: float = 0.95) -> list[Group]:
+    """Group finished index rows (``status == "ok"``) over seeds and summarise every metric."""
+    buckets: dict[tuple, list[dict[str, Any]]] = {}
+    for row in rows:
+        if row.get("status", "ok") != "ok":
+            continue
+        attrs = row_attrs(row)
+        key = tuple(sorted((k, _freeze(v)) for k, v in attrs.items() if k not in IGNORED_KEYS))
+        buckets.setdefault(key, []).append(row)
+    groups = []
+    for key, members in buckets.items():
+        attrs = {k: v for k, v in row_attrs(members[0]).items() if k not in IGNORED_KEYS}
+        names = sorted({k[len("metrics."):] for r in members for k in r if k.startswith("metrics.")})
+        metrics = {m: summarize([r.get(f"metrics.{m}") for r in members], confidence=confidence) for m in names}
+        eps = [r.get("epsilon") for r in members if r.get("epsilon") is not None]
+        eps_summary = (Summary(len(eps), math.inf, math.nan, math.nan, math.nan)
+                       if eps and all(math.isinf(e) for e in eps) else summarize(eps, confidence=confidence))
+        deltas = [r.get("delta") for r in members if r.get("delta") is not None]
+        groups.append(Group(attrs, sorted(r["run_id"] for r in members), metrics, eps_summary,
+                            max(deltas) if deltas else None))
+    return sorted(groups, key=lambda g: _sort_key(g.attrs))
+
+
+def _sort_key(attrs: dict[str, Any]) -> tuple:
+    def part(v):
+        return (0, float(v), "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0.0, str(v))
+
+    ordered = ["dataset", "method"] + sorted(k for k in attrs if k not in ("dataset", "method"))
+    return tuple(part(attrs.get(k)) for k in ordered)
+
+
+def varying_keys(groups: list[Group]) -> list[str]:
+    """The keys that distinguish groups, ``dataset`` and ``method`` first.
+
+    ``dataset`` and ``method`` count when they take several values; any other key counts when it
+    takes several values *within one method* (a hyperparameter only some methods have, constant
+    for each, is implied by the method and left out; so is ``private``).
+    """
+    out = [k for k in ("dataset", "method") if len({repr(g.attrs.get(k)) for g in groups}) > 1]
+    by_method: dict[Any, list[Group]] = {}
+    for g in groups:
+        by_method.setdefault(g.attrs.get("method"), []).append(g)
+    keys = set().union(*(g.attrs.keys() for g in groups)) if groups else set()
+    extra = {k for k in keys - {"dataset", "method", "private"}
+             for members in by_method.values() if len({repr(_freeze(g.attrs.get(k))) for g in members}) > 1}
+    return out + sorted(extra)
+
+
+def constant_keys(groups: list[Group], keys: tuple[str, ...]) -> dict[str, Any]:
+    """Those of ``keys`` that every group has, with one common value (e.g. a fixed ``eps_x``)."""
+    out = {}
+    for k in keys:
+        values = {repr(_freeze(g.attrs.get(k))) for g in groups}
+        if groups and len(values) == 1 and groups[0].attrs.get(k) is not None:
+            out[k] = _freeze(groups[0].attrs[k])
+    return out

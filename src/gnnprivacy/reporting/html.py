@@ -1,0 +1,172 @@
+"""The report: Markdown (``report.md`` + ``plots/*.png``) and one self-contained HTML page.
+
+:func:`write_report` reads a runs directory, aggregates over seeds
+(:mod:`~gnnprivacy.reporting.aggregate`), builds the tables (:mod:`~gnnprivacy.reporting.tables`)
+and privacy-utility plots (:mod:`~gnnprivacy.reporting.plots`) with the published numbers
+(:mod:`~gnnprivacy.reporting.reference_values`) beside ours, and writes both documents. The HTML
+page has inline CSS and its plots embedded as ``data:image/png;base64`` URIs: no external asset,
+so it can be mailed or archived as one file. Every file is written atomically.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import os
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from gnnprivacy.errors import InvalidParameterError
+from gnnprivacy.reporting.plots import Plot
+from gnnprivacy.reporting.tables import Table, to_html, to_markdown
+
+_CSS = """
+body{font-family:-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;margin:2em auto;max-width:1200px;
+color:#222;background:#fff;padding:0 1em}
+h1{font-size:1.6em;border-bottom:2px solid #345;padding-bottom:.2em}h2{font-size:1.25em;margin-top:1.6em}
+table{border-collapse:collapse;margin:1em 0 .3em;font-size:.85em}caption{font-weight:bold;text-align:left;
+padding:.3em 0}th,td{border:1px solid #bbb;padding:.3em .6em;text-align:left;vertical-align:top}
+th{background:#e8f0f8}tbody tr:nth-child(even){background:#f7f7f7}.note{font-size:.8em;color:#555;margin:0 0 1em}
+.plots{display:flex;flex-wrap:wrap;gap:1em}figure{margin:0;border:1px solid #ddd;padding:.4em}
+figcaption{font-size:.8em;color:#444}.failed{color:#b00}
+"""
+
+
+@dataclass
+class Report:
+    """Everything a report shows, independent of the output format."""
+
+    title: str
+    runs_dir: str
+    n_records: int
+    n_groups: int
+    sections: list[tuple[str, list[Table]]] = field(default_factory=list)
+    plots: list[Plot] = field(default_factory=list)
+    failures: list[dict] = field(default_factory=list)
+    references: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+
+def build_report(runs_dir: str | os.PathLike, *, title: str = "gnnprivacy report",
+                 metrics: tuple[str, ...] = ("test_accuracy",), reference_ids: list[str] | None = None) -> Report:
+    """Aggregate a runs directory into a :class:`Report` (raises if it holds no finished run)."""
+    from gnnprivacy.experiments.store import ResultStore
+    from gnnprivacy.reporting.aggregate import group_rows
+    from gnnprivacy.reporting.plots import privacy_utility_plots
+    from gnnprivacy.reporting.reference_values import load_references
+    from gnnprivacy.reporting.tables import comparison_tables, privacy_table, results_tables
+
+    store = ResultStore(runs_dir)
+    rows = store.rows()
+    if not rows:
+        raise InvalidParameterError("runs", "a folder holding at least one finished run record", str(runs_dir))
+    groups = group_rows(rows)
+    refs = load_references(reference_ids)
+    report = Report(title, str(runs_dir), len(rows), len(groups), failures=store.failures(),
+                    references=[f"{r.id}: {r.citation}" for r in refs])
+    ours = [t for m in metrics for t in results_tables(groups, m, refs)]
+    report.sections.append(("Results (ours, aggregated over seeds)", ours))
+    compared = comparison_tables(groups, refs)
+    if compared:
+        report.sections.append(("Published results beside ours (the papers' layout)", compared))
+    report.sections.append(("Privacy spent", [privacy_table(groups)]))
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        report.notes.append("Plots skipped: matplotlib is not installed (pip install 'gnnprivacy[report]').")
+    else:
+        report.plots = [p for m in metrics for p in privacy_utility_plots(groups, m, refs)]
+    return report
+
+
+def render_markdown(report: Report, plot_dir: str = "plots") -> str:
+    """Markdown; plots are referenced as ``plots/<file>.png`` (written by :func:`write_report`)."""
+    out = [f"# {report.title}", "",
+           f"{report.n_records} finished runs in `{report.runs_dir}`, {report.n_groups} configurations; "
+           f"generated {report.created}.", ""] + [f"> {n}\n" for n in report.notes]
+    for i, (heading, tables) in enumerate(report.sections):
+        out += [f"## {heading}", ""] + [to_markdown(t) for t in tables]
+        if i == 0 and report.plots:
+            out += ["## Privacy-utility plots", ""]
+            out += [f"![{p.title}]({plot_dir}/{p.filename})\n" for p in report.plots]
+    out += _failures_md(report) + ["## References", ""] + [f"- {r}" for r in report.references] + [""]
+    return "\n".join(out)
+
+
+def _failures_md(report: Report) -> list[str]:
+    if not report.failures:
+        return []
+    lines = ["## Failed runs", ""]
+    lines += [f"- `{f['run_id']}`: {f.get('error', '')}" for f in report.failures]
+    return lines + [""]
+
+
+def render_html(report: Report) -> str:
+    """One self-contained HTML page (inline CSS, plots as base64 data URIs)."""
+    esc = html.escape
+    body = [f"<h1>{esc(report.title)}</h1>",
+            f"<p>{report.n_records} finished runs in <code>{esc(report.runs_dir)}</code>, "
+            f"{report.n_groups} configurations; generated {esc(report.created)}.</p>"]
+    body += [f'<p class="note">{esc(n)}</p>' for n in report.notes]
+    for i, (heading, tables) in enumerate(report.sections):
+        body.append(f"<h2>{esc(heading)}</h2>")
+        body += [to_html(t) for t in tables]
+        if i == 0 and report.plots:
+            body += _plots_html(report.plots)
+    if report.failures:
+        body.append('<h2 class="failed">Failed runs</h2><ul>')
+        body += [f"<li><code>{esc(f['run_id'])}</code>: {esc(str(f.get('error', '')))}</li>" for f in report.failures]
+        body.append("</ul>")
+    body.append("<h2>References</h2><ul>" + "".join(f"<li>{esc(r)}</li>" for r in report.references) + "</ul>")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{esc(report.title)}</title><style>{_CSS}</style></head>\n<body>\n"
+            + "\n".join(body) + "\n</body></html>\n")
+
+
+def _plots_html(plots: list[Plot]) -> list[str]:
+    out = ['<h2>Privacy-utility plots</h2><div class="plots">']
+    for p in plots:
+        data = base64.b64encode(p.png).decode("ascii")
+        out.append(f'<figure><img alt="{html.escape(p.title)}" src="data:image/png;base64,{data}">'
+                   f"<figcaption>{html.escape(p.title)}</figcaption></figure>")
+    return out + ["</div>"]
+
+
+def _write_atomic(path: Path, data: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_report(runs_dir: str | os.PathLike, out_dir: str | os.PathLike, *, title: str = "gnnprivacy report",
+                 metrics: tuple[str, ...] = ("test_accuracy",), reference_ids: list[str] | None = None) -> list[Path]:
+    """Write ``report.md`` (+ ``plots/``) and ``report.html`` into ``out_dir``; returns their paths.
+
+    Raises:
+        InvalidParameterError: ``runs_dir`` holds no finished run, or ``out_dir`` is not writable.
+    """
+    report = build_report(runs_dir, title=title, metrics=metrics, reference_ids=reference_ids)
+    out = Path(out_dir)
+    try:
+        for p in report.plots:
+            _write_atomic(out / "plots" / p.filename, p.png)
+        current = {p.filename for p in report.plots}
+        if (out / "plots").is_dir():  # drop figures of an earlier report in the same folder
+            for old in (out / "plots").glob("*.png"):
+                if old.name not in current:
+                    old.unlink()
+        md = _write_atomic(out / "report.md", render_markdown(report).encode("utf-8"))
+        page = _write_atomic(out / "report.html", render_html(report).encode("utf-8"))
+    except OSError as exc:
+        raise InvalidParameterError("output", f"a writable directory ({exc.strerror})", str(out)) from None
+    return [md, page]

@@ -1,0 +1,181 @@
+"""Published numbers to put beside ours: loader for ``reporting/references/*.yaml``.
+
+Each YAML file transcribes one paper table (or a family of tables) exactly, from the engineering
+spec named in its ``source`` (spec file, section, table), cell by cell as text
+(``"74.2 ± 1.0"``), together with the mapping from the paper's row and column labels to our
+configuration keys::
+
+    id: 000-table2
+    metric: test_accuracy          # which of our metrics the numbers are
+    scale: 100                     # the paper's numbers are metric * scale (percent)
+    blocks:
+      - name: GCN column
+        row_headers: ["ε", "method"]          # the paper's header cells of the label columns
+        row_keys: [epsilon, method]           # what each label column means in our configs
+        labels:                               # label -> config values (null: no counterpart here)
+          method: {"Ours (HeterPoisson)": {method: heterpoisson, backbone: gcn}, "GAP": null}
+        columns:                              # the value columns: header label -> config values
+          - {label: Facebook, match: {dataset: facebook}}
+        rows:
+          - ["2", "Ours (HeterPoisson)", "74.2 ± 1.0"]
+
+A label column without a ``labels`` entry means the cell itself is the config value
+(``"2"`` -> ``epsilon: 2``). A published value *matches* one of our aggregated groups when every
+key of its match dictionary equals the group's value (numbers compared as floats); the keys may
+be config keys, ``method``, ``dataset`` or ``private``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from gnnprivacy.errors import InvalidParameterError, UnknownNameError
+
+_VALUE_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(?:±\s*(\d+(?:\.\d+)?))?")
+
+
+def parse_value(text: str) -> tuple[float | None, float | None]:
+    """``"74.2 ± 1.0"`` -> ``(74.2, 1.0)``; ``"68.075"`` -> ``(68.075, None)``; a truncated std -> None."""
+    m = _VALUE_RE.match(str(text))
+    if not m:
+        return None, None
+    std = m.group(2)
+    if std is not None and str(text)[m.end():].lstrip().startswith((".", "?")):
+        std = None  # e.g. "72.8 ± 5.?" -- the source truncates the std
+    return float(m.group(1)), None if std is None else float(std)
+
+
+@dataclass(frozen=True)
+class ReferenceValue:
+    """One published cell."""
+
+    table: str
+    block: str
+    row: tuple[str, ...]
+    column: str
+    text: str
+    mean: float | None
+    std: float | None
+    match: dict[str, Any] | None  #: config values it corresponds to; None: no counterpart here
+
+    def matches(self, attrs: dict[str, Any]) -> bool:
+        """Whether a group with attributes ``attrs`` (config + method/dataset/private) is this cell."""
+        return self.match is not None and self.mean is not None and values_match(self.match, attrs)
+
+
+@dataclass(frozen=True)
+class ReferenceBlock:
+    """One transcribed table (the paper's layout) and its cells."""
+
+    name: str
+    row_headers: tuple[str, ...]
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    values: tuple[ReferenceValue, ...]
+
+
+@dataclass(frozen=True)
+class ReferenceTable:
+    """A reference file: source, metric, scale and blocks."""
+
+    id: str
+    title: str
+    source: dict[str, str]
+    metric: str
+    scale: float
+    statistic: str
+    notes: str
+    blocks: tuple[ReferenceBlock, ...]
+
+    @property
+    def citation(self) -> str:
+        s = self.source
+        return f"{s.get('spec', '?')} §{s.get('section', '?')}, {s.get('table', '?')}"
+
+    def values(self) -> list[ReferenceValue]:
+        return [v for b in self.blocks for v in b.values]
+
+
+def values_match(match: dict[str, Any], attrs: dict[str, Any]) -> bool:
+    """Every key of ``match`` is in ``attrs`` with an equal value (numbers as floats)."""
+    for key, want in match.items():
+        if key not in attrs:
+            return False
+        have = attrs[key]
+        if isinstance(want, bool) or isinstance(have, bool):
+            if have is not want:
+                return False
+        elif isinstance(want, (int, float)) and isinstance(have, (int, float)):
+            if not math.isclose(float(want), float(have), rel_tol=1e-9, abs_tol=1e-12):
+                return False
+        elif str(want) != str(have):
+            return False
+    return True
+
+
+def _label_match(key: str, cell: str, labels: dict[str, Any]) -> dict[str, Any] | None:
+    import yaml
+
+    if key in labels:
+        if cell not in labels[key]:
+            raise InvalidParameterError(f"labels.{key}", f"a mapping with an entry for {cell!r}", sorted(labels[key]))
+        return labels[key][cell]
+    return {key: yaml.safe_load(cell)}
+
+
+def _build_block(table_id: str, raw: dict[str, Any]) -> ReferenceBlock:
+    row_keys = list(raw["row_keys"])
+    labels = raw.get("labels") or {}
+    fixed = raw.get("fixed") or {}
+    columns = raw["columns"]
+    values = []
+    for row in raw["rows"]:
+        row = [str(c) for c in row]
+        if len(row) != len(row_keys) + len(columns):
+            raise InvalidParameterError(f"{table_id}/{raw['name']} row", f"{len(row_keys) + len(columns)} cells", row)
+        parts = [dict(fixed)] + [_label_match(k, c, labels) for k, c in zip(row_keys, row)]
+        for col, text in zip(columns, row[len(row_keys):]):
+            merged: dict[str, Any] | None = {}
+            for part in parts + [col.get("match")]:
+                merged = None if part is None or merged is None else {**merged, **part}
+            mean, std = parse_value(text)
+            values.append(ReferenceValue(table_id, raw["name"], tuple(row[: len(row_keys)]), col["label"],
+                                         text, mean, std, merged))
+    return ReferenceBlock(raw["name"], tuple(raw.get("row_headers") or row_keys),
+                          tuple(c["label"] for c in columns), tuple(tuple(str(c) for c in r) for r in raw["rows"]),
+                          tuple(values))
+
+
+def reference_dir() -> Path:
+    """The folder holding the packaged reference YAML files."""
+    return Path(str(resources.files("gnnprivacy.reporting") / "references"))
+
+
+def load_reference_file(path: str | Path) -> ReferenceTable:
+    """Parse one reference YAML file."""
+    import yaml
+
+    raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    return ReferenceTable(
+        id=raw["id"], title=raw.get("title", raw["id"]), source=dict(raw.get("source") or {}),
+        metric=raw.get("metric", "test_accuracy"), scale=float(raw.get("scale", 1.0)),
+        statistic=raw.get("statistic", ""), notes=raw.get("notes", ""),
+        blocks=tuple(_build_block(raw["id"], b) for b in raw["blocks"]))
+
+
+def load_references(ids: list[str] | tuple[str, ...] | None = None, *, directory: str | Path | None = None
+                    ) -> list[ReferenceTable]:
+    """All reference tables (or the ones named in ``ids``; unknown ids raise ``UnknownNameError``)."""
+    folder = Path(directory) if directory else reference_dir()
+    tables = {t.id: t for t in (load_reference_file(p) for p in sorted(folder.glob("*.yaml")))}
+    if ids is None:
+        return list(tables.values())
+    missing = [i for i in ids if i not in tables]
+    if missing:
+        raise UnknownNameError("reference table", missing[0], tables)
+    return [tables[i] for i in ids]

@@ -1,0 +1,48 @@
+"""The packaged reproduction sweeps resolve against the method registry (a wrong key fails here)."""
+
+import pytest
+from click.testing import CliRunner
+
+from gnnprivacy.errors import UnknownNameError
+from gnnprivacy.experiments.reproduce import get_reproduction, list_reproductions
+from gnnprivacy.experiments.sweep import expand_sweep
+from gnnprivacy.reporting.reference_values import load_references
+
+NAMES = ["000-table2", "002-table", "004-table2"]
+
+
+def test_the_reproductions_are_packaged():
+    assert [r.name for r in list_reproductions()] == NAMES
+    with pytest.raises(UnknownNameError, match="000-table2"):
+        get_reproduction("999-table")
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("quick", [False, True])
+def test_every_run_resolves_against_the_registry(name, quick, tmp_path):
+    repro = get_reproduction(name)
+    tasks = expand_sweep(repro.spec(quick=quick), runs_dir=tmp_path)
+    assert len(tasks) == repro.count(quick=quick) > 0
+    assert not list(tmp_path.iterdir())
+    load_references(list(repro.references))  # the published tables it names exist
+
+
+def test_the_grids_are_the_papers():
+    t2 = get_reproduction("000-table2")
+    assert t2.full.grid == {"dataset": ("computers", "facebook", "twitch-de"), "epsilon": (2, 4, 8, 16)}
+    assert t2.full.seeds == 3 and t2.full.base["train_frac"] == 0.8 and t2.full.base["test_frac"] == 0.2
+    t4 = get_reproduction("004-table2")
+    assert t4.full.grid["eps_x"] == (1, 0.1) and t4.full.grid["eps_y"] == (3, 2, 1, 0.5)
+    assert [m["method"] for m in t4.full.grid["method"]] == ["rgnn", "lpgnn", "ldp-naive"] and t4.full.seeds == 5
+    assert t4.full.grid["dataset"] == ("cora", "citeseer", "facebook", "german")
+    assert t4.quick.seeds == 1 and t2.quick.seeds == 1
+
+
+def test_reproduce_list_and_errors():
+    from gnnprivacy.cli.reproduce_cmd import reproduce_command
+
+    out = CliRunner().invoke(reproduce_command, ["--list"])
+    assert out.exit_code == 0 and all(n in out.output for n in NAMES) and "quick: 3" in out.output
+    out = CliRunner().invoke(reproduce_command, ["no-such"])
+    assert out.exit_code == 1 and "000-table2" in out.output
+    assert CliRunner().invoke(reproduce_command, []).exit_code == 2

@@ -1,0 +1,55 @@
+"""Report tables: layout (rows = dataset/method, columns = epsilon), paper values beside ours."""
+
+from gnnprivacy.experiments.store import ResultStore
+from gnnprivacy.reporting.aggregate import group_rows
+from gnnprivacy.reporting.reference_values import load_references
+from gnnprivacy.reporting.tables import (Table, comparison_tables, fmt_summary, privacy_table, results_tables,
+                                         to_html, to_markdown)
+
+
+def _groups(runs):
+    return group_rows(ResultStore(runs).rows())
+
+
+def test_results_table_layout_with_paper_values(table2_runs):
+    runs, _ = table2_runs
+    (table,) = results_tables(_groups(runs), "test_accuracy", load_references(["000-table2"]))
+    assert table.header == ["dataset", "method", "epsilon = 4", "epsilon = 16", "epsilon = ∞ (non-private)"]
+    rows = {tuple(r[:2]): r[2:] for r in table.rows}
+    assert set(rows) == {(d, m) for d in ("computers", "facebook") for m in ("dpmlp", "gcn", "heterpoisson")}
+    het = rows[("computers", "heterpoisson")]
+    assert "(n=3)" in het[0] and "paper 80.6 ± 0.4" in het[0] and "paper 83.5 ± 0.3" in het[1] and het[2] == "–"
+    assert "paper 51.0 ± 3.6" in rows[("facebook", "dpmlp")][0]  # Naive DP-SGD = dpmlp
+    assert rows[("facebook", "gcn")][:2] == ["–", "–"] and "paper" not in rows[("facebook", "gcn")][2]
+
+
+def test_comparison_table_keeps_the_papers_layout(table2_runs):
+    runs, _ = table2_runs
+    tables = comparison_tables(_groups(runs), load_references())
+    assert [t.title.rsplit("— ", 1)[1] for t in tables] == ["GCN column"]  # nothing else matches
+    t = tables[0]
+    assert t.header == ["ε", "method", "Facebook", "Twitch", "Amazon", "PubMed", "Reddit"]
+    assert [r[:2] for r in t.rows] == [["4", "Naive DP-SGD"], ["4", "Ours (HeterPoisson)"],
+                                       ["16", "Naive DP-SGD"], ["16", "Ours (HeterPoisson)"]]
+    amazon = t.rows[1][4]
+    assert amazon.startswith("paper 80.6 ± 0.4 | ours ") and "(n=3)" in amazon
+    assert t.rows[1][3] == "paper 66.4 ± 0.4"  # Twitch: not run, paper only
+    assert "000_a68cceb6d6862899.md" in t.caption
+
+
+def test_privacy_table_and_renderers(table2_runs):
+    runs, _ = table2_runs
+    t = privacy_table(_groups(runs))
+    assert t.header[-3:] == ["epsilon spent (mean)", "delta", "runs"]
+    assert ["computers", "gcn", "–", "∞ (not private)", "–", "3"] in t.rows
+    md = to_markdown(Table("T", ["a", "b|c"], [["1", "x<br>y"]], "note"))
+    assert md.splitlines()[2] == "| a | b\\|c |" and "| 1 | x<br>y |" in md and "*note*" in md
+    page = to_html(Table("T", ["a"], [["<script>1</script><br>2"]]))
+    assert "&lt;script&gt;1&lt;/script&gt;<br>2" in page and "<script>" not in page
+
+
+def test_fmt_summary():
+    from gnnprivacy.reporting.aggregate import summarize
+
+    assert fmt_summary(summarize([0.5, 0.7]), 100).startswith("60.0 ± 14.1 (n=2) [")
+    assert fmt_summary(summarize([0.5]), 100, ci=False) == "50.0 (n=1)"
