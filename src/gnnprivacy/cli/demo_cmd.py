@@ -12,9 +12,9 @@ import sys
 
 import click
 
-DEMO_GRAPH = "num_nodes=20000,num_classes=4,num_features=32,avg_degree=10,homophily=0.85,feature_signal=0.6"
+DEMO_GRAPH = "num_nodes=20000,num_classes=4,num_features=32,avg_degree=10,homophily=0.85,feature_signal=1.0"
 DEMO_RUNS = (
-    ("gcn", "non-private baseline", {}),
+    ("gcn", "non-private baseline", {"epochs": 60}),
     ("dpmlp", "naive DP (features only)", {"epsilon": None}),
     ("heterpoisson", "node-level DP GNN", {"epsilon": None}),
 )
@@ -26,13 +26,13 @@ def demo_runs(epsilon: float, seed: int, runs_dir: str) -> list[dict]:
     for method, _, extra in DEMO_RUNS:
         values = {"method": method, "dataset": "csbm", "dataset_args": DEMO_GRAPH, "seed": seed,
                   "runs_dir": runs_dir, "train_frac": 0.5, "val_frac": 0.25, "test_frac": 0.25}
-        values.update({k: (epsilon if v is None else v) for k, v in extra.items()})
+        values.update({k: (epsilon if v is None and k == "epsilon" else v) for k, v in extra.items()})
         out.append(values)
     return out
 
 
 @click.command("demo")
-@click.option("--epsilon", type=click.FloatRange(min=0, min_open=True), default=4.0, show_default=True,
+@click.option("--epsilon", type=click.FloatRange(min=0, min_open=True), default=8.0, show_default=True,
               help="privacy budget of the private runs (node-level, add/remove)")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--runs", "runs_dir", default="runs/demo", show_default=True, help="where run records go")

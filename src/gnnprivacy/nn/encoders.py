@@ -24,10 +24,15 @@ from torch_geometric.nn import models as pyg_models
 
 from gnnprivacy._validation import check_int, check_probability
 from gnnprivacy.errors import InvalidParameterError, UnknownNameError
+from gnnprivacy.nn.sparse import feature_dropout
 
 #: Activation names accepted by :func:`build_encoder` (resolved by PyG's ``activation_resolver``).
 ACTIVATIONS = ("celu", "elu", "gelu", "leaky_relu", "mish", "prelu", "relu", "selu", "sigmoid",
                "silu", "softplus", "tanh")
+
+#: Encoders whose first operation on ``x`` is a linear map, so ``x`` may be a sparse CSR tensor
+#: (GraphSAGE and GIN aggregate raw features first and need a dense ``x``).
+SPARSE_INPUT_ENCODERS = frozenset({"gcn", "gat", "mlp"})
 
 _BUILDERS: dict[str, Callable[..., torch.nn.Module]] = {}
 
@@ -61,8 +66,11 @@ def _sage(in_channels, hidden, out, layers, act, dropout, heads):
 
 @register_encoder("gin")
 def _gin(in_channels, hidden, out, layers, act, dropout, heads):
-    # Each GINConv wraps a 2-layer MLP [c_in, c_out, c_out]; epsilon fixed at 0 (GIN-0).
-    return pyg_models.GIN(in_channels, hidden, layers, out, dropout=dropout, act=act)
+    # `layers` GINConvs, each wrapping a 2-layer MLP [c_in, hidden, hidden] (GIN-0: epsilon = 0),
+    # then a linear head hidden -> out (jk="last"), as in Xu et al. A final GINConv mapping to
+    # the classes (PyG's default) squeezes its MLP through a ReLU of width `out`, which often
+    # dies and leaves a constant predictor.
+    return pyg_models.GIN(in_channels, hidden, layers, out, dropout=dropout, act=act, jk="last")
 
 
 @register_encoder("gat")
@@ -88,6 +96,7 @@ class Encoder(torch.nn.Module):
         model: the wrapped PyG model.
         input_dropout: dropout probability on the input features (training mode only).
         uses_graph: whether the output depends on ``edge_index``.
+        accepts_sparse: whether ``x`` may be a sparse CSR tensor.
     """
 
     def __init__(self, name: str, model: torch.nn.Module, *, config: dict, input_dropout: float):
@@ -97,6 +106,7 @@ class Encoder(torch.nn.Module):
         self.config = dict(config)
         self.input_dropout = input_dropout
         self.uses_graph = name != "mlp"
+        self.accepts_sparse = name in SPARSE_INPUT_ENCODERS
 
     @property
     def in_channels(self) -> int:
@@ -107,8 +117,19 @@ class Encoder(torch.nn.Module):
         return self.config["out_channels"]
 
     def forward(self, x: Tensor, edge_index: Tensor | None = None) -> Tensor:
-        """Logits of shape ``(num_nodes, out_channels)``."""
-        x = torch.nn.functional.dropout(x, p=self.input_dropout, training=self.training)
+        """Logits of shape ``(num_nodes, out_channels)``.
+
+        Args:
+            x: node features ``(N, in_channels)``, dense or (for
+                :data:`SPARSE_INPUT_ENCODERS`) sparse CSR, much faster for sparse
+                bag-of-words features.
+            edge_index: ``(2, E)`` edges ``j -> i`` (``i`` aggregates ``j``); unused by ``mlp``.
+        """
+        if x.layout != torch.strided and not self.accepts_sparse:
+            raise InvalidParameterError(
+                "x", f"a dense tensor for encoder {self.name!r} (sparse input: "
+                f"{sorted(SPARSE_INPUT_ENCODERS)})", f"a tensor with layout {x.layout}")
+        x = feature_dropout(x, self.input_dropout, self.training)
         if not self.uses_graph:
             return self.model(x)
         if edge_index is None:
@@ -137,6 +158,17 @@ def build_encoder(name: str, in_channels: int, out_channels: int, *, hidden_chan
                   heads: int = 8, input_dropout: float | None = None,
                   generator: torch.Generator | None = None) -> Encoder:
     """Build a registered encoder with freshly initialised weights.
+
+    Architectures (``L = num_layers``, ``h = hidden_channels``, ``act`` between layers,
+    dropout on the input and after every hidden layer):
+
+    * ``gcn``: ``L`` GCNConv layers, ``H' = D^-1/2 (A + I) D^-1/2 H W`` (Kipf & Welling).
+    * ``sage``: ``L`` SAGEConv layers, ``h_i' = W_1 h_i + W_2 mean_{j in N(i)} h_j``.
+    * ``gin``: ``L`` GINConv layers ``h_i' = MLP(h_i + sum_{j in N(i)} h_j)`` (2-layer MLPs,
+      GIN-0) of width ``h``, then a linear head ``h -> out_channels`` (Xu et al.).
+    * ``gat``: ``L`` GATConv layers; hidden layers concatenate ``heads`` heads of
+      ``h / heads`` channels, the last averages ``heads`` heads.
+    * ``mlp``: ``L`` linear layers on the features only.
 
     Args:
         name: one of :func:`list_encoders` (``gcn``, ``sage``, ``gin``, ``gat``, ``mlp``).
@@ -190,4 +222,5 @@ def build_encoder(name: str, in_channels: int, out_channels: int, *, hidden_chan
     return Encoder(name, model, config=config, input_dropout=in_drop)
 
 
-__all__ = ["ACTIVATIONS", "Encoder", "build_encoder", "list_encoders", "register_encoder"]
+__all__ = ["ACTIVATIONS", "SPARSE_INPUT_ENCODERS", "Encoder", "build_encoder", "list_encoders",
+           "register_encoder"]

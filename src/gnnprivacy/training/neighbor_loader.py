@@ -24,10 +24,11 @@ from torch_geometric.data import Data
 
 from gnnprivacy._validation import check_int
 from gnnprivacy.errors import InvalidParameterError
+from gnnprivacy.nn.sparse import index_rows
 
 
 def _csr_by_target(edge_index: Tensor, num_nodes: int) -> tuple[Tensor, Tensor]:
-    """``(rowptr, sources)``: the sources of the edges into ``i`` are ``sources[rowptr[i]:rowptr[i+1]]``."""
+    """``(rowptr, sources)``: the edges into ``i`` come from ``sources[rowptr[i]:rowptr[i+1]]``."""
     dst = edge_index[1]
     perm = torch.argsort(dst, stable=True)
     counts = torch.bincount(dst, minlength=num_nodes)
@@ -97,8 +98,8 @@ class NeighborBatchLoader:
     """Iterates over mini-batches of seed nodes with their sampled multi-hop neighbourhoods.
 
     Each batch is a :class:`~torch_geometric.data.Data` with ``x``, ``y`` (and any other node
-    tensor named in ``node_attrs``) restricted to ``n_id``, the relabelled ``edge_index``,
-    ``n_id`` (global ids) and ``batch_size`` (the seeds are the first ``batch_size`` nodes).
+    tensor named in ``node_attrs``; a sparse CSR ``x`` stays CSR) restricted to ``n_id``, the
+    relabelled ``edge_index``, ``n_id`` (global ids) and ``batch_size`` (the seeds are the first ``batch_size`` nodes).
     Iterating again draws a new shuffle and new samples from the same ``generator``.
 
     Args:
@@ -139,7 +140,7 @@ class NeighborBatchLoader:
             batch = Data(edge_index=edge_index, n_id=n_id, batch_size=chunk.numel(),
                          num_nodes=n_id.numel())
             for attr in self.node_attrs:
-                batch[attr] = self.data[attr][n_id]
+                batch[attr] = index_rows(self.data[attr], n_id)
             yield batch
 
     def __repr__(self) -> str:

@@ -1,0 +1,310 @@
+"""Non-private node classification: full-batch and neighbour-sampled mini-batch trainers.
+
+Estimator-like (scikit-learn): ``__init__`` validates and stores hyperparameters, ``fit(data)``
+trains a fresh encoder (so repeated fits are independent), learned state ends in ``_``.
+Training minimises the cross-entropy on the training nodes with Adam (``lr``,
+``weight_decay``), for at most ``epochs`` epochs, stopping early when the validation accuracy
+has not improved for ``patience`` epochs and restoring the best weights.
+
+Settings: transductive (default) trains on the whole graph with the loss on ``train_mask``.
+When ``data.split.kind == "inductive"``, the model is trained (and early-stopped) on
+``gnnprivacy.datasets.inductive_train_graph(data)`` -- the graph induced by the training and
+validation nodes, which contains no test node and no edge touching one -- and
+:meth:`predict` then runs on whatever graph it is given (normally the full graph).
+
+Privacy: none. These trainers are the non-private baselines (epsilon = infinity); no unit or
+neighbouring relation is protected and no privacy event is emitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch_geometric.data import Data
+
+from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
+from gnnprivacy.errors import InvalidParameterError
+from gnnprivacy.nn.encoders import SPARSE_INPUT_ENCODERS, build_encoder, list_encoders
+from gnnprivacy.nn.sparse import to_sparse_csr
+from gnnprivacy.training.early_stopping import EarlyStopping
+from gnnprivacy.training.metrics import accuracy, evaluate
+from gnnprivacy.training.neighbor_loader import NeighborBatchLoader, parse_fanouts
+
+
+def training_graph(data: Data) -> Data:
+    """The graph a model may be trained on: ``data`` itself, or in the inductive setting
+    (``data.split.kind == "inductive"``) the subgraph without test nodes."""
+    if getattr(getattr(data, "split", None), "kind", None) == "inductive":
+        from gnnprivacy.datasets import inductive_train_graph
+
+        return inductive_train_graph(data)
+    return data
+
+
+def num_classes_of(data: Data) -> int:
+    """``data.num_classes`` when set, else ``max(y) + 1``."""
+    c = getattr(data, "num_classes", None)
+    return int(c) if c is not None else int(data.y.max()) + 1
+
+
+#: Largest fraction of non-zero features for which ``sparse_features=None`` picks sparse CSR.
+SPARSE_DENSITY = 0.05
+
+_EpochFn = Callable[[torch.optim.Optimizer], tuple[float, float]]
+
+
+def _node_tensors(graph: Data, device: torch.device) -> Data:
+    """A new Data holding only what training reads, on ``device`` (``graph`` is not modified)."""
+    keys = ("x", "edge_index", "y", "train_mask", "val_mask")
+    return Data(**{k: graph[k].to(device) for k in keys}, num_nodes=graph.num_nodes)
+
+
+def l1_normalize_rows(x: Tensor) -> Tensor:
+    """``x`` with every row divided by its L1 norm (all-zero rows unchanged); a new tensor."""
+    return x / x.abs().sum(dim=1, keepdim=True).clamp(min=torch.finfo(x.dtype).tiny)
+
+
+def _make_generator(generator: torch.Generator | int | None) -> torch.Generator:
+    if isinstance(generator, torch.Generator):
+        return generator
+    gen = torch.Generator()
+    if generator is None:
+        gen.seed()
+    else:
+        gen.manual_seed(int(generator))
+    return gen
+
+
+class FullBatchTrainer:
+    """Full-batch training of a GNN encoder (one gradient step per epoch on the whole graph).
+
+    Args:
+        encoder: encoder name (``gcn``, ``sage``, ``gin``, ``gat``, ``mlp``).
+        hidden_channels, num_layers, activation, dropout, heads: encoder architecture, see
+            :func:`gnnprivacy.nn.build_encoder`.
+        lr: Adam learning rate.
+        weight_decay: Adam L2 penalty.
+        epochs: maximum number of epochs.
+        patience: early-stopping patience in epochs (validation accuracy).
+        normalize_features: divide every node's feature vector by its L1 norm (rows of zeros
+            stay zero) before training and prediction, as Kipf & Welling do for the citation
+            graphs (meant for non-negative bag-of-words features; a public per-node map).
+        sparse_features: train on ``x`` as a sparse CSR tensor (same model, same distribution
+            of input dropout; much faster on bag-of-words features). ``None`` (auto): when the
+            encoder accepts it (``gcn``, ``gat``, ``mlp``) and at most
+            ``SPARSE_DENSITY`` (5 %) of ``x`` is non-zero.
+        generator: randomness of initialisation, dropout (and sampling): a ``torch.Generator``
+            (advanced by each fit), an int seed (each fit restarts from it, so repeated fits are
+            identical) or ``None`` (fresh OS entropy). The global RNG is forked during ``fit``
+            and left unchanged.
+        progress: optional ``progress(description, total)`` returning an object with
+            ``update(n)`` (or ``None``); advanced once per epoch.
+        device: torch device.
+
+    Attributes:
+        model_: the trained :class:`~gnnprivacy.nn.Encoder` (best weights, eval mode).
+        history_: per-epoch lists ``epoch``, ``loss``, ``train_accuracy`` (in training mode,
+            during the epoch), ``val_accuracy``, ``val_loss`` (eval mode, on the training graph;
+            ``nan`` without validation nodes).
+        best_epoch_, best_val_accuracy_, epochs_run_, num_classes_: as named.
+        sparse_features_: whether training used a sparse CSR ``x``.
+
+    Privacy: none (non-private baseline; no event emitted).
+    """
+
+    kind = "full-batch"
+
+    def __init__(self, encoder: str = "gcn", *, hidden_channels: int = 64, num_layers: int = 2,
+                 activation: str = "relu", dropout: float = 0.5, heads: int = 8,
+                 lr: float = 0.01, weight_decay: float = 5e-4, epochs: int = 200,
+                 patience: int = 50, normalize_features: bool = False,
+                 sparse_features: bool | None = None,
+                 generator: torch.Generator | int | None = None,
+                 progress: Callable[[str, int], object] | None = None, device: str = "cpu"):
+        self.encoder = check_choice("encoder", encoder, list_encoders())
+        self.encoder_kwargs = {"hidden_channels": hidden_channels, "num_layers": num_layers,
+                               "activation": activation, "dropout": dropout, "heads": heads}
+        # Validate the architecture now (a throwaway generator keeps the global RNG untouched).
+        build_encoder(encoder, 1, 1, **self.encoder_kwargs, generator=torch.Generator())
+        self.lr = check_positive("lr", lr)
+        self.weight_decay = check_real("weight_decay", weight_decay, low=0.0)
+        self.epochs = check_int("epochs", epochs, low=1)
+        self.patience = check_int("patience", patience, low=1)
+        if sparse_features not in (None, True, False):
+            raise InvalidParameterError("sparse_features", "True, False or None (auto)",
+                                        sparse_features)
+        if sparse_features and encoder not in SPARSE_INPUT_ENCODERS:
+            raise InvalidParameterError(
+                "sparse_features", f"False or None for encoder {encoder!r} (sparse input: "
+                f"{sorted(SPARSE_INPUT_ENCODERS)})", sparse_features)
+        self.sparse_features = sparse_features
+        if not isinstance(normalize_features, bool):
+            raise InvalidParameterError("normalize_features", "a bool", normalize_features)
+        self.normalize_features = normalize_features
+        self.generator = generator
+        self.progress = progress
+        self.device = torch.device(device)
+
+    # -- fitting ---------------------------------------------------------------------------
+    def fit(self, data: Data) -> FullBatchTrainer:
+        """Train a fresh encoder on ``data`` (see the module docstring for the settings)."""
+        gen = _make_generator(self.generator)
+        seed = int(torch.randint(0, 2**62, (1,), generator=gen).item())
+        cuda = [self.device.index or 0] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda):
+            torch.manual_seed(seed)
+            self._fit(data, gen)
+        return self
+
+    def _fit(self, data: Data, gen: torch.Generator) -> None:
+        graph = _node_tensors(training_graph(data), self.device)
+        if self.normalize_features:
+            graph.x = l1_normalize_rows(graph.x)
+        self.sparse_features_ = self._use_sparse(graph.x)
+        if self.sparse_features_:
+            graph.x = to_sparse_csr(graph.x)
+        self.num_classes_ = num_classes_of(data)
+        self.model_ = build_encoder(self.encoder, data.num_features, self.num_classes_,
+                                    **self.encoder_kwargs).to(self.device)
+        optimizer = torch.optim.Adam(self.model_.parameters(), lr=self.lr,
+                                     weight_decay=self.weight_decay)
+        stopper = EarlyStopping(self.patience)
+        self.history_ = {k: [] for k in ("epoch", "loss", "train_accuracy", "val_accuracy",
+                                         "val_loss")}
+        epoch_fn = self._epoch_fn(graph, gen)
+        bar = self.progress(f"{self.kind} {self.encoder}", self.epochs) if self.progress else None
+        has_val = bool(graph.val_mask.any())
+        for epoch in range(self.epochs):
+            self.model_.train()
+            loss, train_acc = epoch_fn(optimizer)
+            val_acc, val_loss = self._validate(graph) if has_val else (float("nan"),) * 2
+            for key, value in zip(self.history_, (epoch, loss, train_acc, val_acc, val_loss)):
+                self.history_[key].append(value)
+            if bar is not None:
+                bar.update(1)
+            if stopper.step(epoch, self.model_, val_acc, val_loss):
+                break
+        stopper.restore(self.model_)
+        self.model_.eval()
+        self.best_epoch_ = stopper.best_epoch
+        self.best_val_accuracy_ = float(stopper.best_accuracy)
+        self.epochs_run_ = len(self.history_["epoch"])
+
+    def _use_sparse(self, x: Tensor) -> bool:
+        if self.sparse_features is not None:
+            return self.sparse_features
+        if self.encoder not in SPARSE_INPUT_ENCODERS or x.numel() == 0:
+            return False
+        return float(torch.count_nonzero(x)) / x.numel() <= SPARSE_DENSITY
+
+    def _epoch_fn(self, graph: Data, gen: torch.Generator) -> _EpochFn:
+        """One epoch: returns (mean training loss, training accuracy in training mode)."""
+        mask, y = graph.train_mask, graph.y[graph.train_mask]
+
+        def epoch(optimizer: torch.optim.Optimizer) -> tuple[float, float]:
+            optimizer.zero_grad()
+            out = self.model_(graph.x, graph.edge_index)[mask]
+            loss = F.cross_entropy(out, y)
+            loss.backward()
+            optimizer.step()
+            return float(loss.detach()), accuracy(out, y)
+
+        return epoch
+
+    @torch.no_grad()
+    def _validate(self, graph: Data) -> tuple[float, float]:
+        """(accuracy, loss) on the validation nodes, eval mode, full-graph forward."""
+        self.model_.eval()
+        out = self.model_(graph.x, graph.edge_index)[graph.val_mask]
+        y = graph.y[graph.val_mask]
+        return accuracy(out, y), float(F.cross_entropy(out, y))
+
+    # -- inference -------------------------------------------------------------------------
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "model_"):
+            raise RuntimeError(f"{type(self).__name__} is not fitted; call fit(data) first")
+
+    @torch.no_grad()
+    def predict_logits(self, data: Data) -> Tensor:
+        """Logits ``(N, C)`` for every node of ``data`` (full-graph forward, eval mode, on CPU)."""
+        self._check_fitted()
+        self.model_.eval()
+        x = data.x.to(self.device)
+        x = l1_normalize_rows(x) if self.normalize_features else x
+        return self.model_(x, data.edge_index.to(self.device)).cpu()
+
+    def predict(self, data: Data) -> Tensor:
+        """Predicted class of every node of ``data``."""
+        return self.predict_logits(data).argmax(dim=1)
+
+    def evaluate(self, data: Data, mask: Tensor | str = "test_mask") -> dict[str, float]:
+        """:func:`gnnprivacy.training.metrics.evaluate` on ``mask`` (a tensor or attribute name)."""
+        mask = data[mask] if isinstance(mask, str) else mask
+        return evaluate(self.predict_logits(data), data.y, mask, num_classes=self.num_classes_)
+
+    def __repr__(self) -> str:
+        kw = ", ".join(f"{k}={v!r}" for k, v in self.encoder_kwargs.items())
+        return (f"{type(self).__name__}(encoder={self.encoder!r}, {kw}, lr={self.lr}, "
+                f"weight_decay={self.weight_decay}, epochs={self.epochs}, "
+                f"patience={self.patience}{self._extra_repr()})")
+
+    def _extra_repr(self) -> str:
+        return ""
+
+
+class MiniBatchTrainer(FullBatchTrainer):
+    """Mini-batch training with uniform neighbour sampling (GraphSAGE-style).
+
+    Each epoch shuffles the training nodes into batches of ``batch_size`` seeds, samples
+    ``fanouts[h]`` in-neighbours per node at hop ``h`` (see
+    :class:`~gnnprivacy.training.neighbor_loader.NeighborBatchLoader`), and takes one Adam step
+    per batch on the seeds' loss. Validation and :meth:`predict` use full-graph forwards.
+
+    Args:
+        batch_size: seed nodes per batch.
+        fanouts: neighbours per hop, ``"10,10"``, ``10`` or ``[10, 10]`` (one value is repeated
+            for every layer; ``-1`` = all neighbours).
+        **kwargs: as :class:`FullBatchTrainer`.
+
+    Privacy: none (non-private baseline; no event emitted).
+    """
+
+    kind = "mini-batch"
+
+    def __init__(self, encoder: str = "gcn", *, batch_size: int = 512,
+                 fanouts: str | int | Sequence[int] = "10,10", **kwargs):
+        super().__init__(encoder, **kwargs)
+        self.batch_size = check_int("batch_size", batch_size, low=1)
+        self.fanouts = parse_fanouts(fanouts, self.encoder_kwargs["num_layers"])
+
+    def _epoch_fn(self, graph: Data, gen: torch.Generator) -> _EpochFn:
+        loader = NeighborBatchLoader(_node_tensors(graph, torch.device("cpu")),
+                                     graph.train_mask.cpu(), fanouts=self.fanouts,
+                                     batch_size=self.batch_size, generator=gen)
+
+        def epoch(optimizer: torch.optim.Optimizer) -> tuple[float, float]:
+            total, correct, count = 0.0, 0, 0
+            for batch in loader:
+                batch = batch.to(self.device)
+                optimizer.zero_grad()
+                out = self.model_(batch.x, batch.edge_index)[: batch.batch_size]
+                y = batch.y[: batch.batch_size]
+                loss = F.cross_entropy(out, y)
+                loss.backward()
+                optimizer.step()
+                total += float(loss.detach()) * batch.batch_size
+                correct += int((out.detach().argmax(1) == y).sum())
+                count += batch.batch_size
+            return total / max(count, 1), correct / max(count, 1)
+
+        return epoch
+
+    def _extra_repr(self) -> str:
+        return f", batch_size={self.batch_size}, fanouts={self.fanouts}"
+
+
+__all__ = ["FullBatchTrainer", "MiniBatchTrainer", "l1_normalize_rows", "num_classes_of",
+           "training_graph"]
