@@ -44,3 +44,12 @@ def torch_generator(seed: int | None, device: str = "cpu"):
     else:
         gen.manual_seed(int(seed) & ((1 << 63) - 1))
     return gen
+
+
+def as_torch_generator(generator) -> "torch.Generator":
+    """Pass a ``torch.Generator`` through; seed a new one from an int; ``None`` = OS entropy."""
+    import torch
+
+    if isinstance(generator, torch.Generator):
+        return generator
+    return torch_generator(None if generator is None else int(generator))

@@ -116,17 +116,22 @@ def config_to_dict(config: RunConfig, params) -> dict[str, Any]:
     return out
 
 
-def load_yaml_config(path: str | os.PathLike) -> dict[str, Any]:
-    """Read a flat YAML mapping; malformed files raise ``InvalidParameterError`` naming the file."""
+def read_yaml_file(path: str | os.PathLike, *, what: str = "YAML file") -> Any:
+    """Parse a YAML file; a missing or malformed file raises ``InvalidParameterError`` naming it."""
     import yaml
 
     p = Path(path)
     if not p.is_file():
-        raise InvalidParameterError("config", "an existing YAML file", str(path))
+        raise InvalidParameterError("config", f"an existing {what}", str(path))
     try:
-        loaded = yaml.safe_load(p.read_text())
+        return yaml.safe_load(p.read_text())
     except yaml.YAMLError as exc:
         raise InvalidParameterError("config", f"valid YAML ({exc})", str(path)) from None
+
+
+def load_yaml_config(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a flat YAML mapping; malformed files raise ``InvalidParameterError`` naming the file."""
+    loaded = read_yaml_file(path)
     if loaded is None:
         return {}
     if not isinstance(loaded, dict):

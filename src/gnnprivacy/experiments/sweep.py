@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from gnnprivacy.errors import InvalidParameterError, UnknownNameError
+from gnnprivacy.experiments.config import read_yaml_file
 from gnnprivacy.experiments.store import ResultStore
 
 SWEEP_KEYS = ("name", "description", "base", "grid", "seeds", "seed", "imports")
@@ -151,15 +152,7 @@ def _check_grid(grid: Any, where: str) -> None:
 
 def load_sweep(path: str | Path) -> SweepSpec:
     """Read and validate a sweep YAML file (malformed YAML raises ``InvalidParameterError``)."""
-    import yaml
-
-    p = Path(path)
-    if not p.is_file():
-        raise InvalidParameterError("config", "an existing sweep YAML file", str(path))
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise InvalidParameterError("config", f"valid YAML ({exc})", str(path)) from None
+    data = read_yaml_file(path, what="sweep YAML file")
     return SweepSpec.from_dict(data, source=str(path))
 
 

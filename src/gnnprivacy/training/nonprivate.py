@@ -27,6 +27,7 @@ from torch_geometric.data import Data
 
 from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
 from gnnprivacy.errors import InvalidParameterError
+from gnnprivacy.random import as_torch_generator
 from gnnprivacy.nn.encoders import SPARSE_INPUT_ENCODERS, build_encoder, list_encoders
 from gnnprivacy.nn.sparse import to_sparse_csr
 from gnnprivacy.training.early_stopping import EarlyStopping
@@ -67,15 +68,6 @@ def l1_normalize_rows(x: Tensor) -> Tensor:
     return x / x.abs().sum(dim=1, keepdim=True).clamp(min=torch.finfo(x.dtype).tiny)
 
 
-def _make_generator(generator: torch.Generator | int | None) -> torch.Generator:
-    if isinstance(generator, torch.Generator):
-        return generator
-    gen = torch.Generator()
-    if generator is None:
-        gen.seed()
-    else:
-        gen.manual_seed(int(generator))
-    return gen
 
 
 class FullBatchTrainer:
@@ -151,7 +143,7 @@ class FullBatchTrainer:
     # -- fitting ---------------------------------------------------------------------------
     def fit(self, data: Data) -> FullBatchTrainer:
         """Train a fresh encoder on ``data`` (see the module docstring for the settings)."""
-        gen = _make_generator(self.generator)
+        gen = as_torch_generator(self.generator)
         seed = int(torch.randint(0, 2**62, (1,), generator=gen).item())
         cuda = [self.device.index or 0] if self.device.type == "cuda" else []
         with torch.random.fork_rng(devices=cuda):

@@ -15,6 +15,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from gnnprivacy._validation import check_choice
+from gnnprivacy.random import as_torch_generator
 from gnnprivacy.training.metrics import evaluate
 
 __all__ = ["FEATURE_NORMS", "FeatureNorm", "derive_generators", "is_inductive",
@@ -31,14 +32,7 @@ def is_inductive(data: Data) -> bool:
 
 def make_generator(generator: torch.Generator | int | None) -> torch.Generator:
     """A ``torch.Generator``: passed through, seeded from an int, or from OS entropy."""
-    if isinstance(generator, torch.Generator):
-        return generator
-    gen = torch.Generator()
-    if generator is None:
-        gen.seed()
-    else:
-        gen.manual_seed(int(generator) & ((1 << 63) - 1))
-    return gen
+    return as_torch_generator(generator)
 
 
 def derive_generators(gen: torch.Generator, names: tuple[str, ...]) -> dict[str, torch.Generator]:
