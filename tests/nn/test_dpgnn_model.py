@@ -67,3 +67,40 @@ def test_symmetric_normalisation_is_refused():
         OneLayerGCN(4, 2, activation="sigmoid")
     with pytest.raises(InvalidParameterError):
         OneLayerGCN(4, 2, encoder_layers=0)
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_indexed_first_layer_rule_matches_the_plain_model(cached):
+    """The IndexedLinear ghost rule (used by the DP-GNN trainer) gives the same per-node norms
+    and clipped sums as the plain (B, K+1, d) Linear rule, in float64."""
+    import gnnprivacy.training.node_dp.dpgnn  # noqa: F401  (registers the IndexedLinear rule)
+    from torch.nn import functional as F
+
+    from gnnprivacy.training.dp import clipped_gradient_sum
+
+    n = 9
+    ei = torch.cat([ring_graph(n), torch.tensor([[0, 4], [4, 0]])], 1)
+    x = torch.randn(n, 5, generator=torch.Generator().manual_seed(2), dtype=DT)
+    y = torch.arange(n) % 3
+    nodes = padded_neighbourhoods(ei, n, width=4)
+    plain = OneLayerGCN(5, 3, hidden_channels=6).to(DT)
+    indexed = OneLayerGCN(5, 3, hidden_channels=6, indexed_input=True).to(DT)
+    indexed.load_state_dict(plain.state_dict())
+    if cached:
+        indexed.encoder[0].cache_grams(x, nodes)
+
+    def run(model):
+        return clipped_gradient_sum(
+            model, lambda: F.cross_entropy(model(x, nodes), y, reduction="none"),
+            clip_norm=0.05, row_mask=nodes >= 0)
+
+    ref, got = run(plain), run(indexed)
+    torch.testing.assert_close(got.norms, ref.norms)
+    assert (ref.norms > 0.05).any()  # clipping is active, so the factors matter
+    for name, value in ref.sums.items():
+        torch.testing.assert_close(got.sums[name], value)
+    # positive control: a different batch gives different sums, so the comparison can fail
+    other = clipped_gradient_sum(
+        plain, lambda: F.cross_entropy(plain(x, nodes.flip(0)), y, reduction="none"),
+        clip_norm=0.05, row_mask=nodes.flip(0) >= 0)
+    assert not torch.allclose(other.sums["encoder.0.weight"], got.sums["encoder.0.weight"])

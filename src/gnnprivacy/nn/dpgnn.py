@@ -14,28 +14,106 @@ Training uses only the sampled subgraph ``S_v = {v} ∪ (≤ K neighbours)``, gi
 normalisations are allowed (``"inverse_degree"`` = mean over ``S_v``, or ``"sum"``):
 symmetric normalisation would make row ``v`` depend on 2-hop degrees (spec 002 §8 A9).
 
+With ``indexed_input=True`` (what the DP-GNN trainer uses) the first encoder layer is an
+:class:`IndexedLinear`: ``x[S_v] W_1ᵀ`` is computed as ``(x W_1ᵀ)[S_v]`` over distinct nodes,
+so the ``(B, K+1, d)`` block of gathered features never exists (same function, same
+parameters; its DP-engine rule lives in :mod:`gnnprivacy.training.node_dp.dpgnn`).
+
 Evaluation (:meth:`OneLayerGCN.forward_full`) uses the whole graph with no degree limit:
 ``logits = Dec(Â_full Enc(X) Θ_agg)`` (inference setting 1; not covered by the guarantee).
 """
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 from torch_geometric.utils import coalesce, remove_self_loops
 
 from gnnprivacy._validation import check_choice, check_int
 
-__all__ = ["ACTIVATIONS", "NORMALIZATIONS", "OneLayerGCN"]
+__all__ = ["ACTIVATIONS", "IndexedLinear", "NORMALIZATIONS", "OneLayerGCN", "row_grams"]
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
 NORMALIZATIONS = ("inverse_degree", "sum")
 
 
-def _mlp(dims: list[int], activation: str, last_activation: bool) -> nn.Sequential:
+def row_grams(x: Tensor, nodes: Tensor, *, chunk_elements: int = 2**25) -> Tensor:
+    """Gram matrices ``G_i[r, r'] = ⟨x_{n_ir}, x_{n_ir'}⟩`` of padded rows, shape ``(B, R, R)``.
+
+    Computed in chunks of subgraphs so that at most ``chunk_elements`` gathered feature
+    values exist at once (padding ids ``-1`` read row 0; callers mask them).
+    """
+    b, r = nodes.shape
+    out = torch.empty(b, r, r, dtype=x.dtype)
+    step = max(1, chunk_elements // max(1, r * x.shape[1]))
+    for s in range(0, b, step):
+        a = x[nodes[s:s + step].clamp_min(0)]
+        torch.bmm(a, a.transpose(1, 2), out=out[s:s + step])
+    return out
+
+
+class IndexedLinear(nn.Linear):
+    """``nn.Linear`` applied to the rows ``x[nodes]`` of a fixed feature matrix, without
+    materialising the gathered ``(B, R, d)`` block (the first encoder layer of DP-GNN).
+
+    ``forward(nodes, x)`` returns ``(B, R, out)`` = ``(x[nodes] Wᵀ + b)``, computed as
+    ``(x[u] Wᵀ + b)`` over the distinct ids ``u`` (or all of ``x`` when the batch has more
+    occurrences than ``x`` has rows), then gathered. Padding ids ``-1`` read row 0: the
+    caller masks those slots. The DP engine's ghost rule for this layer
+    (:mod:`gnnprivacy.training.node_dp.dpgnn`) needs the per-subgraph Gram matrices of the
+    input rows; :meth:`cache_grams` precomputes them once for fixed subgraphs.
+    """
+
+    def forward(self, nodes: Tensor, x: Tensor) -> Tensor:  # type: ignore[override]
+        self._features = weakref.ref(x)
+        flat = nodes.clamp_min(0)
+        if flat.numel() < x.shape[0]:
+            uniq, inv = torch.unique(flat, return_inverse=True)
+            return F.linear(x[uniq], self.weight, self.bias)[inv]
+        return F.linear(x, self.weight, self.bias)[flat]
+
+    @property
+    def features(self) -> Tensor:
+        """The feature matrix of the last forward call."""
+        x = self._features() if getattr(self, "_features", None) is not None else None
+        if x is None:
+            raise RuntimeError("IndexedLinear has no live feature matrix; run forward first")
+        return x
+
+    def cache_grams(self, x: Tensor, nodes: Tensor) -> None:
+        """Precompute :func:`row_grams` of the padded rows ``nodes`` (slot 0 distinct ids)."""
+        first = nodes[:, 0]
+        if first.unique().numel() != first.numel() or bool((first < 0).any()):
+            raise ValueError("cache_grams needs distinct, non-padded slot-0 ids")
+        row_of = torch.full((x.shape[0],), -1, dtype=torch.long)
+        row_of[first] = torch.arange(first.numel())
+        self._gram_cache = (weakref.ref(x), nodes.clone(), row_of, row_grams(x, nodes))
+
+    def input_grams(self, nodes: Tensor) -> Tensor:
+        """``(B, R, R)`` Gram matrices of ``features[nodes]``, from the cache when it holds
+        exactly these rows for this feature matrix, else computed."""
+        x, cache = self.features, getattr(self, "_gram_cache", None)
+        if cache is not None and cache[0]() is x and cache[1].shape[1] == nodes.shape[1]:
+            rows = cache[2][nodes[:, 0].clamp_min(0)]
+            if bool((rows >= 0).all()) and torch.equal(cache[1][rows], nodes):
+                return cache[3][rows].to(x.dtype)
+        return row_grams(x, nodes)
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_features", None)
+        state.pop("_gram_cache", None)
+        return state
+
+
+def _mlp(dims: list[int], activation: str, last_activation: bool,
+         indexed_input: bool = False) -> nn.Sequential:
     layers: list[nn.Module] = []
     for k, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:])):
-        layers.append(nn.Linear(d_in, d_out))
+        layers.append((IndexedLinear if indexed_input and k == 0 else nn.Linear)(d_in, d_out))
         if last_activation or k < len(dims) - 2:
             layers.append(ACTIVATIONS[activation]())
     return nn.Sequential(*layers)
@@ -54,12 +132,16 @@ class OneLayerGCN(nn.Module):
         normalization: ``"inverse_degree"`` (mean over ``S_v``) or ``"sum"``.
         agg_bias: give ``Θ_agg`` a bias.
         post_agg_activation: apply ``φ`` after ``Θ_agg`` (REF-CODE variant).
+        indexed_input: make the first encoder layer an :class:`IndexedLinear`, which
+            never materialises the ``(B, K+1, d)`` gathered features (same function, same
+            parameters; much less memory and time for large ``d``). The DP engine then
+            needs the rule registered by :mod:`gnnprivacy.training.node_dp.dpgnn`.
     """
 
     def __init__(self, in_channels: int, num_classes: int, *, hidden_channels: int = 100,
                  encoder_layers: int = 1, decoder_layers: int = 1, activation: str = "tanh",
                  normalization: str = "inverse_degree", agg_bias: bool = False,
-                 post_agg_activation: bool = False):
+                 post_agg_activation: bool = False, indexed_input: bool = False):
         super().__init__()
         d = check_int("in_channels", in_channels, low=1)
         q = check_int("num_classes", num_classes, low=2)
@@ -68,7 +150,8 @@ class OneLayerGCN(nn.Module):
         n_dec = check_int("decoder_layers", decoder_layers, low=1)
         self.activation = check_choice("activation", activation, ACTIVATIONS)
         self.normalization = check_choice("normalization", normalization, NORMALIZATIONS)
-        self.encoder = _mlp([d] + [h] * n_enc, activation, last_activation=True)
+        self.encoder = _mlp([d] + [h] * n_enc, activation, last_activation=True,
+                            indexed_input=bool(indexed_input))
         self.agg = nn.Linear(h, h, bias=bool(agg_bias))
         self.post_act = ACTIVATIONS[activation]() if post_agg_activation else nn.Identity()
         self.decoder = _mlp([h] * n_dec + [q], activation, last_activation=False)
@@ -88,7 +171,12 @@ class OneLayerGCN(nn.Module):
             logits ``(B, Q)`` of the training nodes.
         """
         mask = nodes >= 0 if mask is None else mask
-        h = self.encoder(x[nodes.clamp_min(0)])                       # (B, K+1, h)
+        if isinstance(self.encoder[0], IndexedLinear):
+            h = self.encoder[0](torch.where(mask, nodes, -1), x)
+            for layer in self.encoder[1:]:
+                h = layer(h)                                          # (B, K+1, h)
+        else:
+            h = self.encoder(x[nodes.clamp_min(0)])                   # (B, K+1, h)
         weights = mask.to(h.dtype).unsqueeze(-1)
         aggregated = (h * weights).sum(1)
         if self.normalization == "inverse_degree":
@@ -103,9 +191,14 @@ class OneLayerGCN(nn.Module):
         """
         n = x.shape[0]
         ei, _ = remove_self_loops(edge_index)
-        ei = coalesce(ei, num_nodes=n)
-        h = self.encoder(x)
-        aggregated = h.clone().index_add_(0, ei[1], h[ei[0]])
+        ei = coalesce(ei, num_nodes=n, sort_by_row=False)  # sorted by (target, source)
+        h = x
+        for layer in self.encoder:
+            h = nn.Linear.forward(layer, h) if isinstance(layer, IndexedLinear) else layer(h)
+        # A[i, j] = 1 for each edge j -> i; sparse product instead of gathering h[ei[0]]
+        adj = torch.sparse_coo_tensor(ei.flip(0), torch.ones(ei.shape[1], dtype=h.dtype),
+                                      (n, n), is_coalesced=True, check_invariants=False)
+        aggregated = torch.sparse.mm(adj, h) + h
         if self.normalization == "inverse_degree":
             deg = torch.bincount(ei[1], minlength=n).to(h.dtype) + 1.0
             aggregated = aggregated / deg.unsqueeze(1)
