@@ -1,3 +1,3 @@
 """Built-in methods; importing this package registers them."""
 
-from gnnprivacy.experiments.methods import node_dp, nonprivate  # noqa: F401
+from gnnprivacy.experiments.methods import ldp, node_dp, nonprivate  # noqa: F401

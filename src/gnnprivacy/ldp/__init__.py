@@ -1,0 +1,21 @@
+"""Node-level local differential privacy for GNNs: RGNN (SDM 2024) and the LPGNN baseline.
+
+User side (:mod:`.reports`, using :mod:`gnnprivacy.mechanisms`): GRR-FS / multi-bit feature
+reports and GRR label reports, after public preprocessing (:mod:`.grouping`, :mod:`.german`).
+Server side: sparse K-hop propagation (:mod:`.propagation`), frequency-estimation based
+reconstruction (:mod:`.reconstruction`, Algorithms 1-2), METIS bags and the label-proportion
+regulariser (:mod:`.partition`, :mod:`.llp`), RGNN training and selection (:mod:`.rgnn`,
+Algorithm 3), LPGNN (:mod:`.lpgnn`). Per-user budgets: :mod:`.budget`.
+"""
+
+from gnnprivacy.ldp.budget import budget_summary, feature_budget, ldp_accountant, user_budget
+from gnnprivacy.ldp.german import binarize_german
+from gnnprivacy.ldp.grouping import group_features, grouped_dim
+from gnnprivacy.ldp.lpgnn import LPGNN, LPGNNConfig
+from gnnprivacy.ldp.reconstruction import reconstruct_features, reconstruct_labels
+from gnnprivacy.ldp.reports import ServerView, collect_reports
+from gnnprivacy.ldp.rgnn import RGNN, RGNNConfig
+
+__all__ = ["LPGNN", "LPGNNConfig", "RGNN", "RGNNConfig", "ServerView", "binarize_german",
+           "budget_summary", "collect_reports", "feature_budget", "group_features", "grouped_dim",
+           "ldp_accountant", "reconstruct_features", "reconstruct_labels", "user_budget"]
