@@ -29,7 +29,10 @@ def test_every_run_resolves_against_the_registry(name, quick, tmp_path):
 
 def test_the_grids_are_the_papers():
     t2 = get_reproduction("000-table2")
-    assert t2.full.grid == {"dataset": ("computers", "facebook", "twitch-de"), "epsilon": (2, 4, 8, 16)}
+    assert t2.full.grid["dataset"] == ("computers", "facebook", "twitch-de")
+    assert t2.full.grid["epsilon"] == (2, 4, 8, 16)
+    assert [m["method"] for m in t2.full.grid["method"]] == ["heterpoisson", "dpmlp"]
+    assert t2.full.grid["method"][0]["backbone"] == "gcn"
     assert t2.full.seeds == 3 and t2.full.base["train_frac"] == 0.8 and t2.full.base["test_frac"] == 0.2
     t4 = get_reproduction("004-table2")
     assert t4.full.grid["eps_x"] == (1, 0.1) and t4.full.grid["eps_y"] == (3, 2, 1, 0.5)
@@ -42,7 +45,7 @@ def test_reproduce_list_and_errors():
     from gnnprivacy.cli.reproduce_cmd import reproduce_command
 
     out = CliRunner().invoke(reproduce_command, ["--list"])
-    assert out.exit_code == 0 and all(n in out.output for n in NAMES) and "quick: 3" in out.output
+    assert out.exit_code == 0 and all(n in out.output for n in NAMES) and "quick: 6" in out.output
     out = CliRunner().invoke(reproduce_command, ["no-such"])
     assert out.exit_code == 1 and "000-table2" in out.output
     assert CliRunner().invoke(reproduce_command, []).exit_code == 2
