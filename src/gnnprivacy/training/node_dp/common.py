@@ -96,7 +96,7 @@ class FeatureNorm:
             return torch.nn.functional.normalize(x, dim=1)
         if self.mode == "none":
             return x
-        return (x - self.shift) / self.scale
+        return torch.sub(x, self.shift).div_(self.scale)  # one copy of x, not two (x is large)
 
     def __repr__(self) -> str:
         return f"FeatureNorm({self.mode!r}, shift={self.shift:.4g}, scale={self.scale:.4g})"
