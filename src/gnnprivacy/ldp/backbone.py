@@ -15,10 +15,11 @@ left untouched.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 
 import torch
 
-from gnnprivacy._validation import check_choice, check_int
+from gnnprivacy._validation import check_choice, check_int, check_probability, check_real
 from gnnprivacy.nn.encoders import Encoder, build_encoder
 
 BACKBONES = ("sage", "gcn", "gat")
@@ -52,3 +53,36 @@ def seeded(generator: torch.Generator | None):
 
 
 __all__ = ["BACKBONES", "build_backbone", "seeded"]
+
+
+@dataclass(frozen=True)
+class ServerModelConfig:
+    """Backbone, propagation depths and training settings shared by RGNN and LPGNN.
+
+    Every field has a default (the authors' code, spec 004 §10.2); the subclasses add their
+    own fields after these, so construct them with keywords.
+    """
+
+    backbone: str = "sage"
+    kx: int = 16
+    ky: int = 16
+    epochs: int = 100
+    lr: float = 0.01
+    weight_decay: float = 0.0
+    hidden: int = 16
+    dropout: float = 0.0
+    heads: int = 4
+    grad_clip: float | None = 5.0
+
+    def __post_init__(self):
+        check_choice("backbone", self.backbone, BACKBONES)
+        check_int("kx", self.kx, low=0)
+        check_int("ky", self.ky, low=0)
+        check_int("epochs", self.epochs, low=1)
+        check_real("lr", self.lr, low=0.0, low_open=True)
+        check_real("weight_decay", self.weight_decay, low=0.0)
+        check_int("hidden", self.hidden, low=1)
+        check_probability("dropout", self.dropout, allow_one=False)
+        check_int("heads", self.heads, low=1)
+        if self.grad_clip is not None:
+            check_real("grad_clip", self.grad_clip, low=0.0, low_open=True)

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from gnnprivacy._validation import check_choice, check_int, check_probability, check_real
-from gnnprivacy.ldp.backbone import BACKBONES, build_backbone, seeded
+from gnnprivacy._validation import check_int
+from gnnprivacy.ldp.backbone import ServerModelConfig, build_backbone, seeded
 from gnnprivacy.ldp.propagation import propagate, sym_adjacency
 from gnnprivacy.ldp.reconstruction import check_label_reports
 from gnnprivacy.ldp.reports import ServerView
@@ -39,32 +39,11 @@ from gnnprivacy.mechanisms import grr_probabilities
 
 
 @dataclass(frozen=True)
-class LPGNNConfig:
-    """Server-side hyperparameters of the LPGNN baseline."""
+class LPGNNConfig(ServerModelConfig):
+    """Server-side hyperparameters of the LPGNN baseline (shared ones: :class:`ServerModelConfig`)."""
 
-    backbone: str = "sage"
-    kx: int = 16
-    ky: int = 16
-    epochs: int = 100
-    lr: float = 0.01
-    weight_decay: float = 0.0
-    hidden: int = 16
-    dropout: float = 0.0
-    heads: int = 4
-    grad_clip: float | None = 5.0
     activation: str = "selu"
     forward_correction: bool = True
-
-    def __post_init__(self):
-        check_choice("backbone", self.backbone, BACKBONES)
-        check_int("kx", self.kx, low=0)
-        check_int("ky", self.ky, low=0)
-        check_int("epochs", self.epochs, low=1)
-        check_real("lr", self.lr, low=0.0, low_open=True)
-        check_real("weight_decay", self.weight_decay, low=0.0)
-        check_int("hidden", self.hidden, low=1)
-        check_probability("dropout", self.dropout, allow_one=False)
-        check_int("heads", self.heads, low=1)
 
 
 def grr_transition_matrix(epsilon: float, num_classes: int) -> Tensor:

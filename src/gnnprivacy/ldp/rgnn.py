@@ -37,8 +37,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from gnnprivacy._validation import check_choice, check_int, check_probability, check_real
-from gnnprivacy.ldp.backbone import BACKBONES, build_backbone, seeded
+from gnnprivacy._validation import check_choice, check_int, check_real
+from gnnprivacy.ldp.backbone import ServerModelConfig, build_backbone, seeded
 from gnnprivacy.ldp.llp import KL_DIRECTIONS, bag_targets, llp_loss, make_bags
 from gnnprivacy.ldp.partition import metis_partition
 from gnnprivacy.ldp.propagation import mean_adjacency
@@ -51,39 +51,20 @@ LLP_SOURCES = ("perturbed", "reconstructed")
 
 
 @dataclass(frozen=True)
-class RGNNConfig:
-    """Server-side hyperparameters of RGNN (defaults: the authors' code, spec 004 §10.2)."""
+class RGNNConfig(ServerModelConfig):
+    """Server-side hyperparameters of RGNN (defaults: the authors' code, spec 004 §10.2;
+    shared ones: :class:`ServerModelConfig`)."""
 
-    backbone: str = "sage"
-    kx: int = 16
-    ky: int = 16
     num_clusters: int = 16
     alpha: float = 1.0
-    epochs: int = 100
-    lr: float = 0.01
-    weight_decay: float = 0.0
-    hidden: int = 16
-    dropout: float = 0.0
-    heads: int = 4
-    grad_clip: float | None = 5.0
     llp_source: str = "perturbed"
     kl_direction: str = "target_pred"
     binary_output: str = "soft"
 
     def __post_init__(self):
-        check_choice("backbone", self.backbone, BACKBONES)
-        check_int("kx", self.kx, low=0)
-        check_int("ky", self.ky, low=0)
+        super().__post_init__()
         check_int("num_clusters", self.num_clusters, low=0)
         check_real("alpha", self.alpha, low=0.0)
-        check_int("epochs", self.epochs, low=1)
-        check_real("lr", self.lr, low=0.0, low_open=True)
-        check_real("weight_decay", self.weight_decay, low=0.0)
-        check_int("hidden", self.hidden, low=1)
-        check_probability("dropout", self.dropout, allow_one=False)
-        check_int("heads", self.heads, low=1)
-        if self.grad_clip is not None:
-            check_real("grad_clip", self.grad_clip, low=0.0, low_open=True)
         check_choice("llp_source", self.llp_source, LLP_SOURCES)
         check_choice("kl_direction", self.kl_direction, KL_DIRECTIONS)
         check_choice("binary_output", self.binary_output, BINARY_OUTPUTS)
