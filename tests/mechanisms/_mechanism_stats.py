@@ -17,6 +17,22 @@ def gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
+def seed_os_bytes(monkeypatch, seed: int) -> list[int]:
+    """Replace the OS CSPRNG used by secure mode with a seeded byte stream (reproducible
+    statistics); returns the list of requested byte counts."""
+    from gnnprivacy.mechanisms import _random
+
+    rng = np.random.default_rng(seed)
+    calls: list[int] = []
+
+    def fake(n: int) -> bytes:
+        calls.append(n)
+        return rng.bytes(n)
+
+    monkeypatch.setattr(_random, "_os_random_bytes", fake)
+    return calls
+
+
 def chi_square_pvalue(observed, expected_probs) -> float:
     """Chi-square goodness-of-fit p-value of category counts against probabilities.
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from _mechanism_stats import ALPHA, chi_square_pvalue, gen, ks_pvalue
+from _mechanism_stats import ALPHA, chi_square_pvalue, gen, ks_pvalue, seed_os_bytes
 from dp_accounting import dp_event
 from scipy import stats
 
@@ -24,15 +24,7 @@ NODE = PrivacyUnit.NODE
 @pytest.fixture
 def seeded_os_bytes(monkeypatch):
     """Replace the OS CSPRNG by a seeded byte stream so secure-mode statistics are reproducible."""
-    rng = np.random.default_rng(2024)
-    calls = []
-
-    def fake(n: int) -> bytes:
-        calls.append(n)
-        return rng.bytes(n)
-
-    monkeypatch.setattr(_random, "_os_random_bytes", fake)
-    return calls
+    return seed_os_bytes(monkeypatch, 2024)
 
 
 def gaussian_pvalue(mech, *, claimed_std: float, n: int, seed: int | None) -> float:

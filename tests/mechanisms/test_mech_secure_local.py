@@ -7,26 +7,17 @@ import math
 import numpy as np
 import pytest
 import torch
-from _mechanism_stats import ALPHA, chi_square_pvalue, gen
+from _mechanism_stats import ALPHA, chi_square_pvalue, gen, seed_os_bytes
 
 from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.mechanisms import (GRR, GRRFS, ExponentialMechanism, MultiBit, RandomizedResponse,
                                    grr_probabilities)
-from gnnprivacy.mechanisms import _random
 from gnnprivacy.mechanisms._random import RandomSource
 
 
 @pytest.fixture
 def os_stream(monkeypatch):
-    rng = np.random.default_rng(99)
-    calls = []
-
-    def fake(n: int) -> bytes:
-        calls.append(n)
-        return rng.bytes(n)
-
-    monkeypatch.setattr(_random, "_os_random_bytes", fake)
-    return calls
+    return seed_os_bytes(monkeypatch, 99)
 
 
 def secure_mechanisms():
