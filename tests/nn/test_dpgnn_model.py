@@ -73,7 +73,6 @@ def test_symmetric_normalisation_is_refused():
 def test_indexed_first_layer_rule_matches_the_plain_model(cached):
     """The IndexedLinear ghost rule (used by the DP-GNN trainer) gives the same per-node norms
     and clipped sums as the plain (B, K+1, d) Linear rule, in float64."""
-    import gnnprivacy.training.node_dp.dpgnn  # noqa: F401  (registers the IndexedLinear rule)
     from torch.nn import functional as F
 
     from gnnprivacy.training.dp import clipped_gradient_sum

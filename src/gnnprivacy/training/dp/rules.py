@@ -37,6 +37,7 @@ import torch
 from torch import Tensor, nn
 
 from gnnprivacy.errors import GnnPrivacyError
+from gnnprivacy.nn.dpgnn import IndexedLinear
 from gnnprivacy.nn.star import SelfScale
 
 __all__ = [
@@ -205,3 +206,52 @@ def _scale_clipped_sums(module: SelfScale, acts: list[Tensor], backs: list[Tenso
 
 
 register_rule(SelfScale, GhostRule(_scale_norms_sq, _scale_clipped_sums))
+
+
+# IndexedLinear: the first encoder layer of DP-GNN, x[S_v] W^T computed as (x W^T)[S_v].
+
+def _indexed_backs(acts: list[Tensor], backs: list[Tensor]) -> tuple[Tensor, Tensor]:
+    if len(acts) != 1:
+        raise ValueError("IndexedLinear must be called once per forward pass under the DP engine")
+    nodes, d = acts[0], backs[0]
+    pad = nodes < 0
+    if bool(pad.any()):  # in place (idempotent): both rule functions see the masked δ
+        d.masked_fill_(pad.unsqueeze(-1), 0.0)
+    return nodes, d
+
+
+def _indexed_norms_sq(layer: IndexedLinear, acts: list[Tensor], backs: list[Tensor]) -> ParamTensors:
+    """``‖g_i(W)‖² = Σ_{r,r'} ⟨δ_ir, δ_ir'⟩ ⟨x_{n_ir}, x_{n_ir'}⟩`` (Gram of the input rows,
+    cached for DP-GNN's fixed subgraphs), ``‖g_i(b)‖² = ‖Σ_r δ_ir‖²``."""
+    nodes, d = _indexed_backs(acts, backs)
+    out = {}
+    if layer.weight.requires_grad:
+        d_gram = torch.bmm(d, d.transpose(1, 2))
+        out[layer.weight] = (d_gram * layer.input_grams(nodes)).sum((1, 2)).clamp_min(0)
+    if layer.bias is not None and layer.bias.requires_grad:
+        out[layer.bias] = torch.linalg.vector_norm(d.sum(1), dim=-1).square()
+    return out
+
+
+def _indexed_clipped_sums(layer: IndexedLinear, acts: list[Tensor], backs: list[Tensor],
+                          factors: ParamTensors) -> ParamTensors:
+    """``Σ_i c_i Σ_r δ_ir x_{n_ir}ᵀ = Sᵀ x`` with ``S_u = Σ_{(i,r): n_ir = u} c_i δ_ir``:
+    one scatter-add and one matrix product over distinct nodes, no gathered block."""
+    nodes, d = _indexed_backs(acts, backs)
+    x, out = layer.features, {}
+    flat = nodes.clamp_min(0).reshape(-1)
+    if layer.weight.requires_grad:
+        rows = (d * factors[layer.weight].to(d.dtype).view(-1, 1, 1)).reshape(-1, d.shape[-1])
+        if flat.numel() < x.shape[0]:
+            uniq, inv = torch.unique(flat, return_inverse=True)
+            s = rows.new_zeros(uniq.numel(), rows.shape[1]).index_add_(0, inv, rows)
+            out[layer.weight] = s.t() @ x[uniq]
+        else:
+            s = rows.new_zeros(x.shape[0], rows.shape[1]).index_add_(0, flat, rows)
+            out[layer.weight] = s.t() @ x
+    if layer.bias is not None and layer.bias.requires_grad:
+        out[layer.bias] = factors[layer.bias].to(d.dtype) @ d.sum(1)
+    return out
+
+
+register_rule(IndexedLinear, GhostRule(_indexed_norms_sq, _indexed_clipped_sums))

@@ -35,10 +35,9 @@ from torch_geometric.data import Data
 
 from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
-from gnnprivacy.nn.dpgnn import ACTIVATIONS, IndexedLinear, OneLayerGCN
+from gnnprivacy.nn.dpgnn import ACTIVATIONS, OneLayerGCN
 from gnnprivacy.sampling import NodeBatchSampler, sample_degree_bounded_subgraphs
-from gnnprivacy.training.dp import (ClipGroup, DPEngine, GhostRule, clipped_gradient_sum,
-                                    make_optimizer, register_rule)
+from gnnprivacy.training.dp import ClipGroup, DPEngine, clipped_gradient_sum, make_optimizer
 from gnnprivacy.training.node_dp import _privacy
 from gnnprivacy.training.node_dp.base import NodeDPTrainer
 from gnnprivacy.training.node_dp.common import FeatureNorm, is_inductive, node_metrics
@@ -48,53 +47,6 @@ __all__ = ["DPGNNTrainer", "default_delta_dpgnn"]
 
 CLIP_GROUPINGS = ("global", "per_tensor")
 DEFAULT_LR = {"adam": 0.003, "sgd": 1.0}
-
-
-def _indexed_backs(acts: list[Tensor], backs: list[Tensor]) -> tuple[Tensor, Tensor]:
-    if len(acts) != 1:
-        raise ValueError("IndexedLinear must be called once per forward pass under the DP engine")
-    nodes, d = acts[0], backs[0]
-    pad = nodes < 0
-    if bool(pad.any()):  # in place (idempotent): both rule functions see the masked δ
-        d.masked_fill_(pad.unsqueeze(-1), 0.0)
-    return nodes, d
-
-
-def _indexed_norms_sq(layer: IndexedLinear, acts: list[Tensor], backs: list[Tensor]) -> dict:
-    """``‖g_i(W)‖² = Σ_{r,r'} ⟨δ_ir, δ_ir'⟩ ⟨x_{n_ir}, x_{n_ir'}⟩`` (Gram of the input rows,
-    cached for DP-GNN's fixed subgraphs), ``‖g_i(b)‖² = ‖Σ_r δ_ir‖²``."""
-    nodes, d = _indexed_backs(acts, backs)
-    out = {}
-    if layer.weight.requires_grad:
-        d_gram = torch.bmm(d, d.transpose(1, 2))
-        out[layer.weight] = (d_gram * layer.input_grams(nodes)).sum((1, 2)).clamp_min(0)
-    if layer.bias is not None and layer.bias.requires_grad:
-        out[layer.bias] = torch.linalg.vector_norm(d.sum(1), dim=-1).square()
-    return out
-
-
-def _indexed_clipped_sums(layer: IndexedLinear, acts: list[Tensor], backs: list[Tensor],
-                          factors: dict) -> dict:
-    """``Σ_i c_i Σ_r δ_ir x_{n_ir}ᵀ = Sᵀ x`` with ``S_u = Σ_{(i,r): n_ir = u} c_i δ_ir``:
-    one scatter-add and one matrix product over distinct nodes, no gathered block."""
-    nodes, d = _indexed_backs(acts, backs)
-    x, out = layer.features, {}
-    flat = nodes.clamp_min(0).reshape(-1)
-    if layer.weight.requires_grad:
-        rows = (d * factors[layer.weight].to(d.dtype).view(-1, 1, 1)).reshape(-1, d.shape[-1])
-        if flat.numel() < x.shape[0]:
-            uniq, inv = torch.unique(flat, return_inverse=True)
-            s = rows.new_zeros(uniq.numel(), rows.shape[1]).index_add_(0, inv, rows)
-            out[layer.weight] = s.t() @ x[uniq]
-        else:
-            s = rows.new_zeros(x.shape[0], rows.shape[1]).index_add_(0, flat, rows)
-            out[layer.weight] = s.t() @ x
-    if layer.bias is not None and layer.bias.requires_grad:
-        out[layer.bias] = factors[layer.bias].to(d.dtype) @ d.sum(1)
-    return out
-
-
-register_rule(IndexedLinear, GhostRule(_indexed_norms_sq, _indexed_clipped_sums))
 
 
 def default_delta_dpgnn(num_train: int) -> float:
