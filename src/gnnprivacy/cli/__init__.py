@@ -29,6 +29,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                 "List or export the run records of a runs directory."),
     "report": ("gnnprivacy.cli.report_cmd:report_command",
                "Write a Markdown + HTML report of a runs directory."),
+    "attack": ("gnnprivacy.cli.attack_cmd:attack_command",
+               "Run an attack (link stealing, LinkTeller, membership) and record it."),
     "reproduce": ("gnnprivacy.cli.reproduce_cmd:reproduce_command",
                   "Reproduce a paper's table from a bundled configuration."),
 }
