@@ -23,12 +23,14 @@ _LAZY = {
     "inductive_train_graph": "gnnprivacy.datasets.inductive",
     "generate_csbm": "gnnprivacy.datasets.csbm",
     "GermanCredit": "gnnprivacy.datasets.german",
+    "validate_data": "gnnprivacy.datasets.validate",
 }
 
 __all__ = [
     "DatasetInfo", "DatasetStatus", "GermanCredit", "Split", "dataset_info", "dataset_status",
     "generate_csbm", "inductive_train_graph", "list_datasets", "load_dataset", "random_split",
     "register_dataset", "resolve_cache", "resolve_fractions", "resolve_root", "split_from_masks",
+    "validate_data",
 ]
 
 

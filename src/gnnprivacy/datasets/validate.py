@@ -4,6 +4,9 @@ Used only on the failure path, so a successful load pays nothing. Each check rea
 the way its format requires (zip CRCs for ``.npz``, gzip stream for ``.gz``, latin-1
 pickles for Planetoid's ``ind.*`` files, numeric text for ``.txt``/``test.index``, a
 rectangular table for ``.csv``) and raises on the first problem.
+
+:func:`validate_data` checks the in-memory graph a method is about to train on (shapes, dtypes,
+masks, NaN/inf, classes); the runner calls it for every dataset, and so does ``gnnprivacy.train``.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+
+from gnnprivacy.errors import InvalidParameterError, UnknownNameError
 
 
 def check_raw_file(path: Path) -> None:
@@ -61,3 +66,120 @@ def find_corrupt(folder: Path, relative_paths) -> tuple[str, str] | None:
         except Exception as exc:  # noqa: BLE001 - any failure means "this file is bad"
             return rel, f"{type(exc).__name__}: {exc}"
     return None
+
+
+# -- the graph a method trains on ------------------------------------------------------------
+
+TASKS = ("node_classification",)
+_MASK_NAMES = ("train_mask", "val_mask", "test_mask")
+
+
+def _bad(what: str, expected: str, received) -> InvalidParameterError:
+    return InvalidParameterError(what, expected, received, where="data")
+
+
+def _split_hint(data) -> str:
+    split = getattr(data, "split", None)
+    fracs = getattr(split, "fractions", None)
+    if callable(fracs):
+        fracs = fracs()
+    if fracs:
+        return (f" (split {getattr(split, 'kind', '?')!r} with train/val/test fractions "
+                f"{tuple(round(float(f), 4) for f in fracs)}; change --train-frac/--val-frac/--test-frac "
+                "or the masks)")
+    return " (set train_mask / test_mask, or change --train-frac/--val-frac/--test-frac)"
+
+
+def validate_data(data, *, task: str = "node_classification") -> None:
+    """Refuse a graph that no method can train on honestly, with a message naming the problem.
+
+    Checks, in this order: ``x`` is a 2-D floating tensor without NaN or infinite entries (the
+    message counts them); ``y`` is a 1-D integer tensor with one non-negative label per node;
+    ``edge_index`` is an integer ``[2, E]`` tensor with node ids in ``[0, n)``; ``train_mask``,
+    ``val_mask`` (optional) and ``test_mask`` are boolean of length ``n``, pairwise disjoint, and
+    the training and test sets are non-empty; the training labels hold at least two classes.
+
+    Args:
+        data: a ``torch_geometric.data.Data`` (or any object with those attributes).
+        task: ``"node_classification"`` (the only task today).
+
+    Raises:
+        InvalidParameterError: the first problem found; the message names the attribute, what
+            was expected and what was received (for the split: its fractions).
+
+    *Privacy*: the check reads the data and releases nothing beyond pass/fail; it runs before
+    training, so a refused graph spends no privacy budget.
+    """
+    import torch
+
+    if task not in TASKS:
+        raise UnknownNameError("task", task, TASKS)
+    x = getattr(data, "x", None)
+    if not isinstance(x, torch.Tensor):
+        raise _bad("x", "a node feature tensor [num_nodes, num_features]", type(x).__name__)
+    if x.dim() != 2:
+        raise _bad("x", "a 2-D tensor [num_nodes, num_features]", f"shape {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise _bad("x", "a floating-point tensor (e.g. x.float())", str(x.dtype))
+    n = int(x.shape[0])
+    if n == 0 or x.shape[1] == 0:
+        raise _bad("x", "at least one node and one feature", f"shape {tuple(x.shape)}")
+    finite = torch.isfinite(x)
+    if not bool(finite.all()):
+        n_nan = int(torch.isnan(x).sum())
+        n_inf = int((~finite).sum()) - n_nan
+        rows = int((~finite).any(dim=1).sum())
+        raise _bad("x", "finite node features (no NaN or inf)",
+                   f"{n_nan} NaN and {n_inf} infinite entries in {rows} of {n} nodes")
+    y = getattr(data, "y", None)
+    if not isinstance(y, torch.Tensor):
+        raise _bad("y", "a label tensor [num_nodes]", type(y).__name__)
+    if y.dim() == 2 and y.shape[1] == 1:
+        y = y.view(-1)
+    if y.dim() != 1 or int(y.shape[0]) != n:
+        raise _bad("y", f"a 1-D tensor with one label per node ({n})", f"shape {tuple(y.shape)}")
+    if y.is_floating_point() or y.dtype == torch.bool or y.is_complex():
+        raise _bad("y", "integer class labels (e.g. y.long())", str(y.dtype))
+    if n and int(y.min()) < 0:
+        raise _bad("y", "class labels >= 0", f"{int((y < 0).sum())} negative labels (min {int(y.min())})")
+    ei = getattr(data, "edge_index", None)
+    if not isinstance(ei, torch.Tensor):
+        raise _bad("edge_index", "an integer tensor [2, num_edges]", type(ei).__name__)
+    if ei.dim() != 2 or ei.shape[0] != 2:
+        raise _bad("edge_index", "shape [2, num_edges]", f"shape {tuple(ei.shape)}")
+    if ei.is_floating_point() or ei.dtype == torch.bool or ei.is_complex():
+        raise _bad("edge_index", "an integer tensor (e.g. edge_index.long())", str(ei.dtype))
+    if ei.numel():
+        lo, hi = int(ei.min()), int(ei.max())
+        if lo < 0 or hi >= n:
+            bad = int(((ei < 0) | (ei >= n)).any(dim=0).sum())
+            raise _bad("edge_index", f"node ids in [0, {n})",
+                       f"{bad} edges with ids outside (min {lo}, max {hi})")
+    masks = {}
+    for name in _MASK_NAMES:
+        m = getattr(data, name, None)
+        if m is None:
+            if name == "val_mask":
+                continue
+            raise _bad(name, f"a boolean mask of length {n}" + _split_hint(data), None)
+        if not isinstance(m, torch.Tensor) or m.dtype != torch.bool:
+            got = str(m.dtype) if isinstance(m, torch.Tensor) else type(m).__name__
+            raise _bad(name, "a torch.bool tensor (index arrays: build a mask with "
+                       "torch.zeros(n, dtype=torch.bool) and set it)", got)
+        if m.dim() != 1 or int(m.shape[0]) != n:
+            raise _bad(name, f"a 1-D mask of length num_nodes ({n})", f"shape {tuple(m.shape)}")
+        masks[name] = m
+    names = list(masks)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            both = int((masks[a] & masks[b]).sum())
+            if both:
+                raise _bad(f"{a} and {b}", "disjoint node sets", f"{both} nodes in both")
+    for name, what in (("train_mask", "training"), ("test_mask", "test")):
+        if not bool(masks[name].any()):
+            raise _bad(name, f"a non-empty {what} set" + _split_hint(data), f"0 {what} nodes of {n}")
+    train_classes = torch.unique(y[masks["train_mask"]])
+    if train_classes.numel() < 2:
+        raise _bad("y[train_mask]", "at least 2 classes among the training labels (a one-class "
+                   "classifier reports a meaningless accuracy)",
+                   f"only class {int(train_classes[0])} in {int(masks['train_mask'].sum())} training nodes")

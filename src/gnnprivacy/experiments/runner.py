@@ -12,9 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gnnprivacy.datasets.validate import validate_data
 from gnnprivacy.experiments.config import config_to_dict, parse_dataset_args, resolve_config
 from gnnprivacy.experiments.context import MethodResult, RunContext
 from gnnprivacy.experiments.registry import get_method
+from gnnprivacy.experiments.store import check_runs_dir
 from gnnprivacy.reporting.record import RunRecord
 
 
@@ -31,7 +33,8 @@ def load_run_data(config):
 
 def run(values: dict[str, Any], *, progress: Callable | None = None,
         log: Callable[[str], None] | None = None, save: bool = True,
-        run_id: str | None = None) -> RunRecord:
+        run_id: str | None = None, data: Any = None,
+        keep_result: dict[str, Any] | None = None) -> RunRecord:
     """Resolve ``values``, train, evaluate, and write one run record.
 
     Args:
@@ -41,6 +44,11 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
         log: optional message sink.
         save: write the record (and the split) under ``config.runs_dir``.
         run_id: fixed record id (sweeps use a deterministic id); default: time + random suffix.
+        data: a user's ``torch_geometric.data.Data`` to train on instead of loading
+            ``config.dataset`` (which then only names it in the record); see
+            :func:`gnnprivacy.experiments.user_data.prepare_user_data`.
+        keep_result: if given, receives ``{"result": MethodResult, "data": the data trained
+            on}`` (the public API keeps the fitted model this way).
 
     Returns:
         The :class:`RunRecord` (also written to ``<runs_dir>/<run_id>.json``).
@@ -48,7 +56,18 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
     t_start = time.perf_counter()
     config, params = resolve_config(values)
     spec = get_method(config.method)
-    data = load_run_data(config)
+    if save:
+        check_runs_dir(config.runs_dir)  # before training: an unwritable runs_dir must not lose a result
+    if data is None:
+        data = load_run_data(config)
+    else:
+        from gnnprivacy.experiments.user_data import prepare_user_data
+
+        data = prepare_user_data(data, name=config.dataset, split=config.split,
+                                 seed=config.seed if config.split_seed is None else config.split_seed,
+                                 train_frac=config.train_frac, val_frac=config.val_frac,
+                                 test_frac=config.test_frac)
+    validate_data(data)  # NaN/inf, shapes, masks, empty split, < 2 training classes
     t_loaded = time.perf_counter()
     ctx = RunContext(config=config, params=params, data=data, seed=config.seed,
                      device=config.device, progress=progress, log=log or (lambda m: None))
@@ -58,6 +77,8 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
     if spec.private and not math.isfinite(result.epsilon):
         raise RuntimeError(f"private method {spec.name!r} reported a non-finite epsilon")
     t_end = time.perf_counter()
+    if keep_result is not None:
+        keep_result.update(result=result, data=data)
     split = data.split
     record = RunRecord(
         run_id=run_id or RunRecord.new_id(spec.name, config.dataset),

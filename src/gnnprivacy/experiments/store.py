@@ -6,6 +6,8 @@ Layout of a runs directory::
     RUNS/<run_id>.split.npz       its split (written before the record)
     RUNS/<run_id>.failed.json     a run that raised (error, traceback, config); removed on success
     RUNS/.staging/<run_id>.<host>.<pid>.<rand>/   a run in progress, locked (never read as a record)
+    RUNS/.claims/<run_id>.claim   a run some process is working on (pid, host): concurrent sweeps on
+                                  one runs directory skip claimed runs; claims of dead pids are retaken
     RUNS/.index.json              cache of the flattened index (safe to delete)
 
 Why files and not SQLite: every writer (a process-pool worker, or a Ray task on another machine
@@ -19,6 +21,10 @@ truth that can disagree with the files after a crash. The index is therefore *de
 rebuilt from the records on every read, and :file:`.index.json` only caches parsed rows keyed by
 (file name, size, mtime) so a re-read parses only new or changed records. Readers write the cache
 atomically; a lost race just rewrites an equally valid cache.
+
+A record file that does not parse (truncated by a full disk, edited by hand) is never counted as
+finished: readers skip it with a warning naming the file (:attr:`ResultStore.skipped`), and a
+sweep reruns that run, replacing the file.
 """
 
 from __future__ import annotations
@@ -27,9 +33,11 @@ import json
 import os
 import shutil
 import socket
+import tempfile
 import time
 import traceback
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +52,8 @@ except ImportError:  # Windows: no flock; stale staging folders are then left in
 INDEX_FILE = ".index.json"
 STAGING_DIR = ".staging"
 FAILED_SUFFIX = ".failed.json"
+CLAIMS_DIR = ".claims"
+_RECORD_KEYS = ("run_id", "method", "dataset", "metrics")
 _INDEX_VERSION = 1
 _HELD_LOCKS: dict[str, int] = {}  # staging folder -> fd of its locked .lock file (this process)
 
@@ -74,6 +84,56 @@ def flatten_record(record: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+class UnreadableRecordWarning(UserWarning):
+    """A run record file could not be read; it is skipped (and a sweep reruns its run)."""
+
+
+def check_runs_dir(path: str | os.PathLike, *, name: str = "runs_dir") -> Path:
+    """Create ``path`` if needed and prove it is a writable directory, before any training.
+
+    Raises:
+        InvalidParameterError: ``path`` is a file, or cannot be created or written (the message
+            names the parameter, the path and the operating system's reason).
+    """
+    root = Path(path).expanduser()
+    if root.exists() and not root.is_dir():
+        raise InvalidParameterError(name, "a directory (it is an existing file)", str(path))
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-probe.", dir=root)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise InvalidParameterError(name, f"a writable directory ({exc.strerror or exc})", str(path)) from None
+    return root
+
+
+def _record_problem(path: Path) -> str | None:
+    """Why ``path`` is not a usable record (``None`` when it is)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"unreadable ({exc})"
+    except ValueError as exc:
+        return f"not valid JSON, truncated? ({exc})"
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    missing = [k for k in _RECORD_KEYS if k not in data]
+    if missing:
+        return f"missing key(s) {', '.join(missing)}"
+    return None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class ResultStore:
     """A runs directory seen as a store of run records (see the module docstring).
 
@@ -83,6 +143,8 @@ class ResultStore:
 
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
+        #: ``(path, reason)`` of the record files the last read skipped (truncated, not JSON ...)
+        self.skipped: list[tuple[str, str]] = []
 
     def __repr__(self) -> str:
         return f"ResultStore({str(self.root)!r})"
@@ -96,8 +158,66 @@ class ResultStore:
             probe.write_text("")
             probe.unlink()
         except OSError as exc:
-            raise InvalidParameterError("runs", f"a writable directory ({exc.strerror})",
+            raise InvalidParameterError("runs_dir", f"a writable directory ({exc.strerror})",
                                         str(self.root)) from None
+
+    # -- claims: concurrent sweeps on one runs directory share the work ---------------------
+    def _claim_path(self, run_id: str) -> Path:
+        return self.root / CLAIMS_DIR / f"{run_id}.claim"
+
+    def claim(self, run_id: str, *, stale_seconds: float = 60.0) -> bool:
+        """Atomically claim ``run_id`` for this process; ``False`` if a live process holds it.
+
+        The claim is a file created with ``O_CREAT | O_EXCL`` holding ``{"pid", "host", "time"}``.
+        A claim whose pid is dead on this host is stale and retaken; so is a claim file left
+        empty or unreadable for more than ``stale_seconds`` (its writer died mid-write). A claim
+        from another host is respected (its pid cannot be checked from here).
+        """
+        path = self._claim_path(run_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "time": time.time()}
+        for _ in range(3):
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                if not self._claim_is_stale(path, stale_seconds):
+                    return False
+                stale = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.stale")
+                try:
+                    os.rename(path, stale)  # one remover wins; the others retry the create
+                    stale.unlink(missing_ok=True)
+                except FileNotFoundError:
+                    pass
+                continue
+            with os.fdopen(fd, "w") as fh:
+                json.dump(me, fh)
+            return True
+        return False
+
+    def _claim_is_stale(self, path: Path, stale_seconds: float) -> bool:
+        try:
+            owner = json.loads(path.read_text())
+            pid, host = int(owner["pid"]), str(owner["host"])
+        except FileNotFoundError:
+            return True
+        except (OSError, ValueError, KeyError, TypeError):
+            try:
+                return time.time() - path.stat().st_mtime > stale_seconds
+            except FileNotFoundError:
+                return True
+        if host != socket.gethostname():
+            return False
+        return pid != os.getpid() and not _pid_alive(pid)
+
+    def release(self, run_id: str) -> None:
+        """Drop this process's claim on ``run_id`` (no-op when another process holds it)."""
+        path = self._claim_path(run_id)
+        try:
+            owner = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return
+        if owner.get("pid") == os.getpid() and owner.get("host") == socket.gethostname():
+            path.unlink(missing_ok=True)
 
     def staging_dir(self, run_id: str) -> Path:
         """A fresh private folder in which one attempt of ``run_id`` writes its files.
@@ -171,12 +291,42 @@ class ResultStore:
             return []
         return sorted(p for p in self.root.iterdir() if p.is_file() and is_record_file(p))
 
+    def valid_record_paths(self) -> list[Path]:
+        """:meth:`record_paths` without the files that do not parse as a record.
+
+        Skipped files are listed in :attr:`skipped` and reported with an
+        :class:`UnreadableRecordWarning` naming the file. Files unchanged since the last read
+        (same size and mtime as in the index cache) are not parsed again.
+        """
+        cache = self._read_cache()
+        self.skipped = []
+        out = []
+        for path in self.record_paths():
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                continue
+            hit = cache.get(path.name)
+            if hit is not None and hit.get("key") == [st.st_size, st.st_mtime_ns]:
+                out.append(path)
+                continue
+            problem = _record_problem(path)
+            if problem is None:
+                out.append(path)
+            else:
+                self.skipped.append((str(path), problem))
+                warnings.warn(f"skipping run record {path}: {problem}; a sweep reruns this run",
+                              UnreadableRecordWarning, stacklevel=3)
+        return out
+
     def completed_ids(self) -> set[str]:
-        """Run ids with a finished record."""
-        return {p.name[: -len(".json")] for p in self.record_paths()}
+        """Run ids with a finished, readable record (a truncated record does not count)."""
+        return {p.name[: -len(".json")] for p in self.valid_record_paths()}
 
     def has_record(self, run_id: str) -> bool:
-        return (self.root / f"{run_id}.json").is_file()
+        """Whether ``run_id`` has a finished, readable record."""
+        path = self.root / f"{run_id}.json"
+        return path.is_file() and _record_problem(path) is None
 
     def load(self, run_id: str) -> RunRecord:
         """The record of ``run_id``; unknown ids raise ``UnknownNameError``."""
@@ -186,7 +336,8 @@ class ResultStore:
         return read_record(path)
 
     def records(self) -> list[RunRecord]:
-        return [read_record(p) for p in self.record_paths()]
+        """Every readable record (unreadable files are skipped with a warning, see :attr:`skipped`)."""
+        return [read_record(p) for p in self.valid_record_paths()]
 
     def failures(self) -> list[dict[str, Any]]:
         """Failure entries (``run_id``, ``error``, ``traceback``, ``config``) without a later success."""
@@ -197,7 +348,10 @@ class ResultStore:
         for p in sorted(self.root.glob(f"*{FAILED_SUFFIX}")):
             if p.name.startswith(".") or p.name[: -len(FAILED_SUFFIX)] in done:
                 continue
-            out.append(_decode(json.loads(p.read_text())))
+            try:
+                out.append(_decode(json.loads(p.read_text())))
+            except (OSError, ValueError) as exc:
+                self.skipped.append((str(p), f"unreadable failure record ({exc})"))
         return out
 
     def rows(self, *, include_failed: bool = False) -> list[dict[str, Any]]:
@@ -208,14 +362,19 @@ class ResultStore:
         """
         cache = self._read_cache()
         fresh, rows = {}, []
-        for path in self.record_paths():
+        for path in self.valid_record_paths():
             st = path.stat()
             key = [st.st_size, st.st_mtime_ns]
             hit = cache.get(path.name)
             if hit is not None and hit["key"] == key:
                 row = hit["row"]
             else:
-                row = flatten_record(_decode(json.loads(path.read_text())))
+                try:
+                    row = flatten_record(_decode(json.loads(path.read_text())))
+                except (OSError, ValueError, KeyError, TypeError) as exc:
+                    self.skipped.append((str(path), f"unreadable ({exc})"))
+                    warnings.warn(f"skipping run record {path}: {exc}", UnreadableRecordWarning, stacklevel=2)
+                    continue
             fresh[path.name] = {"key": key, "row": row}
             rows.append(row)
         if fresh != cache:

@@ -34,6 +34,10 @@ to an executor (:mod:`gnnprivacy.experiments.executors`). A worker trains throug
 split and, last, the record by atomic rename (:meth:`ResultStore.commit`), so a SIGKILL at any
 moment leaves either a complete record or none. A run that raises is written as
 ``<run_id>.failed.json`` (error and traceback) and retried by the next invocation of the sweep.
+Before starting a run a worker *claims* it (``RUNS/.claims/<run_id>.claim``, created atomically,
+holding its pid and host; see :meth:`ResultStore.claim`), so two sweeps started on the same runs
+directory share the work instead of both running everything; a claim whose process died is
+retaken. A record file that does not parse is not counted as finished: the run is redone.
 """
 
 from __future__ import annotations
@@ -234,7 +238,7 @@ class TaskOutcome:
     """What a worker reports back for one task."""
 
     run_id: str
-    status: str  # "ok" | "failed" | "skipped"
+    status: str  # "ok" | "failed" | "skipped" | "elsewhere" (claimed by another process)
     error: str | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
@@ -246,6 +250,11 @@ def execute_task(task: SweepTask) -> TaskOutcome:
 
     store = ResultStore(task.values["runs_dir"])
     if store.has_record(task.run_id):
+        return TaskOutcome(task.run_id, "skipped")
+    if not store.claim(task.run_id):
+        return TaskOutcome(task.run_id, "elsewhere")
+    if store.has_record(task.run_id):  # finished by another process just before we claimed it
+        store.release(task.run_id)
         return TaskOutcome(task.run_id, "skipped")
     t0 = time.perf_counter()
     staging = store.staging_dir(task.run_id)
@@ -260,6 +269,7 @@ def execute_task(task: SweepTask) -> TaskOutcome:
                            seconds=time.perf_counter() - t0)
     finally:
         store.release_staging(staging)
+        store.release(task.run_id)
 
 
 @dataclass
@@ -272,6 +282,7 @@ class SweepResult:
     skipped: int
     succeeded: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)  #: (run_id, error)
+    elsewhere: list[str] = field(default_factory=list)  #: runs another process was running
 
     @property
     def ok(self) -> bool:
@@ -321,6 +332,9 @@ def run_sweep(spec: SweepSpec, *, runs_dir: str | Path, executor: str = "local",
             if outcome.status == "failed":
                 result.failed.append((task.run_id, outcome.error or ""))
                 log(f"run {task.run_id} failed: {outcome.error}")
+            elif outcome.status == "elsewhere":
+                result.elsewhere.append(task.run_id)
+                log(f"run {task.run_id} is being run by another process (claimed); skipped here")
             else:
                 result.succeeded.append(task.run_id)
             if bar is not None:

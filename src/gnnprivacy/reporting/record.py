@@ -146,6 +146,16 @@ class RunRecord:
 
 
 def read_record(path: str | os.PathLike) -> RunRecord:
-    """Load a record written by :meth:`RunRecord.save`."""
-    data = _decode(json.loads(Path(path).read_text()))
-    return RunRecord(**data)
+    """Load a record written by :meth:`RunRecord.save`.
+
+    Raises:
+        InvalidParameterError: the file is not a complete run record (truncated, not JSON,
+            missing fields); the message names the file.
+    """
+    from gnnprivacy.errors import InvalidParameterError
+
+    try:
+        data = _decode(json.loads(Path(path).read_text(encoding="utf-8")))
+        return RunRecord(**data)
+    except (ValueError, TypeError) as exc:
+        raise InvalidParameterError("run record", f"a complete JSON run record ({exc})", str(path)) from None
