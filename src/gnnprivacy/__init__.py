@@ -1,10 +1,48 @@
 """gnnprivacy: privacy-preserving graph learning on PyTorch and PyTorch Geometric.
 
+The public API (loaded on first use, so ``import gnnprivacy`` stays instant)::
+
+    import gnnprivacy as gp
+    result = gp.train(data, method="heterpoisson", epsilon=8.0)   # a PyG Data or a dataset name
+    result.epsilon, result.delta, result.metrics["test_accuracy"], result.record
+    gp.account("dpsgd", sample_rate=0.01, noise_multiplier=1.0, steps=1000, delta=1e-5)
+    gp.methods(); gp.datasets(); gp.load_dataset("cora", root="...")
+
 Sub-packages (imports point down only): ``accounting`` (privacy events, accountants,
 calibration; no torch), ``mechanisms``, ``datasets``, ``sampling``, ``nn``, ``training``,
-``experiments`` (configs, registry, runner, CLI) and ``reporting`` (run records).
+``ldp``, ``attacks``, ``experiments`` (configs, registry, runner) and ``reporting``.
 """
+
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+#: public name -> module it lives in (imported on first access)
+_API = {
+    "train": "gnnprivacy.api",
+    "account": "gnnprivacy.api",
+    "methods": "gnnprivacy.api",
+    "datasets": "gnnprivacy.api",
+    "TrainResult": "gnnprivacy.api",
+    "MethodInfo": "gnnprivacy.api",
+    "load_dataset": "gnnprivacy.datasets",
+    "validate_data": "gnnprivacy.datasets",
+    "read_record": "gnnprivacy.reporting.record",
+    "RunRecord": "gnnprivacy.reporting.record",
+}
+
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str):
+    if name in _API:
+        value = getattr(importlib.import_module(_API[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'gnnprivacy' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_API))

@@ -26,6 +26,8 @@ class MethodResult:
         privacy: further privacy facts for the record: accountant kind, accounting mode,
             noise multiplier, sigma, clip norm, unit, relation ...
         info: anything else worth keeping (epochs run, best epoch, sizes ...).
+        model: the fitted estimator (kept in memory for ``gnnprivacy.train(...).predict``;
+            never written to the record).
     """
 
     metrics: dict[str, float]
@@ -34,6 +36,7 @@ class MethodResult:
     ledger: Any = field(default_factory=lambda: [{"event": "NonPrivateDpEvent", "count": 1}])
     privacy: dict[str, Any] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
+    model: Any = field(default=None, repr=False)
 
 
 @dataclass

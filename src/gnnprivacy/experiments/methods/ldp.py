@@ -195,7 +195,8 @@ def _metrics(data, logits: torch.Tensor, noisy_val: float) -> dict[str, float]:
     return out
 
 
-def _result(ctx: RunContext, view, prep: dict, logits, outcome, info: dict) -> MethodResult:
+def _result(ctx: RunContext, view, prep: dict, logits, outcome, info: dict,
+            model=None) -> MethodResult:
     from gnnprivacy.ldp.budget import budget_summary, ldp_accountant
 
     p = ctx.params
@@ -213,7 +214,7 @@ def _result(ctx: RunContext, view, prep: dict, logits, outcome, info: dict) -> M
             "best_val_noisy_accuracy": outcome.best_val_accuracy, **info}
     return MethodResult(metrics=_metrics(ctx.data, logits, outcome.best_val_accuracy),
                         epsilon=epsilon, delta=0.0, ledger=acc.to_dict(delta=0.0),
-                        privacy=privacy, info=info)
+                        privacy=privacy, info=info, model=model)
 
 
 def _fit_rgnn_like(ctx: RunContext, config, grid: dict | None, name: str) -> MethodResult:
@@ -227,7 +228,7 @@ def _fit_rgnn_like(ctx: RunContext, config, grid: dict | None, name: str) -> Met
             f"alpha={chosen.alpha}, best epoch {model.fit_.outcome.best_epoch}")
     info = {"config": dataclasses.asdict(chosen), "num_bags": model.fit_.num_bags,
             "selection": model.selection_}
-    return _result(ctx, view, prep, model.logits_, model.fit_.outcome, info)
+    return _result(ctx, view, prep, model.logits_, model.fit_.outcome, info, model)
 
 
 @register_method("rgnn", params=RGNNParams, private=True,
@@ -268,7 +269,7 @@ def fit_lpgnn(ctx: RunContext) -> MethodResult:
                          heads=p.heads, grad_clip=p.grad_clip)
     model = LPGNN(config).fit(view, generator=ctx.torch_generator("ldp-train"))
     info = {"config": dataclasses.asdict(config), "multibit_epsilon": view.m * p.eps_x}
-    return _result(ctx, view, prep, model.logits_, model.fit_.outcome, info)
+    return _result(ctx, view, prep, model.logits_, model.fit_.outcome, info, model)
 
 
 __all__ = ["LDPParams", "LPGNNParams", "PAPER_GROUP_SIZES", "RGNNParams", "SELECTION_GRID",

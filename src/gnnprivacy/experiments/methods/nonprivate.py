@@ -106,7 +106,7 @@ def _run(encoder: str, ctx: RunContext) -> MethodResult:
             "num_parameters": trainer.model_.num_parameters()}
     if params.batch_size is not None:
         info["fanouts"] = list(trainer.fanouts)
-    return MethodResult(metrics=_metrics(trainer, data), info=info)
+    return MethodResult(metrics=_metrics(trainer, data), info=info, model=trainer)
 
 
 def _register(name: str, description: str) -> None:

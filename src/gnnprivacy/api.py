@@ -1,0 +1,218 @@
+"""The public Python API: ``gnnprivacy.train``, ``.account``, ``.methods``, ``.datasets``.
+
+A thin face over the same registry and runner as the command line (``gnnprivacy train`` and
+``gp.train`` run :func:`gnnprivacy.experiments.runner.run`; ``gnnprivacy account`` and
+``gp.account`` run :func:`gnnprivacy.accounting.query.account`), so a result in a notebook
+and a result in the shell are the same result.
+
+Example::
+
+    import gnnprivacy as gp
+    result = gp.train("cora", method="heterpoisson", epsilon=8.0, data_root="../shared/datasets")
+    result.epsilon, result.delta, result.metrics["test_accuracy"]
+    logits = result.predict()                    # private inference where the method defines it
+    gp.account("dpsgd", sample_rate=0.01, noise_multiplier=1.0, steps=1000, delta=1e-5)
+    gp.methods()                                 # names, private or not, parameters
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gnnprivacy.accounting.query import account
+from gnnprivacy.errors import InvalidParameterError
+
+__all__ = ["MethodInfo", "ParameterInfo", "TrainResult", "account", "datasets", "methods", "train"]
+
+
+@dataclass(frozen=True)
+class ParameterInfo:
+    """One hyperparameter of a method: name, type, default and help text."""
+
+    name: str
+    type: str
+    default: Any
+    help: str
+
+
+@dataclass(frozen=True)
+class MethodInfo:
+    """A registered training method (``gnnprivacy train --method NAME``)."""
+
+    name: str
+    private: bool
+    description: str
+    parameters: tuple[ParameterInfo, ...]
+
+    def __repr__(self) -> str:
+        kind = "private" if self.private else "non-private"
+        return f"MethodInfo({self.name!r}, {kind}, {len(self.parameters)} parameters)"
+
+
+def methods() -> list[MethodInfo]:
+    """Every registered method, sorted by name, with its parameters.
+
+    Example:
+        >>> import gnnprivacy as gp
+        >>> [m.name for m in gp.methods() if m.private][:3]
+        ['dpgnn', 'dpmlp', 'heterpoisson']
+    """
+    from gnnprivacy.experiments.registry import list_methods
+
+    out = []
+    for spec in list_methods():
+        params = tuple(
+            ParameterInfo(f.name, f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type)),
+                          None if f.default is dataclasses.MISSING else f.default,
+                          f.metadata.get("help", ""))
+            for f in dataclasses.fields(spec.params))
+        out.append(MethodInfo(spec.name, spec.private, spec.description, params))
+    return out
+
+
+def datasets(data_root: str | None = None) -> list[dict[str, Any]]:
+    """The registered datasets and whether their raw files are available under ``data_root``.
+
+    Returns:
+        One dict per dataset: ``name``, ``available`` (bool), ``missing`` (file names) and
+        the registry's description.
+    """
+    from gnnprivacy.datasets import dataset_status, list_datasets
+
+    out = []
+    for name in list_datasets():
+        status = dataset_status(name, root=data_root)
+        out.append({k: v for k, v in dataclasses.asdict(status).items()})
+    return out
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` returns: the run record, and the fitted model kept in memory.
+
+    Attributes:
+        record: the :class:`~gnnprivacy.reporting.record.RunRecord` the CLI writes (config,
+            seeds, versions, privacy ledger, metrics, timings).
+        model: the fitted estimator (e.g. a ``HeterPoissonTrainer``), for ``fit``/``predict``
+            users; ``None`` for methods that do not keep one.
+        data: the graph the model was trained on (the user's ``Data`` in standard form).
+    """
+
+    record: Any
+    model: Any = field(default=None, repr=False)
+    data: Any = field(default=None, repr=False)
+
+    @property
+    def epsilon(self) -> float:
+        """Privacy spent (``inf`` for a non-private method), from the run's accountant."""
+        return self.record.epsilon
+
+    @property
+    def delta(self) -> float | None:
+        """The delta that :attr:`epsilon` is stated for (``None`` when not private)."""
+        return self.record.delta
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """Utility metrics (``test_accuracy``, ``val_accuracy``, ...)."""
+        return self.record.metrics
+
+    @property
+    def privacy(self) -> dict[str, Any]:
+        """The record's privacy facts: unit, relation, scope, unaccounted, ledger ..."""
+        return self.record.privacy
+
+    def predict(self, data: Any = None):
+        """Logits ``[num_nodes, num_classes]`` of the trained model on ``data``.
+
+        Args:
+            data: the graph to predict on (default: the training graph). Node-level DP
+                methods use their private inference (HeterPoisson: star queries of the test
+                nodes; see the method's docs); local-DP methods (rgnn, lpgnn) are
+                transductive and predict only on the graph they were trained on.
+
+        Raises:
+            RuntimeError: the method keeps no model, or cannot predict on a new graph.
+        """
+        if self.model is None:
+            raise RuntimeError(f"method {self.record.method!r} keeps no model to predict with")
+        if hasattr(self.model, "predict_logits"):
+            return self.model.predict_logits(self.data if data is None else data)
+        if data is not None and data is not self.data:
+            raise RuntimeError(
+                f"method {self.record.method!r} is transductive (local DP reports of the training "
+                "graph): call predict() without data for its predictions on that graph")
+        return self.model.logits_
+
+    def __repr__(self) -> str:
+        r = self.record
+        eps = "inf" if math.isinf(r.epsilon) else f"{r.epsilon:.4g}"
+        acc = r.metrics.get("test_accuracy", float("nan"))
+        return (f"TrainResult(method={r.method!r}, dataset={r.dataset!r}, epsilon={eps}, "
+                f"delta={r.delta}, test_accuracy={acc:.4f}, run_id={r.run_id!r})")
+
+
+def train(data: Any = "csbm", *, method: str = "gcn", seed: int = 0,
+          runs_dir: str | None = None, progress: Callable | None = None,
+          log: Callable[[str], None] | None = None, **options: Any) -> TrainResult:
+    """Train ``method`` on a graph and return the run record with the fitted model.
+
+    The same code path as ``gnnprivacy train``: the options are the CLI's (common run
+    options and the method's parameters, with underscores), validated the same way, and the
+    record is the one the CLI writes.
+
+    Args:
+        data: a registered dataset name (``"cora"``, ``"computers"``, ``"csbm"`` ...; see
+            :func:`datasets`) or a ``torch_geometric.data.Data`` with ``x``, ``y``,
+            ``edge_index`` and boolean ``train_mask``/``test_mask`` (``val_mask`` optional).
+            A ``Data`` without masks gets a random split from ``train_frac``/``val_frac``/
+            ``test_frac`` and ``seed``. Your object is not modified: a copy is symmetrised
+            and validated (NaN/inf features, masks, fewer than two training classes ... are
+            refused with a message naming the problem).
+        method: a registered method (:func:`methods`), e.g. ``"heterpoisson"``, ``"dpgnn"``,
+            ``"dpmlp"``, ``"rgnn"``, ``"gcn"``.
+        seed: run seed; the split, initialisation, sampling and noise seeds derive from it.
+        runs_dir: write the JSON record (and the split) there, as the CLI does; default:
+            keep the record in memory only.
+        progress: optional ``progress(description, total)`` factory (see the CLI).
+        log: optional message sink, e.g. ``print``.
+        **options: further run options (``data_root``, ``split``, ``train_frac``,
+            ``val_frac``, ``test_frac``, ``split_seed``, ``device``, ``dataset_args``) and
+            the method's parameters (``epsilon``, ``delta``, ``epochs``, ``lr`` ...).
+
+    Returns:
+        A :class:`TrainResult` (``.epsilon``, ``.delta``, ``.metrics``, ``.record``,
+        ``.predict()``).
+
+    Raises:
+        InvalidParameterError: a bad option or bad data (the message names it).
+        UnknownNameError: unknown method, dataset or option (the message lists the choices).
+
+    Example:
+        >>> import gnnprivacy as gp
+        >>> r = gp.train("csbm", method="dpmlp", epsilon=4.0, dataset_args="num_nodes=400")
+        >>> r.epsilon <= 4.0
+        True
+    """
+    from gnnprivacy.experiments.runner import run
+
+    values: dict[str, Any] = {"method": method, "seed": seed, **options}
+    for key in ("dataset", "data"):
+        if key in options:
+            raise InvalidParameterError(key, "passed as the first argument of train()", key)
+    user_data = None
+    if isinstance(data, str):
+        values["dataset"] = data
+    else:
+        user_data = data
+        values["dataset"] = str(getattr(data, "name", None) or "custom")
+    if runs_dir is not None:
+        values["runs_dir"] = runs_dir
+    kept: dict[str, Any] = {}
+    record = run(values, progress=progress, log=log, save=runs_dir is not None, data=user_data,
+                 keep_result=kept)
+    return TrainResult(record=record, model=kept["result"].model, data=kept["data"])
