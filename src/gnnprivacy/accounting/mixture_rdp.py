@@ -59,6 +59,11 @@ def mixture_rdp(orders, shifts, log_weights, noise_std: float,
     mu = np.asarray(shifts, dtype=float) / noise_std
     lw = np.asarray(log_weights, dtype=float)
     lw = lw - logsumexp(lw)
+    positive = np.isfinite(lw) & (mu > 0)
+    if positive.any() and np.unique(mu[positive]).size == 1 and not (
+            np.isfinite(lw) & (mu == 0)).any():
+        # one component: the Gaussian mechanism, exactly alpha mu^2 / 2 in both directions
+        return orders * float(mu[positive][0]) ** 2 / 2.0
     if method == "jensen":
         quad = orders[:, None] * (orders[:, None] - 1.0) * mu[None, :] ** 2 / 2.0
         return np.maximum(_logsumexp_rows(lw[None, :] + quad) / (orders - 1.0), 0.0)

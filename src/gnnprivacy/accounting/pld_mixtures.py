@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.pld import privacy_loss_mechanism as plm
@@ -46,6 +47,31 @@ class VectorizedMixtureGaussianPrivacyLoss(plm.MixtureGaussianPrivacyLoss):
         self._vec_positive_mass = float(np.clip(probs[shifts > 0].sum(), 0.0, 1.0))
         self._vec_max_shift = float(shifts.max())
         self._vec_std = float(standard_deviation)
+
+    def privacy_loss_tail(self, precision: float = 1e-4) -> plm.TailPrivacyLossDistribution:
+        """dp_accounting's tail, made robust where its binary search finds no point.
+
+        Under REMOVE adjacency dp_accounting searches ``[z - max_shift, z]`` for the point
+        where the mixture's cdf equals the truncated tail mass; when (nearly) all mass sits on
+        the largest shift, rounding makes the cdf at the left end exceed the target and the
+        search returns ``None`` (a ``TypeError`` further down). Any left truncation point is
+        sound for the pessimistic estimate (the mass below it goes to +inf), so the left end
+        of the interval is used then.
+        """
+        if (self.adjacency_type != plm.AdjacencyType.REMOVE or not self._pessimistic_estimate):
+            return super().privacy_loss_tail(precision)
+        tail_mass = 0.5 * np.exp(self._log_mass_truncation_bound)
+        z_value = self._gaussian_random_variable.ppf(tail_mass)
+        upper_x = -z_value
+        lower_x = pld_common.inverse_monotone_function(
+            self.mu_upper_cdf, tail_mass,
+            pld_common.BinarySearchParameters(z_value - self._max_sens, z_value,
+                                              tolerance=precision), increasing=True)
+        if lower_x is None:
+            lower_x = z_value - self._max_sens
+        pmf = {math.inf: float(self.mu_upper_cdf(lower_x)),
+               self.privacy_loss(upper_x): 1.0 - float(self.mu_upper_cdf(upper_x))}
+        return plm.TailPrivacyLossDistribution(lower_x, upper_x, pmf)
 
     def _losses(self, x: np.ndarray, with_slopes: bool = False):
         """Vectorised privacy loss (and its derivative) at the points ``x``."""
@@ -135,6 +161,24 @@ def mixture_of_gaussians_pld(standard_deviation: float, sensitivities, sampling_
         value_discretization_interval: PLD grid step.
         log_mass_truncation_bound: ln of the noise mass dp_accounting may move to +inf.
     """
+    vdi = value_discretization_interval
+    simple = _as_sampled_gaussian(sensitivities, sampling_probs)
+    if simple is not None:                      # one positive shift: a (subsampled) Gaussian
+        shift, rate = simple
+        return pld_lib.from_gaussian_mechanism(
+            float(standard_deviation), sensitivity=shift, sampling_prob=rate,
+            value_discretization_interval=vdi,
+            log_mass_truncation_bound=log_mass_truncation_bound)
+    return connect_dots_mixture_pld(standard_deviation, sensitivities, sampling_probs,
+                                    value_discretization_interval=vdi,
+                                    log_mass_truncation_bound=log_mass_truncation_bound)
+
+
+def connect_dots_mixture_pld(standard_deviation: float, sensitivities, sampling_probs, *,
+                             value_discretization_interval: float,
+                             log_mass_truncation_bound: float = -50.0
+                             ) -> pld_lib.PrivacyLossDistribution:
+    """The MoG PLD by the general connect-the-dots builder (no special cases)."""
     pmfs = []
     for adjacency in (plm.AdjacencyType.REMOVE, plm.AdjacencyType.ADD):
         loss = VectorizedMixtureGaussianPrivacyLoss(
@@ -148,6 +192,25 @@ def mixture_of_gaussians_pld(standard_deviation: float, sensitivities, sampling_
         pmfs.append(pld_pmf.create_pmf_pessimistic_connect_dots_fixed_gap(
             value_discretization_interval, lower, upper, deltas))
     return pld_lib.PrivacyLossDistribution(pmfs[0], pmfs[1])
+
+
+def _as_sampled_gaussian(sensitivities, sampling_probs):
+    """``(shift, rate)`` if the mixture puts all positive mass on ONE shift, else ``None``.
+
+    A one-component mixture is the Gaussian mechanism with that sensitivity (``rate = 1``);
+    shifts ``{0, s}`` are the Poisson-subsampled Gaussian mechanism with rate ``P(s)``.
+    Raises ``ValueError`` when no shift is positive (the caller handles the identity).
+    """
+    shifts = np.asarray(sensitivities, dtype=float)
+    probs = np.asarray(sampling_probs, dtype=float)
+    positive = (shifts > 0) & (probs > 0)
+    if not positive.any():
+        raise ValueError("a mixture of Gaussians needs one positive shift with positive mass")
+    distinct = np.unique(shifts[positive])
+    if distinct.size != 1:
+        return None
+    rate = float(min(1.0, probs[positive].sum()))
+    return float(distinct[0]), rate
 
 
 def revealed_gaussian_mixture_pld(standard_deviation: float, sensitivities, probabilities, *,
