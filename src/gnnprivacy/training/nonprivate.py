@@ -68,6 +68,94 @@ def l1_normalize_rows(x: Tensor) -> Tensor:
     return x / x.abs().sum(dim=1, keepdim=True).clamp(min=torch.finfo(x.dtype).tiny)
 
 
+def gcn_adjacency(edge_index: Tensor, num_nodes: int, *, improved: bool = False,
+                  add_self_loops: bool = True, dtype: torch.dtype = torch.float32) -> Tensor:
+    """The GCN propagation matrix ``D^-1/2 (A + I) D^-1/2`` as a sparse CSR ``adj_t``.
+
+    Row ``i`` holds the weights with which node ``i`` aggregates its in-neighbours (edges
+    ``j -> i`` of ``edge_index``), so ``adj_t @ h`` is exactly what
+    :class:`torch_geometric.nn.GCNConv` computes from ``edge_index`` with ``normalize=True``
+    (same :func:`~torch_geometric.nn.conv.gcn_conv.gcn_norm`, duplicate edges summed), but as one
+    sparse matrix product instead of an ``(E, C)`` gather, multiply and scatter per layer.
+    """
+    from torch_geometric.nn.conv.gcn_conv import gcn_norm
+
+    ei, w = gcn_norm(edge_index, None, num_nodes, improved, add_self_loops, dtype=dtype)
+    coo = torch.sparse_coo_tensor(torch.stack([ei[1], ei[0]]), w, (num_nodes, num_nodes),
+                                  check_invariants=False)
+    return to_sparse_csr(coo.coalesce())
+
+
+class _InputDropout:
+    """Dropout on a fixed dense feature matrix with preallocated buffers.
+
+    Only the non-zero entries draw a Bernoulli variable (a dropped zero is still zero), so the
+    output has the distribution of ``F.dropout(x, p)`` at the cost of ``nnz(x)`` uniforms, and
+    every epoch writes into the same buffers instead of allocating (and page-faulting) fresh
+    ``x``-sized temporaries. Draws from the global RNG, as ``F.dropout`` does (``fit`` forks and
+    seeds it). The returned tensor is overwritten by the next call.
+    """
+
+    def __init__(self, x: Tensor, p: float):
+        flat = x.reshape(-1)
+        self.p = p
+        self.index = torch.nonzero(flat).squeeze(1)
+        self.values = flat[self.index] / (1.0 - p)
+        self.out = torch.zeros_like(x)
+        self.uniform = torch.empty_like(self.values)
+        self.keep = torch.empty(self.values.shape, dtype=torch.bool, device=x.device)
+        self.kept = torch.empty_like(self.values)
+
+    def __call__(self) -> Tensor:
+        torch.rand(self.uniform.shape, out=self.uniform, device=self.uniform.device)
+        torch.ge(self.uniform, self.p, out=self.keep)
+        torch.mul(self.values, self.keep, out=self.kept)
+        self.out.view(-1).index_copy_(0, self.index, self.kept)
+        return self.out
+
+
+class _FullGraphInputs:
+    """What full-graph epochs feed the model, built once per fit (not once per epoch).
+
+    For ``gcn`` the normalised adjacency is precomputed as a sparse CSR matrix and the
+    GCNConv layers' per-forward normalisation is switched off while it is in use; dense input
+    features get :class:`_InputDropout` in place of the encoder's own input dropout. Both are
+    the same model and the same distribution; every call restores the model on exit, so
+    mini-batch steps and :meth:`FullBatchTrainer.predict` work on any graph.
+    """
+
+    def __init__(self, model: torch.nn.Module, graph: Data, *, full_graph_training: bool):
+        from torch_geometric.nn import GCNConv
+
+        self.model = model
+        self.x, self.edges = graph.x, graph.edge_index
+        convs = [m for m in model.modules() if isinstance(m, GCNConv)]
+        flags = {(c.normalize, c.cached, c.improved, c.add_self_loops) for c in convs}
+        self.convs = convs if model.name == "gcn" and len(flags) == 1 and \
+            next(iter(flags))[:2] == (True, False) else []
+        if self.convs:
+            c = self.convs[0]
+            self.edges = gcn_adjacency(graph.edge_index, graph.num_nodes, improved=c.improved,
+                                       add_self_loops=c.add_self_loops, dtype=graph.x.dtype)
+        p = float(model.input_dropout)
+        dense = graph.x.layout == torch.strided
+        self.dropout = (_InputDropout(graph.x, p)
+                        if full_graph_training and p > 0.0 and dense else None)
+
+    def __call__(self, *, training: bool) -> Tensor:
+        """The model's full-graph output (the model's own train/eval mode is left as set)."""
+        dropout = self.dropout if training else None
+        saved = self.model.input_dropout
+        try:
+            for conv in self.convs:
+                conv.normalize = False
+            if dropout is not None:
+                self.model.input_dropout = 0.0
+            return self.model(dropout() if dropout is not None else self.x, self.edges)
+        finally:
+            for conv in self.convs:
+                conv.normalize = True
+            self.model.input_dropout = saved
 
 
 class FullBatchTrainer:
@@ -166,24 +254,32 @@ class FullBatchTrainer:
         stopper = EarlyStopping(self.patience)
         self.history_ = {k: [] for k in ("epoch", "loss", "train_accuracy", "val_accuracy",
                                          "val_loss")}
-        epoch_fn = self._epoch_fn(graph, gen)
+        inputs = _FullGraphInputs(self.model_, graph,
+                                  full_graph_training=self.kind == "full-batch")
+        self._train_epochs(graph, inputs, optimizer, stopper, gen)
+        stopper.restore(self.model_)
+        self.model_.eval()
+        self.best_epoch_ = stopper.best_epoch
+        self.best_val_accuracy_ = float(stopper.best_accuracy)
+        self.epochs_run_ = len(self.history_["epoch"])
+
+    def _train_epochs(self, graph: Data, inputs: _FullGraphInputs,
+                      optimizer: torch.optim.Optimizer, stopper: EarlyStopping,
+                      gen: torch.Generator) -> None:
+        epoch_fn = self._epoch_fn(graph, inputs, gen)
         bar = self.progress(f"{self.kind} {self.encoder}", self.epochs) if self.progress else None
         has_val = bool(graph.val_mask.any())
         for epoch in range(self.epochs):
             self.model_.train()
             loss, train_acc = epoch_fn(optimizer)
-            val_acc, val_loss = self._validate(graph) if has_val else (float("nan"),) * 2
+            val_acc, val_loss = (self._validate(graph, inputs) if has_val
+                                 else (float("nan"),) * 2)
             for key, value in zip(self.history_, (epoch, loss, train_acc, val_acc, val_loss)):
                 self.history_[key].append(value)
             if bar is not None:
                 bar.update(1)
             if stopper.step(epoch, self.model_, val_acc, val_loss):
                 break
-        stopper.restore(self.model_)
-        self.model_.eval()
-        self.best_epoch_ = stopper.best_epoch
-        self.best_val_accuracy_ = float(stopper.best_accuracy)
-        self.epochs_run_ = len(self.history_["epoch"])
 
     def _use_sparse(self, x: Tensor) -> bool:
         if self.sparse_features is not None:
@@ -192,13 +288,14 @@ class FullBatchTrainer:
             return False
         return float(torch.count_nonzero(x)) / x.numel() <= SPARSE_DENSITY
 
-    def _epoch_fn(self, graph: Data, gen: torch.Generator) -> _EpochFn:
+    def _epoch_fn(self, graph: Data, inputs: _FullGraphInputs,
+                  gen: torch.Generator) -> _EpochFn:
         """One epoch: returns (mean training loss, training accuracy in training mode)."""
         mask, y = graph.train_mask, graph.y[graph.train_mask]
 
         def epoch(optimizer: torch.optim.Optimizer) -> tuple[float, float]:
-            optimizer.zero_grad()
-            out = self.model_(graph.x, graph.edge_index)[mask]
+            optimizer.zero_grad(set_to_none=False)
+            out = inputs(training=True)[mask]
             loss = F.cross_entropy(out, y)
             loss.backward()
             optimizer.step()
@@ -207,10 +304,10 @@ class FullBatchTrainer:
         return epoch
 
     @torch.no_grad()
-    def _validate(self, graph: Data) -> tuple[float, float]:
+    def _validate(self, graph: Data, inputs: _FullGraphInputs) -> tuple[float, float]:
         """(accuracy, loss) on the validation nodes, eval mode, full-graph forward."""
         self.model_.eval()
-        out = self.model_(graph.x, graph.edge_index)[graph.val_mask]
+        out = inputs(training=False)[graph.val_mask]
         y = graph.y[graph.val_mask]
         return accuracy(out, y), float(F.cross_entropy(out, y))
 
@@ -272,7 +369,8 @@ class MiniBatchTrainer(FullBatchTrainer):
         self.batch_size = check_int("batch_size", batch_size, low=1)
         self.fanouts = parse_fanouts(fanouts, self.encoder_kwargs["num_layers"])
 
-    def _epoch_fn(self, graph: Data, gen: torch.Generator) -> _EpochFn:
+    def _epoch_fn(self, graph: Data, inputs: _FullGraphInputs,
+                  gen: torch.Generator) -> _EpochFn:
         loader = NeighborBatchLoader(_node_tensors(graph, torch.device("cpu")),
                                      graph.train_mask.cpu(), fanouts=self.fanouts,
                                      batch_size=self.batch_size, generator=gen)
@@ -298,5 +396,5 @@ class MiniBatchTrainer(FullBatchTrainer):
         return f", batch_size={self.batch_size}, fanouts={self.fanouts}"
 
 
-__all__ = ["FullBatchTrainer", "MiniBatchTrainer", "l1_normalize_rows", "num_classes_of",
-           "training_graph"]
+__all__ = ["FullBatchTrainer", "MiniBatchTrainer", "gcn_adjacency", "l1_normalize_rows",
+           "num_classes_of", "training_graph"]
