@@ -1,0 +1,228 @@
+"""From a registered private method and its configuration to the mechanism an audit attacks.
+
+A :class:`MechanismPlan` is what a method would run on a dataset: the phases of per-step
+shift laws (:mod:`gnnprivacy.auditing.laws`) with the noise the method calibrates for the
+target (ε, δ), or, for local-DP methods, the exact-enumeration audits of their randomizers.
+The configuration is derived exactly as the trainers derive it (same defaults for ``q_b``,
+``T``, δ, batch sizes) and the noise is calibrated by the same accountant calls, so the
+audit attacks the noise a training run would use.
+
+``noise_scale`` multiplies the calibrated noise: ``noise_scale=0.25`` is the positive
+control of spec 000 §8 AU2 (a noise multiplier 4x too small while still claiming ε).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from gnnprivacy._validation import check_positive
+from gnnprivacy.auditing.laws import Phase, dpgnn_law, dpsgd_law, gaussian_law, heterpoisson_law
+from gnnprivacy.errors import InvalidParameterError
+
+__all__ = ["MechanismPlan", "GraphFacts", "plan_for", "PLANNERS", "LOCAL_METHODS"]
+
+LOCAL_METHODS = ("rgnn", "lpgnn", "ldp-naive")
+
+
+@dataclass(frozen=True)
+class GraphFacts:
+    """The public sizes a plan needs: nodes, training nodes, largest out-degree, degrees."""
+
+    num_nodes: int
+    num_train: int
+    max_out_degree: int
+    median_degree: int
+    num_features: int = 1
+    num_classes: int = 2
+    dataset: str = ""
+
+    @classmethod
+    def from_data(cls, data) -> GraphFacts:
+        import torch
+
+        from gnnprivacy.training.nonprivate import training_graph
+
+        graph = training_graph(data)
+        deg = torch.bincount(graph.edge_index[0], minlength=graph.num_nodes)
+        return cls(num_nodes=int(data.num_nodes), num_train=int(graph.train_mask.sum()),
+                   max_out_degree=int(deg.max()) if deg.numel() else 0,
+                   median_degree=int(deg.median()) if deg.numel() else 0,
+                   num_features=int(data.x.shape[1]),
+                   num_classes=int(getattr(data, "num_classes", int(data.y.max()) + 1)),
+                   dataset=str(getattr(data, "name", "")).lower())
+
+
+@dataclass
+class MechanismPlan:
+    """The mechanism of one method on one dataset, as audited.
+
+    Attributes:
+        method: registry name.
+        phases: ``{label: [Phase, ...]}`` — one phase list per audited canary variant (e.g.
+            per out-degree D for HeterPoisson); the reported bound is the max over them.
+        epsilon_claimed: the ε the method claims (its calibration target).
+        delta: δ of the claim.
+        noise_multiplier: the (possibly scaled) noise multiplier used.
+        facts: configuration facts recorded with the result.
+        local: exact-audit results for local methods (then ``phases`` is empty).
+        insert_probability: canary insertion probability of the paper-literal mode.
+    """
+
+    method: str
+    phases: dict[str, list[Phase]]
+    epsilon_claimed: float
+    delta: float
+    noise_multiplier: float | None
+    facts: dict[str, Any] = field(default_factory=dict)
+    local: list[dict] | None = None
+    insert_probability: float = 1.0
+
+
+@functools.lru_cache(maxsize=128)
+def _calibrate(builder: str, params: tuple, steps: int, epsilon: float, delta: float,
+               kind: str) -> float:
+    from gnnprivacy.accounting import (calibrate_noise_multiplier, dpgnn_event, dpsgd_event,
+                                       heterpoisson_event)
+
+    fn = {"heterpoisson": heterpoisson_event, "dpgnn": dpgnn_event, "dpsgd": dpsgd_event}[builder]
+    kw = dict(params)
+    return calibrate_noise_multiplier(lambda z: fn(noise_multiplier=z, **kw), steps=steps,
+                                      target_epsilon=epsilon, target_delta=delta, accountant=kind)
+
+
+def trainer_kwargs(params, facts: GraphFacts) -> dict:
+    """The trainer arguments ``params`` resolve to on a graph with ``facts`` (presets)."""
+    try:
+        kw = params.trainer_kwargs(num_train=facts.num_train, num_nodes=facts.num_nodes)
+    except TypeError:
+        kw = params.trainer_kwargs()
+    return kw
+
+
+class _Kw:
+    """Attribute access to a kwargs dict (missing keys read as None)."""
+
+    def __init__(self, kw: dict):
+        self.__dict__.update(kw)
+
+    def __getattr__(self, name):
+        return None
+
+
+def _plan_heterpoisson(p, g: GraphFacts, noise_scale: float, degrees) -> MechanismPlan:
+    q_b = p.q_b if p.q_b is not None else min(1.0, 4096.0 / g.num_nodes)
+    steps = p.steps or math.ceil(p.epochs / q_b)
+    delta = p.delta if p.delta is not None else float(g.num_nodes) ** -1.1
+    d_max = g.max_out_degree if p.degree_public else g.num_nodes - 1
+    mode = "paper" if p.accounting == "paper" else "sound"
+    overlap = True if p.enforce_no_overlap is None else bool(p.enforce_no_overlap)
+    z = _calibrate("heterpoisson", (("q_b", q_b), ("M", p.M), ("max_out_degree", d_max),
+                                    ("overlap_removal", overlap), ("mode", mode)),
+                   steps, p.epsilon, delta, "pld" if mode == "sound" else "rdp")
+    z_used = z * noise_scale
+    degrees = sorted({d_max, g.max_out_degree, g.median_degree} if degrees is None
+                     else {int(d) for d in degrees})
+    phases = {f"D={d}": [Phase(heterpoisson_law(q_b=q_b, M=p.M, degree=d,
+                                                noise_multiplier=z_used,
+                                                overlap_removal=overlap), steps)]
+              for d in degrees}
+    return MechanismPlan("heterpoisson", phases, p.epsilon, delta, z_used, insert_probability=q_b,
+                         facts={"q_b": q_b, "M": p.M, "steps": steps, "max_out_degree_accounted":
+                                d_max, "accounting": p.accounting, "calibrated_noise_multiplier":
+                                z, "sigma": z_used * p.clip_norm, "degrees_audited": degrees})
+
+
+def _plan_dpgnn(p, g: GraphFacts, noise_scale: float, degrees) -> MechanismPlan:
+    m = min(10000, g.num_train) if p.batch_size is None else p.batch_size
+    steps = p.steps or math.ceil((p.epochs or 20) * g.num_train / m)
+    delta = p.delta if p.delta is not None else 1.0 / (10.0 * g.num_train)
+    lam = _calibrate("dpgnn", (("num_train", g.num_train), ("batch_size", m),
+                               ("max_degree", p.max_degree), ("sampling", p.sampling)),
+                     steps, p.epsilon, delta, "rdp")
+    used = lam * noise_scale
+    law = dpgnn_law(num_train=g.num_train, max_degree=p.max_degree, batch_size=m,
+                    noise_multiplier=used, sampling=p.sampling)
+    return MechanismPlan("dpgnn", {f"K={p.max_degree}": [Phase(law, steps)]}, p.epsilon, delta,
+                         used, facts={"batch_size": m, "steps": steps, "max_degree": p.max_degree,
+                                      "sampling": p.sampling, "calibrated_noise_multiplier": lam,
+                                      "relation": "replace" if p.sampling == "fixed"
+                                      else "add_or_remove"})
+
+
+def _plan_dpmlp(p, g: GraphFacts, noise_scale: float, degrees) -> MechanismPlan:
+    batch = 2048 if p.batch_size is None else p.batch_size
+    q = min(1.0, batch / g.num_train)
+    steps = p.steps or math.ceil((p.epochs or 5) / q)
+    delta = p.delta if p.delta is not None else 1.0 / (10.0 * g.num_train)
+    z = _calibrate("dpsgd", (("sample_rate", q),), steps, p.epsilon, delta, "pld")
+    used = z * noise_scale
+    return MechanismPlan("dpmlp", {"dpsgd": [Phase(dpsgd_law(sample_rate=q, noise_multiplier=used),
+                                                   steps)]}, p.epsilon, delta, used,
+                         insert_probability=q,
+                         facts={"sample_rate": q, "steps": steps, "calibrated_noise_multiplier": z})
+
+
+def _plan_gap(p, g: GraphFacts, noise_scale: float, degrees) -> MechanismPlan:
+    from gnnprivacy.nn.gap import gap_privacy_plan
+
+    plan = gap_privacy_plan(p, num_train=g.num_train, num_nodes=g.num_nodes)
+    z = plan["noise_multiplier"] * noise_scale
+    q, d = plan["sample_rate"], plan["max_degree"]
+    agg_std = z * plan["aggregation_sensitivity"]
+    phases = [Phase(dpsgd_law(sample_rate=q, noise_multiplier=z), plan["encoder_steps"], "encoder"),
+              Phase(gaussian_law(sensitivity=plan["true_sensitivity"], noise_std=agg_std),
+                    plan["hops"], "aggregation"),
+              Phase(dpsgd_law(sample_rate=q, noise_multiplier=z), plan["classifier_steps"],
+                    "classifier")]
+    return MechanismPlan("gap", {f"D={d}": phases}, p.epsilon, plan["delta"], z,
+                         insert_probability=q, facts={**plan, "noise_multiplier_used": z})
+
+
+def _plan_local(method: str, p, g: GraphFacts, noise_scale: float, degrees) -> MechanismPlan:
+    from gnnprivacy.auditing.local import grr_audit, grr_fs_audit, multibit_audit
+    from gnnprivacy.experiments.methods.ldp import PAPER_GROUP_SIZES
+
+    if noise_scale != 1.0:
+        raise InvalidParameterError("noise_scale", "1.0 for local-DP methods (exact audit)",
+                                    noise_scale)
+    group = p.group_size or PAPER_GROUP_SIZES.get(g.dataset, 1)
+    d = max(1, math.ceil(g.num_features / group))
+    m = min(p.m or d, d)
+    mode = getattr(p, "eps_mode", "sound")
+    if method == "lpgnn":
+        feats = multibit_audit(epsilon=m * p.eps_x, d=d, m=m)
+    else:
+        feats = grr_fs_audit(eps_x=p.eps_x, m=m, d=d, mode=mode)
+    label = grr_audit(p.eps_y, max(2, g.num_classes))
+    claimed = feats["epsilon_claimed"] + label["epsilon_claimed"]
+    return MechanismPlan(method, {}, claimed, 0.0, None, local=[feats, label],
+                         facts={"eps_x": p.eps_x, "eps_y": p.eps_y, "m": m, "d_reported": d,
+                                "group_size": group, "eps_mode": mode,
+                                "epsilon_claimed_features": feats["epsilon_claimed"],
+                                "epsilon_audited_features": feats["epsilon"]})
+
+
+PLANNERS = {"heterpoisson": _plan_heterpoisson, "dpgnn": _plan_dpgnn, "dpmlp": _plan_dpmlp,
+            "gap": _plan_gap}
+
+
+def plan_for(method: str, params, facts: GraphFacts, *, noise_scale: float = 1.0,
+             degrees=None) -> MechanismPlan:
+    """The :class:`MechanismPlan` of ``method`` with ``params`` on a graph with ``facts``.
+
+    Raises:
+        InvalidParameterError: the method is not private or has no audit plan.
+    """
+    noise_scale = check_positive("noise_scale", noise_scale)
+    if method in LOCAL_METHODS:
+        return _plan_local(method, params, facts, noise_scale, degrees)
+    if method not in PLANNERS:
+        raise InvalidParameterError("method", f"a private method with an audit plan "
+                                    f"({', '.join(sorted(PLANNERS) + list(LOCAL_METHODS))})",
+                                    method)
+    if method == "gap":
+        return PLANNERS[method](params, facts, noise_scale, degrees)
+    return PLANNERS[method](_Kw(trainer_kwargs(params, facts)), facts, noise_scale, degrees)
