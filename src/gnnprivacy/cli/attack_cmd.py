@@ -11,7 +11,10 @@ import importlib
 import click
 
 #: attack subcommand -> ("module:attribute" of its click command, short help)
-ATTACKS: dict[str, tuple[str, str]] = {}
+ATTACKS: dict[str, tuple[str, str]] = {
+    "link-stealing": ("gnnprivacy.cli.attack_link_stealing:link_stealing_command",
+                      "He et al. link stealing (Attack-0..7) vs GRID and other defences (spec 003)."),
+}
 
 
 class _LazyAttackGroup(click.Group):

@@ -1,0 +1,189 @@
+"""Link-stealing attacks (He et al.; spec 003 §3.1-3.2), the D1-D4 splits and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy.spatial import distance as ssd
+
+from gnnprivacy.attacks.base import outcome_metrics
+from gnnprivacy.attacks.link_stealing.features import DISTANCES, distances, entropy, entropy_ops, pair_ops
+from gnnprivacy.attacks.link_stealing.he import NodeView, attack_features, run_he_attack
+from gnnprivacy.attacks.link_stealing.models import AttackMLP, kmeans_decisions
+from gnnprivacy.datasets.link_splits import PairSet, attack_splits, undirected_edges
+from gnnprivacy.errors import InvalidParameterError
+
+
+def test_distances_match_scipy_and_nan_becomes_zero():
+    rng = np.random.default_rng(0)
+    a, b = rng.random((30, 7)), rng.random((30, 7))
+    b[0] = 0.0  # canberra 0/0 terms, cosine/correlation undefined -> 0
+    a[1] = 0.5  # constant row: correlation undefined
+    got = distances(a, b)
+    for k, name in enumerate(DISTANCES):
+        fn = getattr(ssd, name)
+        with np.errstate(all="ignore"):
+            ref = np.array([fn(x, y) for x, y in zip(a, b)], dtype=float)
+        ref[~np.isfinite(ref)] = 0.0
+        np.testing.assert_allclose(got[:, k], ref, atol=1e-12, err_msg=name)
+
+
+def test_entropy_and_ops():
+    p = np.array([[1.0, 0.0], [0.5, 0.5]])
+    h = entropy(p)
+    assert h[1] > h[0] and h[1] == pytest.approx(-2 * (0.50001 * np.log(0.50001)))
+    ops = pair_ops(np.array([[1.0, 2.0]]), np.array([[3.0, 5.0]]))
+    np.testing.assert_allclose(ops, [[2, 3.5, 3, 10, 2, 3, 4, 9]])
+    assert entropy_ops(p, p[::-1]).shape == (2, 4)
+
+
+def test_kmeans_lower_cluster_is_linked():
+    d = np.array([0.01, 0.02, 0.03, 0.9, 0.95, 1.0])
+    assert kmeans_decisions(d).tolist() == [1, 1, 1, 0, 0, 0]
+    assert kmeans_decisions(np.ones(4)).tolist() == [1, 1, 1, 1]
+
+
+def _toy_data(n=400, a=4, seed=0):
+    import torch
+    from torch_geometric.data import Data
+
+    from gnnprivacy.datasets.csbm import generate_csbm
+
+    return generate_csbm(num_nodes=n, num_classes=a, num_features=16, avg_degree=8,
+                         homophily=0.9, feature_signal=1.0, seed=seed)
+
+
+def test_splits_are_disjoint_balanced_and_deterministic():
+    data = _toy_data()
+    s = attack_splits(data, seed=3)
+    all_nodes = np.concatenate([s.d1.nodes, s.d2.nodes, s.d3.nodes])
+    assert len(np.unique(all_nodes)) == data.num_nodes
+    edges = {tuple(e) for e in undirected_edges(s.d1.edge_index).tolist()}
+    pos = [(u, w) for u, w, l in zip(s.d4.u, s.d4.w, s.d4.label) if l == 1]
+    neg = [(u, w) for u, w, l in zip(s.d4.u, s.d4.w, s.d4.label) if l == 0]
+    assert len(pos) == len(neg) == round(0.2 * len(edges))
+    assert all(p in edges for p in pos) and not any(p in edges for p in neg)
+    known = set(zip(s.known.u.tolist(), s.known.w.tolist()))
+    assert not known & set(pos) and not known & set(neg)
+    assert (s.known.u < s.known.w).all() and (s.d4.u < s.d4.w).all()
+    s2 = attack_splits(data, seed=3)
+    assert np.array_equal(s.d4.u, s2.d4.u) and np.array_equal(s.d1.nodes, s2.d1.nodes)
+    assert not np.array_equal(attack_splits(data, seed=4).d1.nodes, s.d1.nodes)
+    assert s.d1.test_mask.mean() == pytest.approx(0.2, abs=0.01)
+
+
+def test_component_split_keeps_graphs_whole():
+    import torch
+
+    data = _toy_data(200)
+    data.graph_id = torch.arange(200) // 10
+    s = attack_splits(data, seed=0, fractions=(0.4, 0.4, 0.2))
+    gid = data.graph_id.numpy()
+    for part in (s.d1, s.d2, s.d3):
+        for g in np.unique(gid[part.nodes]):
+            assert (gid == g).sum() == np.isin(part.nodes, np.flatnonzero(gid == g)).sum()
+    with pytest.raises(InvalidParameterError, match="split"):
+        attack_splits(_toy_data(100), split="component")
+
+
+def _synthetic_view(n=300, a=5, seed=0, signal=3.0):
+    """Nodes in communities; linked pairs share a community, posteriors follow it."""
+    rng = np.random.default_rng(seed)
+    comm = rng.integers(0, a, n)
+    logits = signal * np.eye(a)[comm] + rng.normal(0, 1, (n, a))
+    post = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    x = np.eye(a)[comm] + rng.normal(0, 0.5, (n, a))
+    ref = post[rng.permutation(n)] * 0 + post  # reference == target (informative)
+
+    def pairs(m):
+        u, w = [], []
+        while len(u) < m:
+            i, j = rng.integers(0, n, 2)
+            if i < j and comm[i] == comm[j]:
+                u.append(i), w.append(j)
+        neg_u, neg_w = rng.integers(0, n, m), rng.integers(0, n, m)
+        keep = neg_u != neg_w
+        nu, nw = np.minimum(neg_u, neg_w)[keep], np.maximum(neg_u, neg_w)[keep]
+        return PairSet(np.r_[u, nu], np.r_[w, nw], np.r_[np.ones(m), np.zeros(keep.sum())].astype(int))
+
+    return NodeView(target=post, reference=ref, attributes=x), pairs(150), pairs(150)
+
+
+@pytest.mark.parametrize("attack", [0, 2, 3, 6])
+def test_attacks_find_links_on_informative_posteriors(attack):
+    view, train, test = _synthetic_view()
+    out = run_he_attack(attack, view, test, known_pairs=train, epochs=30, seed=0)
+    m = out.metrics
+    assert m["auc"] > 0.85 and m["accuracy"] > 0.7
+    # positive control: uninformative posteriors give chance-level AUC
+    rng = np.random.default_rng(9)
+    noise = NodeView(target=rng.dirichlet(np.ones(5), 300), reference=rng.dirichlet(np.ones(5), 300),
+                     attributes=rng.random((300, 5)))
+    if attack in (0, 3):
+        assert run_he_attack(attack, noise, test, known_pairs=train, epochs=30).metrics["auc"] < 0.7
+
+
+def test_transfer_attacks_use_shadow_pairs():
+    view, train, test = _synthetic_view(seed=1)
+    shadow, strain, _ = _synthetic_view(seed=2)
+    for attack in (1, 4, 5, 7):
+        out = run_he_attack(attack, view, test, known_pairs=train, shadow_view=shadow,
+                            shadow_pairs=strain, epochs=30)
+        assert out.metrics["auc"] > 0.8, attack
+    with pytest.raises(InvalidParameterError, match="shadow"):
+        run_he_attack(1, view, test)
+
+
+def test_raw_auc_is_not_flipped():
+    labels = np.array([1, 1, 0, 0])
+    m = outcome_metrics(np.array([0.1, 0.2, 0.8, 0.9]), labels)
+    assert m["auc"] == 0.0 and m["auc_flipped"] == 1.0
+
+
+def test_scaler_modes_and_feature_dims():
+    view, train, test = _synthetic_view()
+    assert attack_features(6, view, test).shape[1] == 8 * 5 + 32
+    assert attack_features(3, view, test).shape[1] == 4 * 5 + 12
+    assert attack_features(1, view, test).shape[1] == 12
+    x = attack_features(1, view, train)
+    clf = AttackMLP(epochs=5, scaler_mode="train_only").fit(x, train.label)
+    sep = AttackMLP(epochs=5, scaler_mode="separate").fit(x, train.label)
+    xt = attack_features(1, view, test) * 3.0 + 1.0
+    # the separate scaler refits on the test features, so an affine shift of them cancels
+    np.testing.assert_allclose(sep.predict_proba(xt), sep.predict_proba(attack_features(1, view, test) * 3 + 1))
+    assert not np.allclose(clf.predict_proba(xt), clf.predict_proba(attack_features(1, view, test)))
+
+
+def test_run_link_stealing_records_and_grid_keeps_accuracy(tmp_path):
+    from gnnprivacy.attacks.link_stealing.method import run_link_stealing
+    from gnnprivacy.reporting.record import read_record
+
+    kw = dict(dataset="csbm", seed=0, runs_dir=str(tmp_path), epochs=60, patience=20, attack_epochs=20)
+    none = run_link_stealing(attack=0, **kw)
+    grid = run_link_stealing(attack=0, defense="grid", **kw)
+    assert grid.metrics["model_test_accuracy"] == none.metrics["model_test_accuracy"]
+    assert grid.metrics["num_core_nodes"] > 0 and grid.metrics["max_l1_distortion"] <= 0.4 + 1e-9
+    rec = read_record(tmp_path / f"{grid.run_id}.json")
+    assert rec.method == "link-stealing" and rec.config["defense"] == "grid"
+    for key in ("auc", "accuracy", "precision", "recall", "tpr_at_1pct_fpr", "grid_seconds"):
+        assert key in rec.metrics
+
+
+def test_cli_json(tmp_path):
+    from click.testing import CliRunner
+
+    from gnnprivacy.cli import main
+
+    res = CliRunner().invoke(main, ["attack", "link-stealing", "--dataset", "csbm", "--attack", "3",
+                                    "--defense", "grid", "--theta", "0.3", "--json",
+                                    "--runs-dir", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output.strip().splitlines()[-1])
+    for key in ("auc", "accuracy", "precision", "recall", "tpr_at_1pct_fpr", "model_test_accuracy",
+                "num_core_nodes", "max_l1_distortion", "grid_seconds"):
+        assert key in out
+    bad = CliRunner().invoke(main, ["attack", "link-stealing", "--dataset", "csbm", "--defense", "grid",
+                                    "--theta", "3", "--runs-dir", str(tmp_path)])
+    assert bad.exit_code != 0 and "theta" in bad.output
