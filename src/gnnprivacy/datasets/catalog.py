@@ -205,3 +205,5 @@ def _csbm(ctx, *, num_nodes: int = 1000, num_classes: int = 4, num_features: int
     return generate_csbm(num_nodes=num_nodes, num_classes=num_classes, num_features=num_features,
                          avg_degree=avg_degree, homophily=homophily,
                          feature_signal=feature_signal, seed=graph_seed)
+
+from gnnprivacy.datasets import stream  # noqa: E402,F401  (registers csbm-large)
