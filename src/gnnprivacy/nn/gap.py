@@ -1,0 +1,323 @@
+"""GAP: differentially private GNN by aggregation perturbation, node-level (Sajadmanesh et al.).
+
+Reference: S. Sajadmanesh, A. S. Shamsabadi, A. Bellet, D. Gatica-Perez, *GAP:
+Differentially Private Graph Neural Networks with Aggregation Perturbation*, USENIX
+Security 2023; its node-level analysis is criticised in spec 000 §5.3 (Xiang et al.).
+
+Three modules, each private on its own, composed by one accountant:
+
+1. **Encoder** (DP-SGD): an MLP ``x ↦ h`` with a linear head, trained on the training
+   nodes' own features and labels with per-node clipping ``C`` and Poisson sampling at
+   rate ``q``; embeddings ``e = h / ‖h‖`` for every node.
+2. **Aggregation** (Gaussian mechanism per hop, ``K`` hops): on a degree-bounded graph
+   (each node keeps at most ``D`` in-edges and ``D`` out-edges, chosen by random
+   per-edge priorities), ``x⁽ᵏ⁾_i = Σ_{j ∈ {i} ∪ NB(i)} x̄⁽ᵏ⁻¹⁾_j + N(0, σ_agg² I)`` with
+   ``x̄ = x / ‖x‖`` and ``x⁽⁰⁾ = e``.
+3. **Classifier** (DP-SGD): an MLP on ``[x̄⁽⁰⁾, …, x̄⁽ᴷ⁾]`` trained like the encoder.
+
+One noise multiplier ``z`` is calibrated jointly (as GAP does): DP-SGD noise ``z C``,
+aggregation noise ``σ_agg = z Δ``. The per-hop sensitivity ``Δ`` is where the modes differ:
+
+* ``accounting="paper"``: ``Δ = √D`` (GAP's node-level code: a node's unit row enters at
+  most ``D`` aggregates). It ignores the node's *own* aggregate row (up to ``D + 1`` unit
+  vectors) — the flaw of spec 000 §5.3;
+* ``accounting="sound"`` (default): ``Δ = 2(D + 1)``, the corrected noise of spec 000
+  §3.9/§5.3. Under add/remove with the node's slot kept (zero row when absent), removing
+  ``z`` changes its own row by at most ``D + 1`` and each of its ``≤ D`` out-neighbours'
+  rows by 1, so the matrix moves by at most ``√((D+1)² + D) ≤ 2(D+1)``.
+
+*Privacy.* Unit node, relation add/remove. Events: ``PoissonSampledDpEvent(q,
+GaussianDpEvent(z))`` per executed encoder and classifier step, ``GaussianDpEvent(z)``
+per hop (noise ``z Δ`` over sensitivity ``Δ``), all composed by one PLD accountant.
+Not covered (recorded under ``privacy["unaccounted"]``): the degree bounding is
+recomputed on each input graph, so removing ``z`` can re-select other nodes' edges
+(GAP's ``BoundOutDegree`` has the same property).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
+
+__all__ = ["GAP_MODES", "gap_sensitivity", "bound_degree", "noisy_aggregate", "gap_event",
+           "gap_privacy_plan", "GAPTrainer", "default_delta_gap"]
+
+GAP_MODES = ("sound", "paper")
+
+
+def gap_sensitivity(max_degree: int, mode: str = "sound") -> float:
+    """Per-hop ℓ2 sensitivity of the aggregate: ``2(D+1)`` (sound) or ``√D`` (GAP's)."""
+    d = check_int("max_degree", max_degree, low=1)
+    return 2.0 * (d + 1) if check_choice("mode", mode, GAP_MODES) == "sound" else math.sqrt(d)
+
+
+def true_sensitivity(max_degree: int) -> float:
+    """Worst-case shift of the aggregate matrix under add/remove: ``√((D+1)² + D)``."""
+    return math.sqrt((max_degree + 1) ** 2 + max_degree)
+
+
+def default_delta_gap(num_train: int) -> float:
+    """GAP's automatic δ: ``10^-len(str(N_train))``."""
+    return 10.0 ** -len(str(int(num_train)))
+
+
+def bound_degree(edge_index: Tensor, num_nodes: int, max_degree: int, *,
+                 generator: torch.Generator) -> Tensor:
+    """Keep at most ``max_degree`` in-edges and out-edges per node (random priorities)."""
+    if edge_index.numel() == 0:
+        return edge_index
+    prio = torch.rand(edge_index.size(1), generator=generator)
+    keep = torch.ones(edge_index.size(1), dtype=torch.bool)
+    for row in (1, 0):                       # targets (in-degree), then sources (out-degree)
+        idx = keep.nonzero().flatten()
+        key = edge_index[row, idx].double() * 2.0 + prio[idx].double()
+        order = idx[torch.argsort(key)]
+        nodes = edge_index[row, order]
+        first = torch.ones_like(nodes, dtype=torch.bool)
+        first[1:] = nodes[1:] != nodes[:-1]
+        start = torch.cummax(torch.where(first, torch.arange(nodes.numel()), 0), 0).values
+        rank = torch.arange(nodes.numel()) - start
+        keep[order[rank >= max_degree]] = False
+    return edge_index[:, keep]
+
+
+def noisy_aggregate(x: Tensor, edge_index: Tensor, *, hops: int, noise_std: float,
+                    generator: torch.Generator | None) -> list[Tensor]:
+    """``[x̄⁽⁰⁾, …, x̄⁽ᴷ⁾]``: row-normalised inputs and ``K`` noisy sum-aggregations (self
+    included), each normalised (``noise_std = 0``: exact aggregation)."""
+    n = x.size(0)
+    src, dst = edge_index
+    out = [F.normalize(x, dim=1)]
+    for _ in range(check_int("hops", hops, low=0)):
+        prev = out[-1]
+        agg = prev.clone().index_add_(0, dst, prev[src])
+        if noise_std > 0:
+            agg = agg + noise_std * torch.randn(agg.shape, generator=generator)
+        out.append(F.normalize(agg, dim=1))
+    assert all(t.size(0) == n for t in out)
+    return out
+
+
+def gap_event(noise_multiplier: float, *, sample_rate: float, encoder_steps: int,
+              classifier_steps: int, hops: int):
+    """The composed event of one GAP training run (noise multiplier ``z``)."""
+    from dp_accounting import dp_event as e
+
+    step = e.PoissonSampledDpEvent(sample_rate, e.GaussianDpEvent(noise_multiplier))
+    parts = [e.SelfComposedDpEvent(step, encoder_steps),
+             e.SelfComposedDpEvent(e.GaussianDpEvent(noise_multiplier), hops),
+             e.SelfComposedDpEvent(step, classifier_steps)]
+    return e.ComposedDpEvent(parts)
+
+
+@functools.lru_cache(maxsize=64)
+def _calibrate_gap(epsilon: float, delta: float, sample_rate: float, encoder_steps: int,
+                   classifier_steps: int, hops: int) -> float:
+    from gnnprivacy.accounting import calibrate_noise_multiplier
+
+    return calibrate_noise_multiplier(
+        lambda z: gap_event(z, sample_rate=sample_rate, encoder_steps=encoder_steps,
+                            classifier_steps=classifier_steps, hops=hops),
+        steps=1, target_epsilon=epsilon, target_delta=delta, accountant="pld")
+
+
+def gap_privacy_plan(params, *, num_train: int, num_nodes: int) -> dict:
+    """Sample rate, steps, δ, sensitivities and the calibrated noise multiplier of GAP."""
+    kw = params.trainer_kwargs() if hasattr(params, "trainer_kwargs") else dict(params)
+    q = min(1.0, kw["batch_size"] / num_train)
+    enc = math.ceil(kw["encoder_epochs"] / q)
+    cls = math.ceil(kw["epochs"] / q)
+    delta = kw["delta"] if kw.get("delta") is not None else default_delta_gap(num_train)
+    z = kw.get("noise_multiplier") or _calibrate_gap(float(kw["epsilon"]), float(delta), q, enc,
+                                                     cls, kw["hops"])
+    return {"sample_rate": q, "encoder_steps": enc, "classifier_steps": cls, "hops": kw["hops"],
+            "delta": delta, "noise_multiplier": z, "max_degree": kw["max_degree"],
+            "aggregation_sensitivity": gap_sensitivity(kw["max_degree"], kw["accounting"]),
+            "true_sensitivity": true_sensitivity(kw["max_degree"]),
+            "accounting": kw["accounting"]}
+
+
+def _mlp(dims: list[int]) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for k, (a, b) in enumerate(zip(dims[:-1], dims[1:])):
+        layers.append(nn.Linear(a, b))
+        if k < len(dims) - 2:
+            layers.append(nn.SELU())
+    return nn.Sequential(*layers)
+
+
+class GAPTrainer:
+    """Node-level GAP (estimator-like): ``fit(data)``, ``predict_logits(data)``, ``score``.
+
+    Args:
+        epsilon: target ε (> 0); delta: δ (default ``10^-len(str(N_train))``, GAP's).
+        accounting: ``"sound"`` (Δ = 2(D+1), default) or ``"paper"`` (Δ = √D).
+        hops: aggregation hops ``K`` (2). max_degree: degree bound ``D`` (100, GAP's).
+        encoder_epochs, epochs: DP-SGD epochs of encoder and classifier (steps ``⌈E/q⌉``).
+        batch_size: expected batch (Poisson rate ``q = batch_size / N_train``; 256).
+        clip_norm: per-node clip ``C`` (1.0). hidden: width (16). lr: Adam (0.01).
+        noise_multiplier: fix ``z`` instead of calibrating it.
+        generator: int seed, ``torch.Generator`` or ``None``.
+
+    Attributes (after fit): ``epsilon_``, ``delta_``, ``noise_multiplier_``, ``steps_``,
+    ``accountant_``, ``ledger_``, ``features_`` (noisy aggregates of the fitted graph),
+    ``privacy_info_``.
+    """
+
+    name = "gap"
+
+    def __init__(self, *, epsilon: float = 8.0, delta: float | None = None,
+                 accounting: str = "sound", hops: int = 2, max_degree: int = 100,
+                 encoder_epochs: int = 100, epochs: int = 100, batch_size: int = 256,
+                 clip_norm: float = 1.0, hidden: int = 16, lr: float = 0.01,
+                 noise_multiplier: float | None = None,
+                 generator: torch.Generator | int | None = None,
+                 progress: Callable | None = None):
+        self.epsilon = check_positive("epsilon", epsilon)
+        self.delta = None if delta is None else check_real("delta", delta, low=0.0, high=1.0,
+                                                             low_open=True, high_open=True)
+        self.accounting = check_choice("accounting", accounting, GAP_MODES)
+        self.hops = check_int("hops", hops, low=0)
+        self.max_degree = check_int("max_degree", max_degree, low=1)
+        self.encoder_epochs = check_int("encoder_epochs", encoder_epochs, low=1)
+        self.epochs = check_int("epochs", epochs, low=1)
+        self.batch_size = check_int("batch_size", batch_size, low=1)
+        self.clip_norm = check_positive("clip_norm", clip_norm)
+        self.hidden = check_int("hidden", hidden, low=1)
+        self.lr = check_positive("lr", lr)
+        self.noise_multiplier = (None if noise_multiplier is None
+                                 else check_real("noise_multiplier", noise_multiplier, low=0.0))
+        self.generator = generator
+        self.progress = progress
+
+    def trainer_kwargs(self) -> dict:
+        return {k: getattr(self, k) for k in (
+            "epsilon", "delta", "accounting", "hops", "max_degree", "encoder_epochs", "epochs",
+            "batch_size", "clip_norm", "hidden", "lr", "noise_multiplier")}
+
+    # ------------------------------------------------------------------ fit
+    def _dp_train(self, model: nn.Module, inputs: Tensor, y: Tensor, train: Tensor, q: float,
+                  steps: int, gens: dict) -> int:
+        from gnnprivacy.sampling import poisson_node_batch
+        from gnnprivacy.training.dp import DPEngine, make_optimizer
+
+        engine = DPEngine(model, make_optimizer("adam", model.parameters(), lr=self.lr),
+                          clip_norm=self.clip_norm, noise_multiplier=self.noise_multiplier_,
+                          expected_batch_size=q * train.numel(), generator=gens["noise"],
+                          accountant=self.accountant_, step_event=self._step_event)
+        model.train()
+        for _ in range(steps):
+            nodes = poisson_node_batch(train, rate=q, generator=gens["sample"])
+            engine.step(lambda nodes=nodes: F.cross_entropy(model(inputs[nodes]), y[nodes],
+                                                            reduction="none"))
+        model.eval()
+        return engine.steps_
+
+    def fit(self, data) -> GAPTrainer:
+        from dp_accounting import dp_event as e
+
+        from gnnprivacy.accounting import make_accountant
+        from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
+        from gnnprivacy.random import as_torch_generator
+        from gnnprivacy.training.nonprivate import num_classes_of, training_graph
+
+        gen = as_torch_generator(self.generator)
+        seeds = torch.randint(0, 2**62, (5,), generator=gen).tolist()
+        gens = {k: torch.Generator().manual_seed(int(s))
+                for k, s in zip(("init", "sample", "noise", "edges", "agg"), seeds)}
+        graph = training_graph(data)
+        train = graph.train_mask.nonzero().flatten()
+        plan = gap_privacy_plan(self.trainer_kwargs(), num_train=int(train.numel()),
+                                num_nodes=int(graph.num_nodes))
+        self.noise_multiplier_ = float(plan["noise_multiplier"])
+        self.delta_ = float(plan["delta"])
+        self.plan_ = plan
+        q = plan["sample_rate"]
+        self._step_event = e.PoissonSampledDpEvent(q, e.GaussianDpEvent(self.noise_multiplier_))
+        self.accountant_ = make_accountant("pld", unit=PrivacyUnit.NODE,
+                                           relation=NeighboringRelation.ADD_OR_REMOVE)
+        self.num_classes_ = num_classes_of(data)
+        x, y = graph.x.float(), graph.y
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=gens["init"])))
+            self.encoder_ = _mlp([x.size(1), self.hidden, self.hidden])
+            head = nn.Linear(self.hidden, self.num_classes_)
+            enc_steps = self._dp_train(nn.Sequential(self.encoder_, nn.SELU(), head), x, y,
+                                       train, q, plan["encoder_steps"], gens)
+            self.edge_index_ = bound_degree(graph.edge_index, graph.num_nodes, self.max_degree,
+                                            generator=gens["edges"])
+            self.agg_std_ = self.noise_multiplier_ * plan["aggregation_sensitivity"]
+            self._agg_gen = gens["agg"]
+            self.features_ = self._features(x, self.edge_index_)
+            for _ in range(self.hops):
+                self.accountant_.compose(e.GaussianDpEvent(self.noise_multiplier_))
+            self.classifier_ = _mlp([self.hidden * (self.hops + 1), self.hidden,
+                                     self.num_classes_])
+            cls_steps = self._dp_train(self.classifier_, self.features_, y, train, q,
+                                       plan["classifier_steps"], gens)
+        self.steps_ = enc_steps + self.hops + cls_steps
+        self.epsilon_ = float(self.accountant_.get_epsilon(self.delta_))
+        self.privacy_spent_ = (self.epsilon_, self.delta_)
+        self.ledger_ = self.accountant_.to_dict(self.delta_)
+        self.privacy_info_ = {
+            "unit": PrivacyUnit.NODE.value, "relation": NeighboringRelation.ADD_OR_REMOVE.value,
+            "scope": "encoder, aggregation and classifier of one GAP training run",
+            "accountant": "pld", "accounting_mode": self.accounting,
+            "noise_multiplier": self.noise_multiplier_, "aggregation_noise_std": self.agg_std_,
+            "aggregation_sensitivity": plan["aggregation_sensitivity"],
+            "max_degree": self.max_degree, "hops": self.hops, "sample_rate": q,
+            "encoder_steps": enc_steps, "classifier_steps": cls_steps, "clip_norm": self.clip_norm,
+            "unaccounted": ["degree bounding re-selects other nodes' edges when a node is "
+                            "removed (as GAP's BoundOutDegree)"]
+            + (["paper-mode aggregation sensitivity sqrt(D) omits the node's own aggregate "
+                "(spec 000 §5.3)"] if self.accounting == "paper" else []),
+            "calibrated": self.noise_multiplier is None}
+        self.info_ = {"num_train": int(train.numel()), "edges_kept": int(self.edge_index_.size(1))}
+        return self
+
+    def _features(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        with torch.no_grad():
+            emb = self.encoder_(x)
+            hops = noisy_aggregate(emb, edge_index, hops=self.hops, noise_std=self.agg_std_,
+                                   generator=self._agg_gen)
+        return torch.cat(hops, dim=1)
+
+    # ------------------------------------------------------------------ predict
+    def predict_logits(self, data) -> Tensor:
+        """Logits of every node. On the fitted graph: from the released noisy aggregates.
+        On another graph (e.g. an audit query), the aggregation is recomputed with fresh
+        noise of the same std — an extra release that ``epsilon_`` does not cover."""
+        if not hasattr(self, "classifier_"):
+            raise RuntimeError("GAPTrainer is not fitted; call fit(data) first")
+        feats = self.features_
+        if int(data.num_nodes) != feats.size(0):
+            from gnnprivacy.training.nonprivate import training_graph
+
+            graph = training_graph(data)
+            edges = bound_degree(graph.edge_index, graph.num_nodes, self.max_degree,
+                                 generator=torch.Generator().manual_seed(0))
+            feats = self._features(data.x.float(), edges)
+        with torch.no_grad():
+            return self.classifier_(feats)
+
+    def predict(self, data) -> Tensor:
+        return self.predict_logits(data).argmax(1)
+
+    def score(self, data) -> dict[str, float]:
+        from gnnprivacy.training.node_dp.common import node_metrics
+
+        return node_metrics(self.predict_logits(data), data.y, data, self.num_classes_)
+
+    def privacy_record(self) -> dict:
+        return dict(self.privacy_info_)
+
+    def __repr__(self) -> str:
+        return (f"GAPTrainer(epsilon={self.epsilon:g}, accounting={self.accounting!r}, "
+                f"hops={self.hops}, max_degree={self.max_degree}, batch_size={self.batch_size})")
