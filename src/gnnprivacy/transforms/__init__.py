@@ -1,0 +1,1 @@
+"""Graph transforms that privatise a graph (each records its privacy event)."""
