@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 TEST_WORKERS ?= 2
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: demo test install browser clean
+.PHONY: demo test docs install browser clean
 
 install: $(STAMP)
 
@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	$(PIP) install --quiet --upgrade pip
 	# The CPU wheel of torch 2.13.0 (any other version pulls CUDA packages).
 	$(PIP) install --quiet torch==2.13.0
-	$(PIP) install --quiet -e '.[test,report,ray]'
+	$(PIP) install --quiet -e '.[test,report,ray,docs]'
 	touch $(STAMP)
 
 # Headless Chromium renders the HTML report in the screenshot test (Debian package).
@@ -33,5 +33,9 @@ demo: $(STAMP)
 test: $(STAMP) browser
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=15
 
+# The documentation site (mkdocs + mkdocstrings), warnings are errors; output in site/.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 clean:
-	rm -rf runs reports .pytest_cache
+	rm -rf runs reports site .pytest_cache

@@ -101,10 +101,17 @@ def account(mechanism: str, *, delta: float = 1e-5, steps: int = 1,
             exceeds the target) instead of taking it.
         accountant: ``"pld"`` (default, tight) or ``"rdp"``.
         mode: heterpoisson only: ``"sound"`` or ``"paper"`` (Theorem 2's RDP; needs rdp).
-        sample_rate: dpsgd Poisson rate. q_b, multiplier, max_out_degree, num_nodes,
-            overlap_removal: heterpoisson (``max_out_degree`` defaults to ``num_nodes - 1``).
-        num_nodes, batch_size, degree_bound, sampling: dpgnn.
-        epsilon, num_buckets: rr (and laplace when no noise multiplier is given).
+        sample_rate: dpsgd: the Poisson sampling rate.
+        q_b: heterpoisson: the central sampling rate.
+        multiplier: heterpoisson: the neighbour multiplier M.
+        max_out_degree: heterpoisson: the largest out-degree D (default ``num_nodes - 1``).
+        num_nodes: heterpoisson: |V|; dpgnn: the number of training nodes.
+        batch_size: dpgnn: the batch size m.
+        degree_bound: dpgnn: the degree bound K.
+        sampling: dpgnn: ``"fixed"`` (uniform m-subsets) or ``"poisson"``.
+        overlap_removal: heterpoisson: central nodes removed from other subgraphs.
+        epsilon: rr (and laplace when no noise multiplier is given): one release's epsilon.
+        num_buckets: rr: the domain size k.
 
     Returns:
         ``{"epsilon", "delta", "noise_multiplier", "accountant", "mechanism", "steps",

@@ -9,6 +9,13 @@ import click
 
 _TYPES = {"int": click.INT, "float": click.FLOAT, "str": click.STRING, "bool": bool}
 
+#: field name -> its option name where the field's own name would be ambiguous on the command
+#: line (``--M`` and ``--m`` differ only by case). The old spelling stays a hidden alias.
+RENAMED = {"M": "neighbor-multiplier", "m": "sampled-features"}
+#: fields naming directories get a path type (``--data-root`` reads, ``--runs-dir`` writes)
+_PATH_FIELDS = {"data_root": click.Path(file_okay=False), "runs_dir": click.Path(file_okay=False)}
+_ALIAS_SUFFIX = "__alias"
+
 
 def _base_type(annotation: Any) -> str:
     text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
@@ -41,7 +48,7 @@ def add_options(command, fields: dict[str, dict[str, Any]], *, common: set[str])
     """Decorate ``command`` with one ``--kebab-name`` option per field (default ``None`` = unset)."""
     for name in sorted(fields, reverse=True):
         entry = fields[name]
-        flag = "--" + name.replace("_", "-")
+        flag = "--" + RENAMED.get(name, name.replace("_", "-"))
         defaults = set(map(repr, entry["defaults"].values()))
         default_text = next(iter(defaults)) if len(defaults) == 1 else "per method"
         scope = "" if name in common else f" [methods: {', '.join(entry['owners'])}]"
@@ -50,6 +57,23 @@ def add_options(command, fields: dict[str, dict[str, Any]], *, common: set[str])
             option = click.option(f"{flag}/--no-{name.replace('_', '-')}", name, default=None,
                                   help=help_text)
         else:
-            option = click.option(flag, name, type=_TYPES[entry["kind"]], default=None, help=help_text)
+            kind = _PATH_FIELDS.get(name, _TYPES[entry["kind"]])
+            option = click.option(flag, name, type=kind, default=None, help=help_text)
         command = option(command)
+        if name in RENAMED:  # the old spelling, hidden
+            command = click.option("--" + name, name + _ALIAS_SUFFIX, type=_TYPES[entry["kind"]],
+                                   default=None, hidden=True)(command)
     return command
+
+
+def merge_aliases(options: dict[str, Any]) -> dict[str, Any]:
+    """Fold hidden alias options (``--M``) into their field (``--neighbor-multiplier``)."""
+    out = {k: v for k, v in options.items() if not k.endswith(_ALIAS_SUFFIX)}
+    for key, value in options.items():
+        if key.endswith(_ALIAS_SUFFIX) and value is not None:
+            name = key[:-len(_ALIAS_SUFFIX)]
+            if out.get(name) is not None and out[name] != value:
+                raise click.UsageError(f"--{name} and --{RENAMED[name]} are the same option; "
+                                       "give it once")
+            out[name] = value
+    return out

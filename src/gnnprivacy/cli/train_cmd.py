@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from gnnprivacy.cli.options import add_options, collect_fields
+from gnnprivacy.cli.options import add_options, collect_fields, merge_aliases
 from gnnprivacy.errors import GnnPrivacyError
 from gnnprivacy.experiments.config import RUN_FIELDS, RunConfig, config_to_dict, load_yaml_config, resolve_config
 from gnnprivacy.experiments.registry import list_methods
@@ -18,6 +18,18 @@ def _method_table() -> str:
     return "\n".join(lines)
 
 
+def privacy_summary(record) -> str:
+    """``epsilon 7.99 (node-level, add_or_remove)  delta 1e-05``: the relation stands beside
+    epsilon so that runs under different neighbouring relations are not read as equals."""
+    if record.epsilon == float("inf"):
+        return "epsilon inf (not private)"
+    unit = record.privacy.get("unit")
+    relation = record.privacy.get("relation")
+    scope = ", ".join(str(v) for v in ((f"{unit}-level" if unit else None), relation) if v)
+    delta = "-" if record.delta is None else f"{record.delta:.3g}"
+    return f"epsilon {record.epsilon:.4g}" + (f" ({scope})" if scope else "") + f"  delta {delta}"
+
+
 def _fields():
     groups = [("common", RunConfig)] + [(m.name, m.params) for m in list_methods()]
     return collect_fields(groups)
@@ -26,7 +38,7 @@ def _fields():
 def _train(config_file, print_config, as_json, quiet, **options):
     try:
         values = load_yaml_config(config_file) if config_file else {}
-        values.update({k: v for k, v in options.items() if v is not None})
+        values.update({k: v for k, v in merge_aliases(options).items() if v is not None})
         config, params = resolve_config(values)
     except (ValueError, GnnPrivacyError) as exc:
         raise click.UsageError(str(exc)) from None
@@ -48,10 +60,9 @@ def _train(config_file, print_config, as_json, quiet, **options):
     if as_json:
         click.echo(dumps(record.summary()))
         return
-    eps = "inf (not private)" if record.epsilon == float("inf") else f"{record.epsilon:.4g}"
-    delta = "-" if record.delta is None else f"{record.delta:.3g}"
-    click.echo(f"{record.method} on {record.dataset}: test accuracy {record.metrics.get('test_accuracy', float('nan')):.4f}"
-               f"  epsilon {eps}  delta {delta}  ({record.timings['total_seconds']:.1f} s)")
+    click.echo(f"{record.method} on {record.dataset}: test accuracy "
+               f"{record.metrics.get('test_accuracy', float('nan')):.4f}  {privacy_summary(record)}"
+               f"  ({record.timings['total_seconds']:.1f} s)")
     click.echo(f"record: {config.runs_dir}/{record.run_id}.json")
 
 

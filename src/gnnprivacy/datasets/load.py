@@ -84,9 +84,11 @@ def load_dataset(name: str, *, root: str | os.PathLike | None = None, split: str
             ``"random"``).
         seed: split seed (>= 0); the permutation is drawn from a generator derived from
             ``(seed, name)`` (see :mod:`gnnprivacy.datasets.splits`).
-        train_frac, val_frac, test_frac: random / inductive split fractions, each in
-            [0, 1] with sum <= 1; defaults 0.5 / 0.25 / 0.25, missing ones filled as in
-            :func:`~gnnprivacy.datasets.splits.resolve_fractions`.
+        train_frac: random / inductive split: the training fraction in [0, 1] (the three
+            fractions sum to <= 1; defaults 0.5 / 0.25 / 0.25, missing ones filled as in
+            :func:`~gnnprivacy.datasets.splits.resolve_fractions`).
+        val_frac: the validation fraction.
+        test_frac: the test fraction.
         cache_dir: where PyG may write; else ``$GNNPRIVACY_CACHE``, else
             ``~/.cache/gnnprivacy/pyg``.
         download: let PyG try to download raw files absent from the root (into the cache).
