@@ -29,7 +29,7 @@ def test_quick_reproduction_reports_ours_beside_the_paper(name, paper_cells, tmp
     runs, report = tmp_path / "runs", tmp_path / "report"
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", CLI, name, "--quick", "--data-root", str(DATA),
-                           "--runs", str(runs), "--report", str(report), "-q"],
+                           "--runs-dir", str(runs), "-o", str(report), "-q"],
                           capture_output=True, text=True, timeout=900)
     seconds = time.monotonic() - start
     print(f"reproduce {name} --quick: {seconds:.0f} s")

@@ -15,7 +15,7 @@ def _write(tmp_path, data, name="sweep.yaml"):
 def test_failed_runs_are_reported_and_exit_code_is_nonzero(probe_base, probe_module, tmp_path):
     config = _write(tmp_path, {"name": "cli", "imports": [probe_module], "base": probe_base,
                                "grid": {"fail": [False, True]}})
-    out = CliRunner().invoke(sweep_command, ["-c", config, "--runs", str(tmp_path / "runs"), "--workers", "1", "-q"])
+    out = CliRunner().invoke(sweep_command, ["-c", config, "--runs-dir", str(tmp_path / "runs"), "--workers", "1", "-q"])
     assert out.exit_code == 1
     assert "2 runs; 0 already finished, 1 ran, 1 failed" in out.output
     assert "FAILED sweep-probe-csbm-" in out.output and "probe failure requested" in out.output
@@ -32,7 +32,7 @@ def test_bad_sweep_files_are_clear_errors(probe_base, probe_module, tmp_path):
             "'bogus'",
     }
     for i, (text, message) in enumerate(cases.items()):
-        out = CliRunner().invoke(sweep_command, ["-c", _write(tmp_path, text, f"s{i}.yaml"), "--runs", str(runs)])
+        out = CliRunner().invoke(sweep_command, ["-c", _write(tmp_path, text, f"s{i}.yaml"), "--runs-dir", str(runs)])
         assert out.exit_code == 1 and message in out.output, (text, out.output)
         assert out.output.startswith("Error: ") and "Traceback" not in out.output
     assert not runs.exists()

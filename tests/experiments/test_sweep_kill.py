@@ -17,7 +17,7 @@ SWEEP_CLI = "from gnnprivacy.cli.sweep_cmd import sweep_command; sweep_command()
 
 
 def _sweep_process(config, runs):  # `gnnprivacy sweep` in its own process group
-    return subprocess.Popen([sys.executable, "-c", SWEEP_CLI, "-c", str(config), "--runs", str(runs),
+    return subprocess.Popen([sys.executable, "-c", SWEEP_CLI, "-c", str(config), "--runs-dir", str(runs),
                              "--workers", "1", "-q"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
 

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from gnnprivacy.cli.sweep_cmd import executor_options, run_and_summarise
+from gnnprivacy.cli.sweep_cmd import executor_options, pick_runs_dir, run_and_summarise, runs_dir_option
 from gnnprivacy.errors import GnnPrivacyError
 
 
@@ -25,12 +25,13 @@ def _print_list() -> None:
 @click.argument("name", required=False)
 @click.option("--list", "list_only", is_flag=True, help="list the available reproductions and exit")
 @click.option("--quick", is_flag=True, help="the small CI variant (one seed, fewer steps, fewer budgets)")
-@click.option("--runs", "runs_dir", default=None, type=click.Path(file_okay=False),
-              help="results store (default: runs/<name>[-quick]); finished runs there are skipped")
-@click.option("--report", "report_dir", default=None, type=click.Path(file_okay=False),
+@runs_dir_option(None, "results store (default: runs/<name>[-quick]); finished runs there are skipped")
+@click.option("-o", "--output", "report_dir", default=None, type=click.Path(file_okay=False),
               help="report folder (default: reports/<name>[-quick])")
+@click.option("--report", "report_alias", default=None, hidden=True, type=click.Path(file_okay=False))
 @executor_options
-def reproduce_command(name, list_only, quick, runs_dir, report_dir, executor, address, workers, data_root, quiet):
+def reproduce_command(name, list_only, quick, runs_dir, runs_alias, report_dir, report_alias, executor, address,
+                      workers, data_root, quiet):
     """Reproduce a paper table NAME (see --list): run its sweep, then write a report with the
     published numbers beside ours. Exit code 1 if any run failed (the report is still written)."""
     from gnnprivacy.experiments.reproduce import get_reproduction
@@ -46,8 +47,10 @@ def reproduce_command(name, list_only, quick, runs_dir, report_dir, executor, ad
     except GnnPrivacyError as exc:
         raise click.ClickException(str(exc)) from None
     spec = repro.spec(quick=quick)
-    runs_dir = runs_dir or f"runs/{spec.name}"
-    report_dir = report_dir or f"reports/{spec.name}"
+    runs_dir = pick_runs_dir(runs_dir, runs_alias) or f"runs/{spec.name}"
+    if report_alias is not None and report_dir is not None and report_alias != report_dir:
+        raise click.UsageError("give -o/--output once (--report is its old spelling)")
+    report_dir = report_dir or report_alias or f"reports/{spec.name}"
     result = run_and_summarise(spec, runs_dir=runs_dir, executor=executor, address=address, workers=workers,
                                data_root=data_root, quiet=quiet)
     try:

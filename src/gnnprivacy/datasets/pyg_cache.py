@@ -11,10 +11,17 @@ temporary folder (kept in the cache on success); every failure becomes
 :class:`~gnnprivacy.errors.DatasetNotFoundError` naming the expected files and where they
 were looked for. Files present but unparsable become
 :class:`~gnnprivacy.errors.CorruptDatasetError` naming the file.
+
+Concurrency: the check-and-build of an entry runs under an exclusive ``flock`` on
+``<cache>/<root key>/pyg-<version>/.build.lock``, so two processes (sweep workers) that need the
+same dataset on a fresh cache build it once: the second waits, then finds the finished entry.
+With ``$GNNPRIVACY_QUIET`` set (the CLI's ``-q``) PyG's "Processing... / Done!" lines are dropped.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -29,6 +36,11 @@ from typing import Any
 from gnnprivacy.datasets.paths import CACHE_ENV, DATA_ENV, LoadContext, missing_files
 from gnnprivacy.datasets.validate import find_corrupt
 from gnnprivacy.errors import CorruptDatasetError, DatasetNotFoundError, InvalidParameterError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; concurrent builds then rely on the atomic rename alone
+    fcntl = None
 
 MARKER = ".gnnprivacy-entry.json"
 
@@ -94,15 +106,51 @@ def _remove_entry(entry: Path) -> None:
 
 
 def _sweep_leftovers(base: Path, max_age_s: float = 86400.0) -> None:
-    """Delete temporary / trash folders of builds killed more than ``max_age_s`` ago."""
+    """Delete temporary / trash folders of builds killed more than ``max_age_s`` ago.
+
+    Other processes may be creating and deleting folders here at the same time: a folder that
+    vanishes while being listed is simply skipped (never reported as an unwritable cache).
+    """
     now = time.time()
-    for pattern in (".tmp-*", "**/.trash-*"):
-        for path in base.glob(pattern):
+    for pattern in (".tmp-*", "*/.trash-*", "*/*/.trash-*"):
+        try:
+            found = list(base.glob(pattern))
+        except OSError:
+            continue
+        for path in found:
             try:
                 if now - path.lstat().st_mtime > max_age_s:
                     shutil.rmtree(path, ignore_errors=True)
             except OSError:
                 continue
+
+
+@contextlib.contextmanager
+def _entry_lock(ctx: LoadContext, source: PygSource):
+    """Hold an exclusive lock for building ``source``'s entry (see the module docstring)."""
+    base = ctx.cache_base
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        fd = os.open(base / ".build.lock", os.O_CREAT | os.O_RDWR, 0o666)
+    except OSError as exc:
+        raise InvalidParameterError(f"cache_dir (${CACHE_ENV})", "a writable directory",
+                                    str(ctx.cache)) from exc
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
+def _quiet():
+    """Swallow PyG's stdout/stderr chatter when ``$GNNPRIVACY_QUIET`` is set."""
+    if not os.environ.get("GNNPRIVACY_QUIET"):
+        return contextlib.nullcontext()
+    stack = contextlib.ExitStack()
+    stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
+    stack.enter_context(contextlib.redirect_stderr(io.StringIO()))
+    return stack
 
 
 def _entry_is_current(entry: Path, source: PygSource, fingerprint) -> bool:
@@ -151,7 +199,8 @@ def _build(ctx: LoadContext, source: PygSource, entry: Path, linked: bool, finge
             if source.prepare is not None:
                 source.prepare(tmp_entry)
         try:
-            dataset = source.factory(str(tmp))  # holds its data in memory: reused below
+            with _quiet():
+                dataset = source.factory(str(tmp))  # holds its data in memory: reused below
         except Exception as exc:
             _raise_build_error(ctx, source, tmp_entry, linked, exc)
         (tmp_entry / MARKER).write_text(json.dumps(
@@ -197,15 +246,18 @@ def load_pyg_dataset(ctx: LoadContext, source: PygSource):
     missing = missing_files(src, source.required)
     fingerprint = None if missing else _fingerprint(src, source.required)
     entry = ctx.cache_base / source.entry_subdir
-    if entry.exists() and not _entry_is_current(entry, source, fingerprint):
-        _remove_entry(entry)
-    if not entry.exists():
+    if not _entry_is_current(entry, source, fingerprint):
         if missing and len(missing) < len(source.required):
             raise not_found_error(ctx, source, missing, "The other raw files are present, so "
                                   "nothing was downloaded (a partial copy is not completed).")
         if missing and not ctx.download:
             raise not_found_error(ctx, source, missing, "Downloading was not attempted (download=False).")
-        dataset = _build(ctx, source, entry, linked=not missing, fingerprint=fingerprint)
-        if source.reuse_built:
-            return dataset
-    return source.factory(str(ctx.cache_base))
+        with _entry_lock(ctx, source):  # another process may be building it: wait, then re-check
+            if entry.exists() and not _entry_is_current(entry, source, fingerprint):
+                _remove_entry(entry)
+            if not entry.exists():
+                dataset = _build(ctx, source, entry, linked=not missing, fingerprint=fingerprint)
+                if source.reuse_built:
+                    return dataset
+    with _quiet():
+        return source.factory(str(ctx.cache_base))

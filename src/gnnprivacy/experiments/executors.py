@@ -12,6 +12,11 @@
   torch threads, as the local pool does), and shuts its connection down afterwards (a cluster it
   connected to keeps running).
 
+Ctrl-C (local executor): workers ignore SIGINT, so only the parent decides. The first Ctrl-C
+stops scheduling new runs and waits for the running ones to finish and publish their records;
+a second Ctrl-C terminates the workers at once (SIGTERM, then SIGKILL after 2 s), so nothing is
+left running after the command exits.
+
 Both yield ``(item, result)`` pairs as items finish (in completion order). A failure of the
 execution machinery itself (a worker killed, a broken pool, a Ray node lost) is yielded as
 ``(item, exception)`` so the caller can record it; exceptions raised by ``fn`` itself propagate
@@ -51,6 +56,13 @@ def prepare_worker(threads: int, imports: tuple[str, ...] = (), sys_path: tuple[
         importlib.import_module(name)
 
 
+def _prepare_local_worker(threads: int, imports: tuple[str, ...] = (), sys_path: tuple[str, ...] = ()) -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle (module docstring)
+    prepare_worker(threads, imports, sys_path)
+
+
 class Executor(ABC):
     """Common interface: a context manager with :meth:`imap_unordered`."""
 
@@ -70,7 +82,14 @@ class Executor(ABC):
         self.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is KeyboardInterrupt:
+            self.interrupt()
+        else:
+            self.shutdown()
+
+    def interrupt(self) -> None:
+        """First Ctrl-C: drop queued items and let running ones finish (default: :meth:`shutdown`)."""
         self.shutdown()
 
     def start(self) -> None:
@@ -98,12 +117,44 @@ class LocalExecutor(Executor):
 
         self._pool = ProcessPoolExecutor(
             max_workers=self.workers, mp_context=_process_context(),
-            initializer=prepare_worker, initargs=(self.threads_per_worker, self.imports, tuple(sys.path)))
+            initializer=_prepare_local_worker, initargs=(self.threads_per_worker, self.imports, tuple(sys.path)))
 
     def shutdown(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+
+    def interrupt(self) -> None:
+        if self._pool is None:
+            return
+        running = sum(1 for p in (self._pool._processes or {}).values() if p.is_alive())
+        print(f"Interrupted: waiting for the running run(s) in {running} worker(s) to finish; "
+              "press Ctrl-C again to stop them now.", file=sys.stderr, flush=True)
+        try:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+        except KeyboardInterrupt:
+            self.terminate()
+            raise
+        self._pool = None
+
+    def terminate(self, grace_seconds: float = 2.0) -> None:
+        """Stop every worker now (SIGTERM, SIGKILL after ``grace_seconds``) and drop the pool."""
+        import time
+
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        procs = [p for p in (pool._processes or {}).values()]
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        deadline = time.monotonic() + grace_seconds
+        for p in procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+            if p.is_alive():
+                p.kill()
+                p.join(1.0)
+        pool.shutdown(wait=False, cancel_futures=True)
 
     def imap_unordered(self, fn, items):
         from concurrent.futures import as_completed

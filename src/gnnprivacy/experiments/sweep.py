@@ -21,6 +21,13 @@ cells are paired comparisons, with less variance than independent seeds would gi
 cell to the grid never changes the seeds of the others. To use explicit seeds instead (e.g. a
 paper's seeds 1, 2, 3) put ``seed: [1, 2, 3]`` in the grid and leave ``seeds`` out.
 
+Per-method keys: a key of ``base`` or ``grid`` that the run's method does not take, but another
+method of the sweep does, is left out of that run (``method: [gcn, dpmlp]`` x ``epsilon: [4, 8]``
+runs gcn once, without epsilon, and dpmlp twice); a key no method of the sweep takes is an error.
+The bundled reproduction configs (``experiments/configs/*.yaml``) are sweep files too: their
+extra keys ``references``, ``quick`` and ``notes`` are ignored here (``gnnprivacy reproduce``
+uses them). ``gnnprivacy sweep --template`` prints a commented example.
+
 Run ids: each run's id is ``<method>-<dataset>-<sha256 prefix>`` of its *resolved* configuration
 (every RunConfig field and method parameter, defaults included; locations that do not change the
 result -- ``runs_dir``, ``data_root`` -- excluded; integral floats normalised so ``2`` and ``2.0``
@@ -42,6 +49,7 @@ retaken. A record file that does not parse is not counted as finished: the run i
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -61,7 +69,33 @@ from gnnprivacy.experiments.config import read_yaml_file
 from gnnprivacy.experiments.store import ResultStore
 
 SWEEP_KEYS = ("name", "description", "base", "grid", "seeds", "seed", "imports")
-ID_EXCLUDED_KEYS = ("runs_dir", "data_root")
+#: keys of the bundled reproduction configs (experiments/configs/*.yaml) that a plain sweep ignores
+REPRODUCTION_KEYS = ("references", "quick", "notes")
+
+#: printed by ``gnnprivacy sweep --template``: a commented sweep that runs in about a minute
+SWEEP_TEMPLATE = """\
+# A gnnprivacy sweep: every combination of the `grid` values, each repeated `seeds` times.
+# Run it with:   gnnprivacy sweep -c sweep.yaml --runs-dir runs/my-sweep
+# Then:          gnnprivacy results runs/my-sweep
+#                gnnprivacy report runs/my-sweep -o reports/my-sweep
+# Rerunning the same command skips the finished runs (each run has an id derived from its config).
+
+name: my-sweep                  # letters, digits, '.', '_', '-'
+description: GCN (non-private) vs DP-MLP at two privacy budgets on a small synthetic graph
+
+base:                           # settings shared by every run: any `gnnprivacy train` option
+  dataset: csbm                 # see `gnnprivacy datasets`
+  dataset_args: num_nodes=500,num_features=32,num_classes=3
+  epochs: 20
+
+grid:                           # key: [values]; the runs are the cartesian product
+  method: [gcn, dpmlp]          # see `gnnprivacy train --help`
+  epsilon: [4, 8]               # a method that takes no epsilon (gcn) runs once without it
+
+seeds: 2                        # repeats per grid cell (seeds derived from `seed`)
+seed: 0                         # root seed of the sweep
+"""
+ID_EXCLUDED_KEYS = ("runs_dir", "data_root", "resume")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -125,7 +159,7 @@ class SweepSpec:
         if not isinstance(data, Mapping):
             raise InvalidParameterError("sweep file", "a YAML mapping with name, base, grid", type(data).__name__,
                                         where=source)
-        unknown = sorted(set(data) - set(SWEEP_KEYS))
+        unknown = sorted(set(data) - set(SWEEP_KEYS) - set(REPRODUCTION_KEYS))
         if unknown:
             raise UnknownNameError(f"sweep key in {source}", unknown[0], SWEEP_KEYS)
         if "name" not in data:
@@ -137,11 +171,12 @@ class SweepSpec:
         if isinstance(imports, str) or not all(isinstance(m, str) for m in imports):
             raise InvalidParameterError("imports", "a list of module names", imports, where=source)
         base = data.get("base") or {}
+        description = data.get("description") or data.get("notes") or ""
         return cls(name=data["name"], base=dict(base) if isinstance(base, Mapping) else base,
                    grid={k: tuple(v) if isinstance(v, list) else v for k, v in grid.items()}
                    if isinstance(grid, Mapping) else grid,
                    seeds=data.get("seeds"), seed=data.get("seed", 0), imports=tuple(imports),
-                   description=str(data.get("description") or ""))
+                   description=str(description))
 
 
 def _check_grid(grid: Any, where: str) -> None:
@@ -180,6 +215,37 @@ def run_id_for(resolved: Mapping[str, Any]) -> str:
     return f"{slug}-{digest[:16]}"
 
 
+def _method_keys(spec: SweepSpec) -> tuple[dict[str, set[str]], set[str]]:
+    """Parameter names of every method the sweep uses, and the RunConfig fields."""
+    from gnnprivacy.experiments.config import RUN_FIELDS
+    from gnnprivacy.experiments.registry import get_method
+
+    methods = {str(c.get("method", spec.base.get("method", "gcn"))) for c in spec.cells()}
+    return ({m: {f.name for f in dataclasses.fields(get_method(m).params)} for m in methods},
+            set(RUN_FIELDS))
+
+
+def _drop_foreign_keys(values: dict[str, Any], params: dict[str, set[str]], run_fields: set[str],
+                       source: str) -> dict[str, Any]:
+    """Remove the keys this run's method does not take but another method of the sweep does.
+
+    A key that no method of the sweep takes is an error (a typo, most likely) naming the key,
+    the sweep's methods and the valid keys.
+    """
+    method = str(values.get("method", "gcn"))
+    taken_by_any = set().union(*params.values()) | run_fields
+    out = {}
+    for key, value in values.items():
+        norm = key.replace("-", "_")
+        if norm not in taken_by_any:
+            raise UnknownNameError(
+                f"config key in {source} (taken by none of the sweep's methods {sorted(params)})",
+                key, taken_by_any)
+        if norm in run_fields or norm in params.get(method, set()):
+            out[key] = value
+    return out
+
+
 def import_modules(names: tuple[str, ...]) -> None:
     """Import the sweep's ``imports`` here (workers import them too); missing ones raise clearly."""
     import importlib
@@ -211,6 +277,7 @@ def expand_sweep(spec: SweepSpec, *, runs_dir: str | Path, data_root: str | None
     from gnnprivacy.experiments.config import config_to_dict, resolve_config
 
     import_modules(spec.imports)
+    params, run_fields = _method_keys(spec)
     seeds = spec.run_seeds() if spec.seeds is not None or not _has_explicit_seed(spec) else [None]
     tasks, seen = [], set()
     for c, cell in enumerate(spec.cells()):
@@ -220,6 +287,7 @@ def expand_sweep(spec: SweepSpec, *, runs_dir: str | Path, data_root: str | None
                 values["data_root"] = data_root
             if seed is not None:
                 values["seed"] = seed
+            values = _drop_foreign_keys(values, params, run_fields, f"sweep {spec.name!r}")
             resolved = config_to_dict(*resolve_config(values))
             run_id = run_id_for(resolved)
             if run_id not in seen:
