@@ -187,3 +187,17 @@ def test_cli_json(tmp_path):
     bad = CliRunner().invoke(main, ["attack", "link-stealing", "--dataset", "csbm", "--defense", "grid",
                                     "--theta", "3", "--runs-dir", str(tmp_path)])
     assert bad.exit_code != 0 and "theta" in bad.output
+
+
+def test_nhop_aware_adaptive_attack_trades_precision_for_recall():
+    from gnnprivacy.attacks.link_stealing.pipeline import LinkStealingSettings, run_experiment
+    from gnnprivacy.datasets import load_dataset
+
+    data = load_dataset("csbm")
+    kw = dict(attack=6, defense="grid", epochs=60, patience=20, attack_epochs=20)
+    plain, _ = run_experiment(data, LinkStealingSettings(**kw))
+    adaptive, info = run_experiment(data, LinkStealingSettings(adaptive="nhop", **kw))
+    assert info["nhop_positives_added"] > 0
+    assert adaptive["recall"] > plain["recall"] and adaptive["precision"] < plain["precision"]
+    with pytest.raises(InvalidParameterError, match="attack"):
+        LinkStealingSettings(attack=0, adaptive="nhop")

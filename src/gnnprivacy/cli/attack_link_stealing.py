@@ -24,12 +24,14 @@ _DEFENSES = ("none", "grid", "l2", "dropout")
               help="l2: lambda (penalty lambda*sum|W|^2); dropout: p")
 @click.option("--scaler-mode", type=click.Choice(["train_only", "separate"]), default="train_only",
               show_default=True, help="attack feature scaler (separate: the reference code's test-set fit)")
+@click.option("--adaptive", type=click.Choice(["none", "nhop"]), default="none", show_default=True,
+              help="nhop: the n-hop-aware adaptive attacker of Table IX (attacks 3, 4, 6, 7)")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--data-root", default=None, help="folder with the raw datasets")
 @click.option("--runs-dir", default="runs", show_default=True, help="where the run record is written")
 @click.option("--json", "as_json", is_flag=True, help="print the metrics as JSON on stdout")
 def link_stealing_command(dataset, model, attack, defense, theta, n_hop, grid_mode, grid_objective,
-                          defense_param, scaler_mode, seed, data_root, runs_dir, as_json):
+                          defense_param, scaler_mode, adaptive, seed, data_root, runs_dir, as_json):
     """Attack a GNN's posteriors to infer its training edges (He et al. 2021), with a defence."""
     from gnnprivacy.attacks.link_stealing.method import run_link_stealing
     from gnnprivacy.errors import GnnPrivacyError
@@ -39,7 +41,8 @@ def link_stealing_command(dataset, model, attack, defense, theta, n_hop, grid_mo
         record = run_link_stealing(dataset, seed=seed, data_root=data_root, runs_dir=runs_dir,
                                    model=model, attack=attack, defense=defense, theta=theta,
                                    n_hop=n_hop, grid_mode=grid_mode, grid_objective=grid_objective,
-                                   defense_param=defense_param, scaler_mode=scaler_mode)
+                                   defense_param=defense_param, scaler_mode=scaler_mode,
+                                   adaptive=adaptive)
     except (GnnPrivacyError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     out = {"dataset": dataset, "model": model, "attack": attack, "defense": defense,

@@ -207,3 +207,5 @@ def _csbm(ctx, *, num_nodes: int = 1000, num_classes: int = 4, num_features: int
                          feature_signal=feature_signal, seed=graph_seed)
 
 from gnnprivacy.datasets import stream  # noqa: E402,F401  (registers csbm-large)
+
+from gnnprivacy.datasets import tu_merged  # noqa: E402,F401  (registers enzymes, aids)

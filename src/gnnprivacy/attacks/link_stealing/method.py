@@ -40,6 +40,8 @@ class LinkStealingParams:
     epochs: int = field(default=200, metadata={"help": "target / shadow / reference model epochs"})
     patience: int = field(default=50, metadata={"help": "early-stopping patience"})
     attack_epochs: int = field(default=50, metadata={"help": "attack MLP epochs"})
+    adaptive: str = field(default="none", metadata={
+        "help": "none | nhop (Table IX: n-hop pairs labelled linked in the attacker's training set)"})
 
     def settings(self):
         from gnnprivacy.attacks.link_stealing.pipeline import LinkStealingSettings

@@ -27,6 +27,8 @@ __all__ = ["DEFENSES", "MODELS", "TARGET_HPARAMS", "LinkStealingSettings", "run_
 
 MODELS = ("gcn", "gat", "sage", "gin")
 DEFENSES = ("none", "grid", "l2", "dropout")
+#: ``nhop``: the n-hop-aware adaptive attack of Table IX (pairs at distance n labelled linked).
+ADAPTIVE = ("none", "nhop")
 
 #: Target-model hyper-parameters (spec §6.2 [ours]).
 TARGET_HPARAMS = {
@@ -55,6 +57,7 @@ class LinkStealingSettings:
     epochs: int = 200
     patience: int = 50
     attack_epochs: int = 50
+    adaptive: str = "none"
 
     def __post_init__(self):
         check_choice("model", self.model, MODELS)
@@ -62,6 +65,10 @@ class LinkStealingSettings:
         check_choice("defense", self.defense, DEFENSES)
         check_real("theta", self.theta, low=0.0, high=2.0, low_open=True)
         check_int("n_hop", self.n_hop, low=2)
+        check_choice("adaptive", self.adaptive, ADAPTIVE)
+        if self.adaptive == "nhop" and self.attack not in (3, 4, 6, 7):
+            raise InvalidParameterError("attack", "3, 4, 6 or 7 (attacks trained on A*) with "
+                                        "adaptive='nhop'", self.attack)
         if self.defense in ("l2", "dropout") and self.defense_param is None:
             raise InvalidParameterError("defense_param", f"a value for defense {self.defense!r} "
                                         "(l2: lambda >= 0; dropout: p in [0, 1))", None)
@@ -96,6 +103,49 @@ def _accuracy(probs: np.ndarray, y, mask) -> float:
     y = np.asarray(y)
     mask = np.asarray(mask, dtype=bool)
     return float((probs[mask].argmax(1) == y[mask]).mean()) if mask.any() else float("nan")
+
+
+def _nhop_pairs(edge_index, num_nodes: int, n: int, count: int, exclude, rng) -> np.ndarray:
+    """Up to ``count`` distinct pairs ``u < w`` at distance exactly ``n`` in the graph, not in
+    ``exclude`` (a set of ``(u, w)``)."""
+    from gnnprivacy.datasets.link_splits import undirected_edges
+    from gnnprivacy.defenses.grid.nhop import adjacency, nhop_rows
+
+    adj = adjacency(undirected_edges(np.asarray(edge_index)), num_nodes)
+    q = nhop_rows(adj, np.arange(num_nodes), n).tocoo()
+    keep = q.row < q.col
+    pairs = np.stack([q.row[keep], q.col[keep]], 1)
+    pairs = pairs[[tuple(p) not in exclude for p in pairs.tolist()]] if len(pairs) else pairs
+    return pairs[rng.permutation(len(pairs))[:count]]
+
+
+def _with_nhop_positives(known, d4, edge_index, num_nodes, n, seed):
+    """A* plus n-hop pairs labelled 1 (as many as A*'s true edges): the adaptive attacker's
+    training set of Table IX. Test pairs are excluded."""
+    from gnnprivacy.datasets.link_splits import PairSet
+
+    exclude = set(zip(d4.u.tolist(), d4.w.tolist())) | set(zip(known.u.tolist(), known.w.tolist()))
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 9]))
+    extra = _nhop_pairs(edge_index, num_nodes, n, int(known.label.sum()), exclude, rng)
+    add = PairSet(extra[:, 0], extra[:, 1], np.ones(len(extra), np.int64))
+    return PairSet.concat(known, add), len(extra)
+
+
+def _auc_nhop(clean, d4, edge_index, num_nodes, n, seed, metric) -> float:
+    """Diagnostic floor of spec §8 #14: Attack-0 AUC of clean n-hop pairs vs D4's negatives."""
+    from gnnprivacy.attacks.link_stealing.features import DISTANCES, distances
+    from gnnprivacy.attacks.metrics import attack_metrics
+
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 10]))
+    neg = d4.label == 0
+    pairs = _nhop_pairs(edge_index, num_nodes, n, int(neg.sum()), set(), rng)
+    if len(pairs) == 0:
+        return float("nan")
+    k = DISTANCES.index(metric)
+    d_pos = distances(clean[pairs[:, 0]], clean[pairs[:, 1]])[:, k]
+    d_neg = distances(clean[d4.u[neg]], clean[d4.w[neg]])[:, k]
+    labels = np.r_[np.ones(len(d_pos)), np.zeros(len(d_neg))]
+    return attack_metrics(-np.r_[d_pos, d_neg], labels)["auc"]
 
 
 def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
@@ -139,6 +189,8 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
         released = res.released
         metrics.update({k: float(v) for k, v in res.summary().items()
                         if isinstance(v, (int, float, bool, np.floating, np.integer))})
+        metrics["auc_nhop_baseline"] = _auc_nhop(clean, splits.d4, d1.edge_index.numpy(),
+                                                 d1.num_nodes, st.n_hop, seed, st.distance)
     t_def = time.perf_counter()
 
     if setting == "transductive":
@@ -163,7 +215,12 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
             sref = _train("mlp", d2, ref_hp, seed=_seed(seed, "shadow-reference"), **train)
             shadow_view = NodeView(target=shadow_view.target, reference=_softmax(sref, d2),
                                    attributes=d2.x.numpy())
-    outcome = run_he_attack(st.attack, view, splits.d4, known_pairs=splits.known,
+    known = splits.known
+    if st.adaptive == "nhop":
+        known, added = _with_nhop_positives(known, splits.d4, d1.edge_index.numpy(), d1.num_nodes,
+                                            st.n_hop, seed)
+        info["nhop_positives_added"] = added
+    outcome = run_he_attack(st.attack, view, splits.d4, known_pairs=known,
                             shadow_view=shadow_view, shadow_pairs=splits.shadow,
                             scaler_mode=st.scaler_mode, metric=st.distance,
                             epochs=st.attack_epochs, seed=_seed(seed, "attack"))
