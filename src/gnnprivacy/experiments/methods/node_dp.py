@@ -19,11 +19,24 @@ from gnnprivacy.experiments.registry import register_method
 
 __all__ = ["DPGNNParams", "DPMLPParams", "HeterPoissonParams"]
 
+PRESET_HELP = ("defaults of unset hyperparameters: auto (adapt batch/steps/lr/width to the "
+               "graph size and epsilon, see gnnprivacy.experiments.defaults) | paper")
+
+
+def _resolved_kwargs(method: str, params, num_train, num_nodes) -> dict:
+    """The params as a dict with unset fields filled by the preset (``preset`` removed)."""
+    from gnnprivacy.experiments.defaults import resolve_hparams
+
+    kw = resolve_hparams(method, asdict(params), num_train=num_train, num_nodes=num_nodes)
+    kw.pop("preset")
+    return kw
+
 
 @dataclass(frozen=True)
 class HeterPoissonParams:
     """Hyperparameters of ``heterpoisson`` (spec 000 §3.0 defaults)."""
 
+    preset: str = field(default="auto", metadata={"help": PRESET_HELP})
     epsilon: float = field(default=8.0, metadata={"help": "target privacy budget epsilon (> 0)"})
     delta: float | None = field(default=None, metadata={
         "help": "target delta in (0,1); default: the paper's (heterpoisson |V|^-1.1, "
@@ -60,8 +73,11 @@ class HeterPoissonParams:
 
         HeterPoissonTrainer(**self.trainer_kwargs())  # validates everything
 
-    def trainer_kwargs(self) -> dict:
-        kw = asdict(self)
+    def trainer_kwargs(self, num_train: int | None = None,
+                       num_nodes: int | None = None) -> dict:
+        """Trainer arguments; unset fields resolved by ``preset`` for a graph with
+        ``num_train`` training nodes of ``num_nodes`` (``None``: paper values)."""
+        kw = _resolved_kwargs('heterpoisson', self, num_train, num_nodes)
         kw["hidden_channels"] = kw.pop("hidden")
         kw["fanout"] = kw.pop("test_fanout")
         return kw
@@ -71,11 +87,13 @@ class HeterPoissonParams:
 class DPGNNParams:
     """Hyperparameters of ``dpgnn`` (spec 002 §3.0 defaults)."""
 
+    preset: str = field(default="auto", metadata={"help": PRESET_HELP})
     epsilon: float = field(default=8.0, metadata={"help": "target privacy budget epsilon (> 0)"})
     delta: float | None = field(default=None, metadata={
         "help": "target delta in (0,1); default: the paper's (heterpoisson |V|^-1.1, "
                 "dpgnn/dpmlp 1/(10 |V_train|))"})
-    max_degree: int = field(default=10, metadata={"help": "DP-GNN degree bound K"})
+    max_degree: int | None = field(default=None, metadata={
+        "help": "DP-GNN degree bound K (default: preset; paper 10, auto 3)"})
     batch_size: int | None = field(default=None, metadata={
         "help": "batch size m (dpgnn default min(10000, |V_train|); dpmlp: expected, 2048)"})
     sampling: str = field(default="fixed", metadata={
@@ -83,8 +101,8 @@ class DPGNNParams:
     optimizer: str = field(default="adam", metadata={"help": "adam (DP-Adam) | sgd (DP-SGD)"})
     lr: float | None = field(default=None, metadata={
         "help": "learning rate (dpgnn default: adam 0.003, sgd 1.0)"})
-    epochs: int = field(default=20, metadata={
-        "help": "training epochs (dpgnn: T = ceil(epochs N / m) noisy steps)"})
+    epochs: int | None = field(default=None, metadata={
+        "help": "training epochs (dpgnn: T = ceil(epochs N / m) noisy steps; default: preset)"})
     steps: int | None = field(default=None, metadata={
         "help": "number of noisy steps T (overrides epochs)"})
     clip_norm: float = field(default=1.0, metadata={"help": "per-node gradient clip bound"})
@@ -103,8 +121,11 @@ class DPGNNParams:
 
         DPGNNTrainer(**self.trainer_kwargs())
 
-    def trainer_kwargs(self) -> dict:
-        kw = asdict(self)
+    def trainer_kwargs(self, num_train: int | None = None,
+                       num_nodes: int | None = None) -> dict:
+        """Trainer arguments; unset fields resolved by ``preset`` for a graph with
+        ``num_train`` training nodes of ``num_nodes`` (``None``: paper values)."""
+        kw = _resolved_kwargs('dpgnn', self, num_train, num_nodes)
         kw["hidden_channels"] = kw.pop("hidden")
         return kw
 
@@ -113,22 +134,24 @@ class DPGNNParams:
 class DPMLPParams:
     """Hyperparameters of ``dpmlp`` (spec 000 §3.9 naive DP-SGD defaults)."""
 
+    preset: str = field(default="auto", metadata={"help": PRESET_HELP})
     epsilon: float = field(default=8.0, metadata={"help": "target privacy budget epsilon (> 0)"})
     delta: float | None = field(default=None, metadata={
         "help": "target delta in (0,1); default: the paper's (heterpoisson |V|^-1.1, "
                 "dpgnn/dpmlp 1/(10 |V_train|))"})
     batch_size: int | None = field(default=None, metadata={
         "help": "batch size m (dpgnn default min(10000, |V_train|); dpmlp: expected, 2048)"})
-    epochs: int = field(default=5, metadata={
-        "help": "training epochs (dpmlp: T = ceil(epochs / q))"})
+    epochs: int | None = field(default=None, metadata={
+        "help": "training epochs (dpmlp: T = ceil(epochs / q); default: preset)"})
     steps: int | None = field(default=None, metadata={
         "help": "number of noisy steps T (overrides epochs)"})
     optimizer: str = field(default="adam", metadata={"help": "adam (DP-Adam) | sgd (DP-SGD)"})
     lr: float | None = field(default=None, metadata={"help": "learning rate (dpmlp default 0.001)"})
     clip_norm: float = field(default=1.0, metadata={"help": "per-node gradient clip bound"})
-    hidden: int = field(default=32, metadata={"help": "hidden channels per layer"})
-    layers: int = field(default=4, metadata={
-        "help": "number of layers (message-passing or linear)"})
+    hidden: int | None = field(default=None, metadata={
+        "help": "hidden channels per layer (default: preset)"})
+    layers: int | None = field(default=None, metadata={
+        "help": "number of layers (message-passing or linear; default: preset)"})
     activation: str = field(default="relu", metadata={"help": "activation: relu | tanh | elu"})
     feature_norm: str = field(default="auto", metadata={
         "help": "feature preprocessing: auto | none | row_l2 | signed | standardize_public | "
@@ -139,8 +162,11 @@ class DPMLPParams:
 
         DPMLPTrainer(**self.trainer_kwargs())
 
-    def trainer_kwargs(self) -> dict:
-        kw = asdict(self)
+    def trainer_kwargs(self, num_train: int | None = None,
+                       num_nodes: int | None = None) -> dict:
+        """Trainer arguments; unset fields resolved by ``preset`` for a graph with
+        ``num_train`` training nodes of ``num_nodes`` (``None``: paper values)."""
+        kw = _resolved_kwargs('dpmlp', self, num_train, num_nodes)
         kw["hidden_channels"] = kw.pop("hidden")
         kw["num_layers"] = kw.pop("layers")
         kw["batch_size"] = 2048 if kw["batch_size"] is None else kw["batch_size"]
@@ -159,9 +185,13 @@ def _result(trainer, ctx: RunContext) -> MethodResult:
 
 
 def _fit(trainer_cls, ctx: RunContext) -> MethodResult:
-    trainer = trainer_cls(**ctx.params.trainer_kwargs(), generator=ctx.seed_for("train"),
+    kwargs = ctx.params.trainer_kwargs(num_train=int(ctx.data.train_mask.sum()),
+                                       num_nodes=int(ctx.data.num_nodes))
+    trainer = trainer_cls(**kwargs, generator=ctx.seed_for("train"),
                           progress=ctx.progress)
-    return _result(trainer.fit(ctx.data), ctx)
+    result = _result(trainer.fit(ctx.data), ctx)
+    result.info.update(preset=ctx.params.preset, hparams=kwargs)  # resolved defaults
+    return result
 
 
 @register_method("heterpoisson", params=HeterPoissonParams, private=True,
