@@ -40,8 +40,8 @@ def test_comparison_table_keeps_the_papers_layout(table2_runs):
 def test_privacy_table_and_renderers(table2_runs):
     runs, _ = table2_runs
     t = privacy_table(_groups(runs))
-    assert t.header[-3:] == ["epsilon spent (mean)", "delta", "runs"]
-    assert ["computers", "gcn", "–", "∞ (not private)", "–", "3"] in t.rows
+    assert t.header[-4:] == ["epsilon spent (mean)", "relation", "delta", "runs"]
+    assert ["computers", "gcn", "–", "∞ (not private)", "–", "–", "3"] in t.rows
     md = to_markdown(Table("T", ["a", "b|c"], [["1", "x<br>y"]], "note"))
     assert md.splitlines()[2] == "| a | b\\|c |" and "| 1 | x<br>y |" in md and "*note*" in md
     page = to_html(Table("T", ["a"], [["<script>1</script><br>2"]]))

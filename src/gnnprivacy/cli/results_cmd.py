@@ -9,7 +9,9 @@ from gnnprivacy.reporting.export import FORMATS
 
 
 @click.command("results")
-@click.argument("runs_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("runs_dir", type=click.Path(exists=True, file_okay=False), required=False)
+@click.option("--runs-dir", "runs_dir_option", type=click.Path(exists=True, file_okay=False), default=None,
+              help="the runs directory (same as the RUNS_DIR argument)")
 @click.option("--filter", "-f", "filters", multiple=True, metavar="KEY=VALUE",
               help="keep matching runs (repeatable, all must hold); KEY is a column (method, dataset, "
                    "epsilon = spent), or a config/metrics key (config.epsilon = target, lr, test_accuracy)")
@@ -17,13 +19,27 @@ from gnnprivacy.reporting.export import FORMATS
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="write to this file (required for parquet); default: stdout")
 @click.option("--failed/--no-failed", default=True, show_default=True, help="include failed runs")
-def results_command(runs_dir, filters, fmt, output, failed):
-    """List the runs in RUNS_DIR (one row per run record), filter them and export them."""
+def results_command(runs_dir, runs_dir_option, filters, fmt, output, failed):
+    """List the runs in RUNS_DIR (one row per run record), filter them and export them.
+
+    Columns: seed_index is the repeat index in a sweep (0, 1, 2 ...), seed the run seed derived
+    from it. Unreadable (e.g. truncated) records are skipped with a warning naming the file."""
+    runs_dir = _pick_dir(runs_dir, runs_dir_option)
     from gnnprivacy.experiments.store import ResultStore, filter_rows
     from gnnprivacy.reporting import export
 
+    import warnings
+
+    from gnnprivacy.experiments.store import UnreadableRecordWarning
+
+    store = ResultStore(runs_dir)
     try:
-        rows = filter_rows(ResultStore(runs_dir).rows(include_failed=failed), list(filters))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UnreadableRecordWarning)  # printed below, once, plainly
+            all_rows = store.rows(include_failed=failed)
+        for path, problem in store.skipped:
+            click.echo(f"warning: skipping run record {path}: {problem} (a sweep rerun redoes this run)", err=True)
+        rows = filter_rows(all_rows, list(filters))
         if fmt == "parquet":
             if not output:
                 raise click.UsageError("--format parquet needs -o FILE")
@@ -42,6 +58,14 @@ def results_command(runs_dir, filters, fmt, output, failed):
         click.echo(f"{len(rows)} runs written to {output}", err=True)
     else:
         click.echo(text, nl=False)
+
+
+def _pick_dir(argument, option):
+    if argument and option and argument != option:
+        raise click.UsageError("give the runs directory once (RUNS_DIR or --runs-dir)")
+    if not (argument or option):
+        raise click.UsageError("give the runs directory: gnnprivacy results RUNS_DIR")
+    return argument or option
 
 
 def _table_text(rows) -> str:

@@ -49,12 +49,10 @@ def run_and_summarise(spec, *, runs_dir: str, executor: str, address, workers, d
     """Run ``spec`` with progress on stderr (a bar on a terminal, log lines otherwise), print a
     summary; returns the SweepResult."""
     from gnnprivacy.cli.progress import progress_factory, quiet_mode
-    from gnnprivacy.experiments.store import check_runs_dir
     from gnnprivacy.experiments.sweep import run_sweep
 
     log = (lambda m: None) if quiet else (lambda m: click.echo(m, err=True))
     try:
-        check_runs_dir(runs_dir, name="runs_dir (--runs-dir)")
         with quiet_mode(quiet), progress_factory(enabled=not quiet) as progress:
             result = run_sweep(spec, runs_dir=runs_dir, executor=executor, workers=workers, address=address,
                                data_root=data_root, progress=progress, log=log)

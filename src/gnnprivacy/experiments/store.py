@@ -54,7 +54,7 @@ STAGING_DIR = ".staging"
 FAILED_SUFFIX = ".failed.json"
 CLAIMS_DIR = ".claims"
 _RECORD_KEYS = ("run_id", "method", "dataset", "metrics")
-_INDEX_VERSION = 1
+_INDEX_VERSION = 2
 _HELD_LOCKS: dict[str, int] = {}  # staging folder -> fd of its locked .lock file (this process)
 
 
@@ -69,7 +69,8 @@ def flatten_record(record: dict[str, Any]) -> dict[str, Any]:
     """One flat index row from a record dict.
 
     Top-level keys: ``run_id``, ``status``, ``method``, ``dataset``, ``epsilon`` (spent), ``delta``,
-    ``seed``, ``created``; then ``config.<key>`` (the resolved config, so ``config.epsilon`` is
+    ``seed`` (the run seed; derived in sweeps), ``seed_index`` (the repeat index in a sweep),
+    ``sweep`` (its name), ``created``; then ``config.<key>`` (the resolved config, so ``config.epsilon`` is
     the *target*), ``metrics.<name>``, ``privacy.<key>`` (scalars only) and ``timings.<key>``.
     """
     row: dict[str, Any] = {
@@ -77,6 +78,11 @@ def flatten_record(record: dict[str, Any]) -> dict[str, Any]:
         "dataset": record["dataset"], "epsilon": record.get("epsilon"), "delta": record.get("delta"),
         "seed": record.get("seeds", {}).get("run"), "created": record.get("created"),
     }
+    info = record.get("info") or {}
+    if "seed_index" in info:  # the user's repeat index in a sweep, beside the derived seed
+        row["seed_index"] = info["seed_index"]
+    if info.get("sweep"):
+        row["sweep"] = info["sweep"]
     for prefix in ("config", "metrics", "privacy", "timings"):
         for key, value in (record.get(prefix) or {}).items():
             if value is None or isinstance(value, (bool, int, float, str)):

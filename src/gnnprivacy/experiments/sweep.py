@@ -265,6 +265,7 @@ class SweepTask:
     values: dict[str, Any]
     cell: int
     repeat: int
+    sweep: str = ""
 
 
 def expand_sweep(spec: SweepSpec, *, runs_dir: str | Path, data_root: str | None = None) -> list[SweepTask]:
@@ -292,7 +293,7 @@ def expand_sweep(spec: SweepSpec, *, runs_dir: str | Path, data_root: str | None
             run_id = run_id_for(resolved)
             if run_id not in seen:
                 seen.add(run_id)
-                tasks.append(SweepTask(run_id, resolved, c, k))
+                tasks.append(SweepTask(run_id, resolved, c, k, spec.name))
     return tasks
 
 
@@ -329,6 +330,7 @@ def execute_task(task: SweepTask) -> TaskOutcome:
     try:
         record = run({**task.values, "runs_dir": str(staging)}, run_id=task.run_id, save=True)
         record.config["runs_dir"] = task.values["runs_dir"]
+        record.info.update({"sweep": task.sweep, "seed_index": task.repeat})
         store.commit(record, staging)
         return TaskOutcome(task.run_id, "ok", metrics=dict(record.metrics), seconds=time.perf_counter() - t0)
     except Exception as exc:  # noqa: BLE001 - every failure is recorded, the sweep goes on

@@ -12,7 +12,7 @@ from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.reporting.record import dumps
 
 FORMATS = ("table", "csv", "json", "parquet")
-TABLE_COLUMNS = ("run_id", "status", "method", "dataset", "seed", "epsilon", "delta",
+TABLE_COLUMNS = ("run_id", "status", "method", "dataset", "seed_index", "seed", "epsilon", "delta",
                  "metrics.test_accuracy", "error")
 
 

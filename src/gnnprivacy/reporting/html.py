@@ -5,7 +5,12 @@
 and privacy-utility plots (:mod:`~gnnprivacy.reporting.plots`) with the published numbers
 (:mod:`~gnnprivacy.reporting.reference_values`) beside ours, and writes both documents. The HTML
 page has inline CSS and its plots embedded as ``data:image/png;base64`` URIs: no external asset,
-so it can be mailed or archived as one file. Every file is written atomically.
+so it can be mailed or archived as one file. Every file is written atomically, with the
+permissions the user's umask gives a new file (not the 0600 of a temporary file).
+
+Unknown metrics are an error listing the metrics the runs have; the References section lists
+only the published tables that concern a dataset of the runs; results of a ``--quick``
+reproduction are badged in the report's header, in every table and in every plot title.
 """
 
 from __future__ import annotations
@@ -14,13 +19,15 @@ import base64
 import html
 import os
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from gnnprivacy.errors import InvalidParameterError
+from gnnprivacy.errors import InvalidParameterError, UnknownNameError
 from gnnprivacy.reporting.plots import Plot
-from gnnprivacy.reporting.tables import Table, to_html, to_markdown
+from gnnprivacy.reporting.record import apply_umask
+from gnnprivacy.reporting.tables import QUICK_BADGE, QUICK_NOTE, Table, to_html, to_markdown
 
 _CSS = """
 body{font-family:-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;margin:2em auto;max-width:1200px;
@@ -53,20 +60,34 @@ class Report:
 def build_report(runs_dir: str | os.PathLike, *, title: str = "gnnprivacy report",
                  metrics: tuple[str, ...] = ("test_accuracy",), reference_ids: list[str] | None = None) -> Report:
     """Aggregate a runs directory into a :class:`Report` (raises if it holds no finished run)."""
-    from gnnprivacy.experiments.store import ResultStore
+    from gnnprivacy.experiments.store import ResultStore, UnreadableRecordWarning
     from gnnprivacy.reporting.aggregate import group_rows
     from gnnprivacy.reporting.plots import privacy_utility_plots
     from gnnprivacy.reporting.reference_values import load_references
     from gnnprivacy.reporting.tables import comparison_tables, privacy_table, results_tables
 
     store = ResultStore(runs_dir)
-    rows = store.rows()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnreadableRecordWarning)  # listed in the report instead
+        rows = store.rows()
     if not rows:
-        raise InvalidParameterError("runs", "a folder holding at least one finished run record", str(runs_dir))
+        raise InvalidParameterError("runs_dir", "a folder holding at least one finished run record", str(runs_dir))
+    available = sorted({k[len("metrics."):] for r in rows for k in r if k.startswith("metrics.")})
+    for m in metrics:
+        if m not in available:
+            raise UnknownNameError(f"metric (the runs in {runs_dir} have)", m, available)
     groups = group_rows(rows)
-    refs = load_references(reference_ids)
+    datasets = {g.get("dataset") for g in groups}
+    refs = [r for r in load_references(reference_ids) if _concerns(r, datasets)]
     report = Report(title, str(runs_dir), len(rows), len(groups), failures=store.failures(),
                     references=[f"{r.id}: {r.citation}" for r in refs])
+    for path, problem in store.skipped:
+        report.notes.append(f"Skipped unreadable run record {path}: {problem}.")
+    if any(g.quick for g in groups):
+        report.notes.insert(0, QUICK_NOTE + ".")
+        report.title = f"{report.title} {QUICK_BADGE}"
+    if not refs:
+        report.notes.append("No published table concerns these datasets; no reference values are shown.")
     ours = [t for m in metrics for t in results_tables(groups, m, refs)]
     report.sections.append(("Results (ours, aggregated over seeds)", ours))
     compared = comparison_tables(groups, refs)
@@ -82,6 +103,11 @@ def build_report(runs_dir: str | os.PathLike, *, title: str = "gnnprivacy report
     return report
 
 
+def _concerns(ref, datasets: set) -> bool:
+    """Whether a published table has a cell about one of ``datasets``."""
+    return any(v.match is not None and v.match.get("dataset") in datasets for v in ref.values())
+
+
 def render_markdown(report: Report, plot_dir: str = "plots") -> str:
     """Markdown; plots are referenced as ``plots/<file>.png`` (written by :func:`write_report`)."""
     out = [f"# {report.title}", "",
@@ -92,7 +118,8 @@ def render_markdown(report: Report, plot_dir: str = "plots") -> str:
         if i == 0 and report.plots:
             out += ["## Privacy-utility plots", ""]
             out += [f"![{p.title}]({plot_dir}/{p.filename})\n" for p in report.plots]
-    out += _failures_md(report) + ["## References", ""] + [f"- {r}" for r in report.references] + [""]
+    refs = [f"- {r}" for r in report.references] or ["- none: no published table concerns these datasets"]
+    out += _failures_md(report) + ["## References", ""] + refs + [""]
     return "\n".join(out)
 
 
@@ -120,7 +147,8 @@ def render_html(report: Report) -> str:
         body.append('<h2 class="failed">Failed runs</h2><ul>')
         body += [f"<li><code>{esc(f['run_id'])}</code>: {esc(str(f.get('error', '')))}</li>" for f in report.failures]
         body.append("</ul>")
-    body.append("<h2>References</h2><ul>" + "".join(f"<li>{esc(r)}</li>" for r in report.references) + "</ul>")
+    refs = [esc(r) for r in report.references] or ["none: no published table concerns these datasets"]
+    body.append("<h2>References</h2><ul>" + "".join(f"<li>{r}</li>" for r in refs) + "</ul>")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{esc(report.title)}</title><style>{_CSS}</style></head>\n<body>\n"
             + "\n".join(body) + "\n</body></html>\n")
@@ -141,6 +169,7 @@ def _write_atomic(path: Path, data: bytes) -> Path:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+        apply_umask(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

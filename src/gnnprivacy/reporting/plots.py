@@ -4,7 +4,10 @@ One figure per combination of the varying configuration keys other than the budg
 method (typically one per dataset, or per dataset and ``eps_x``); in it one line per method
 (and backbone) with error bars = sample std over seeds, non-private methods as a dashed
 horizontal line, and the paper's published points (hollow markers, their std as error bars)
-for the same configuration at every budget the paper reports.
+for the same configuration at every budget the paper reports. Lines that share x positions are
+offset horizontally (a few percent of an octave on the log axis, symmetric around the true budget)
+so that no marker hides another; the tick labels stay at the true budgets. A figure holding any
+``--quick`` result says so in its title.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from gnnprivacy.reporting.reference_values import ReferenceTable, values_match
 from gnnprivacy.reporting.tables import COLUMN_KEYS, budget_key, fmt_value, metric_scale
 
 MAX_PLOTS = 24
+JITTER = 0.06  #: horizontal offset between neighbouring series, as a fraction of the x scale step
 _LINE_KEYS = ("method", "backbone")
 
 
@@ -67,6 +71,8 @@ def privacy_utility_plots(groups: list[Group], metric: str, references: list[Ref
     plots = []
     for panel, members in list(panels.items())[:MAX_PLOTS]:
         title = (", ".join(f"{k}={v}" for k, v in zip(panel_keys, panel)) or "all runs") + suffix
+        if any(g.quick for g in members):
+            title = f"QUICK (not comparable to the paper): {title}"
         png = _render_panel(members, metric, x_key, line_keys, list(references), title)
         slug = re.sub(r"[^A-Za-z0-9.=-]+", "_", f"{metric}-vs-{x_key}-{title}").strip("_")
         plots.append(Plot(title, png, f"{slug}.png"))
@@ -84,9 +90,13 @@ def _render_panel(members: list[Group], metric: str, x_key: str, line_keys: list
     lines: dict[str, list[Group]] = {}
     for g in members:
         lines.setdefault(_line_label(g.attrs, line_keys), []).append(g)
+    positive = all(float(g.get(x_key)) > 0 for g in members if g.get(x_key) is not None)
+    n_series = 2 * len(lines)  # ours and the paper's, per line
     xs_all = []
     for i, (label, gs) in enumerate(sorted(lines.items())):
         color = colors[i % len(colors)]
+        ours_x = _offsetter(2 * i, n_series, positive)
+        paper_x = _offsetter(2 * i + 1, n_series, positive)
         private = [g for g in gs if g.get(x_key) is not None]
         flat = [g for g in gs if g.get(x_key) is None]
         if private:
@@ -95,14 +105,14 @@ def _render_panel(members: list[Group], metric: str, x_key: str, line_keys: list
             xs_all += xs
             ys = [g.metrics[metric].mean * scale for g in private]
             err = [0.0 if math.isnan(g.metrics[metric].std) else g.metrics[metric].std * scale for g in private]
-            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=4, color=color, label=f"{label} (ours)")
+            ax.errorbar([ours_x(x) for x in xs], ys, yerr=err, marker="o", capsize=4, color=color, label=f"{label} (ours)")
         for g in flat:
             ax.axhline(g.metrics[metric].mean * scale, linestyle="--", color=color, label=f"{label} (non-private)")
         attrs = {k: v for k, v in gs[0].attrs.items() if k != x_key}
         pts = _paper_points(attrs, x_key, references, metric)
         if pts:
             xs_all += [p[0] for p in pts]
-            ax.errorbar([p[0] for p in pts], [p[1] * scale for p in pts], yerr=[p[2] * scale for p in pts],
+            ax.errorbar([paper_x(p[0]) for p in pts], [p[1] * scale for p in pts], yerr=[p[2] * scale for p in pts],
                         marker="s", markerfacecolor="none", linestyle=":", capsize=3, color=color,
                         label=f"{label} (paper)")
     if len(set(xs_all)) > 1 and min(xs_all) > 0:
@@ -117,6 +127,19 @@ def _render_panel(members: list[Group], metric: str, x_key: str, line_keys: list
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue()
+
+
+def series_offset(index: int, count: int) -> float:
+    """Offset of series ``index`` of ``count``, symmetric around 0, ``JITTER`` apart."""
+    return (index - (count - 1) / 2) * JITTER
+
+
+def _offsetter(index: int, count: int, log_axis: bool):
+    """Map a true x to the plotted x of series ``index``: multiplicative on a log axis."""
+    shift = series_offset(index, count)
+    if log_axis:
+        return lambda x: x * 2.0 ** shift
+    return lambda x: x + shift
 
 
 def _color_cycle():

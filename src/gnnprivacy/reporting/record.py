@@ -79,9 +79,16 @@ def dumps(obj: Any, **kwargs) -> str:
     return json.dumps(_encode(obj), allow_nan=False, **kwargs)
 
 
+def apply_umask(path: str | os.PathLike) -> None:
+    """Give ``path`` (a temporary file, created 0600) the mode a new file gets under the umask."""
+    current = os.umask(0)
+    os.umask(current)
+    os.chmod(path, 0o666 & ~current)
+
+
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
     """Write ``obj`` as JSON to ``path`` atomically (temp file in the same folder, fsync, rename),
-    so a crash never leaves a partial record."""
+    so a crash never leaves a partial record; the file gets the user's umask permissions."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -90,6 +97,7 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
             fh.write(dumps(obj, indent=2, sort_keys=False))
             fh.flush()
             os.fsync(fh.fileno())
+        apply_umask(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -22,6 +22,9 @@ from gnnprivacy.reporting.aggregate import Group, Summary, constant_keys, varyin
 from gnnprivacy.reporting.reference_values import ReferenceTable, ReferenceValue
 
 COLUMN_KEYS = ("epsilon", "eps_y", "eps_x")
+QUICK_BADGE = "[QUICK — reduced run, not comparable to the paper]"
+QUICK_NOTE = ("QUICK: these runs come from a `--quick` reproduction (fewer seeds, steps and budgets); "
+              "they check that the pipeline works and are not comparable to the published numbers")
 _PERCENT_HINTS = ("accuracy", "f1", "auc", "precision", "recall")
 
 
@@ -90,22 +93,34 @@ def results_tables(groups: list[Group], metric: str, references: list[ReferenceT
     row_keys = [k for k in keys if k != col_key] or ["method"]
     col_values = sorted({_col_value(g, col_key) for g in groups}, key=_col_sort) if col_key else ["all"]
     cells: dict[tuple, dict[str, list[str]]] = {}
+    with_relation = col_key == "epsilon" and any(g.relation for g in groups)
     for g in groups:
         row = tuple(fmt_value(k, g.get(k)) for k in row_keys)
+        if with_relation:  # epsilon under add/remove and under replace-one are not equals
+            row += (g.relation or ("–" if not g.get("private", True) else "not recorded"),)
         text = fmt_summary(g.metrics[metric], scale)
         refs = matching_references(g, list(references), metric)
         if refs:
             text += " · paper " + "; ".join(r.text for r in refs)
         cells.setdefault(row, {}).setdefault(_col_value(g, col_key) if col_key else "all", []).append(text)
-    header = row_keys + ([f"{col_key} = {c}" for c in col_values] if col_key else [metric])
+    header = row_keys + (["relation"] if with_relation else []) + (
+        [f"{col_key} = {c}" for c in col_values] if col_key else [metric])
     rows = [list(r) + ["<br>".join(cells[r].get(c, ["–"])) for c in col_values] for r in cells]
     unit = " (%)" if scale == 100 else ""
     fixed = constant_keys(groups, COLUMN_KEYS)
     fixed.pop(col_key, None)
-    caption = ("mean ± sample std (n runs) [95% t-interval] over seeds"
+    caption = ("mean ± sample std (n runs) [95% t-interval, clipped to the metric's range] over seeds"
                + ("; 'paper' = the published value for the same configuration" if references else "")
                + "".join(f"; {k} = {v} in every run" for k, v in fixed.items()))
-    return [Table(f"{metric}{unit}", header, rows, caption)]
+    return [mark_quick(Table(f"{metric}{unit}", header, rows, caption), groups)]
+
+
+def mark_quick(table: Table, groups: list[Group]) -> Table:
+    """Badge the title and caption of a table holding any ``--quick`` result."""
+    if any(g.quick for g in groups):
+        table.title = f"{QUICK_BADGE} {table.title}"
+        table.caption = f"{QUICK_NOTE}. {table.caption}".strip()
+    return table
 
 
 def _col_value(g: Group, key: str | None) -> str:
@@ -147,8 +162,9 @@ def comparison_tables(groups: list[Group], references: list[ReferenceTable]) -> 
                 if hit:
                     rows.append(list(labels) + cells)
             if rows:
-                out.append(Table(f"{ref.title} — {block.name}", list(block.row_headers) + list(block.columns), rows,
-                                 f"Source: {ref.citation}; {ref.statistic}. {ref.notes}".strip()))
+                out.append(mark_quick(Table(f"{ref.title} — {block.name}", list(block.row_headers) + list(block.columns),
+                                            rows, f"Source: {ref.citation}; {ref.statistic}. {ref.notes}".strip()),
+                                      ours))
     return out
 
 
@@ -161,9 +177,12 @@ def privacy_table(groups: list[Group]) -> Table:
         eps_text = "∞ (not private)" if eps is not None and math.isinf(eps.mean) else (
             fmt_number(eps.mean, 4) if eps is not None else "–")
         delta = "–" if g.delta is None else f"{g.delta:.3g}"
-        rows.append([fmt_value(k, g.get(k)) for k in keys] + [eps_text, delta, str(g.n)])
-    return Table("privacy spent", keys + ["epsilon spent (mean)", "delta", "runs"], rows,
-                 "epsilon reported by each run's accountant over the steps it executed")
+        relation = g.relation or ("–" if eps is None or math.isinf(eps.mean) else "not recorded")
+        rows.append([fmt_value(k, g.get(k)) for k in keys] + [eps_text, relation, delta, str(g.n)])
+    return mark_quick(Table("privacy spent", keys + ["epsilon spent (mean)", "relation", "delta", "runs"], rows,
+                            "epsilon reported by each run's accountant over the steps it executed; relation = "
+                            "the neighbouring relation it is stated for (add_or_remove vs replace: epsilons "
+                            "under different relations are not directly comparable)"), groups)
 
 
 def _md_cell(text: str) -> str:
