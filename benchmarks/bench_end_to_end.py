@@ -1,0 +1,141 @@
+"""Where a HeterPoisson run's time goes: accounting, sampling, DP steps, evaluation, the rest.
+
+Fits :class:`gnnprivacy.training.node_dp.HeterPoissonTrainer` (GCN backbone, default schedule)
+on Amazon Computers at ``--epsilon`` (8) and scores it, ``--runs`` times in one process (the
+second run sees any warm accounting cache), and prints per run the seconds and the share of
+the run's wall time spent in:
+
+* accounting: noise calibration (``_privacy.calibrate``) + the final epsilon
+  (``accountant.get_epsilon``);
+* sampling: ``HeterPoissonSampler.sample`` (one call per step);
+* DP steps: ``DPEngine.step`` (forward, ghost clipping, noise, Adam update);
+* evaluation: ``trainer.score`` (private inference of the validation and test nodes);
+* other: the rest of the run (feature normalisation, sampler and model construction).
+
+The timers wrap those functions for the duration of the benchmark only (measurement, no
+behaviour change). Issue 15's acceptance: accounting under 2 s and under 20 % of the run on
+the first run, under 0.2 s with a warm cache.
+
+Example::
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_end_to_end.py \\
+        --data-root ../shared/datasets
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import os
+import tempfile
+import time
+from collections import defaultdict
+
+
+class Timers:
+    """Accumulated seconds per label, fed by wrapped functions."""
+
+    def __init__(self):
+        self.seconds = defaultdict(float)
+        self.calls = defaultdict(int)
+
+    def wrap(self, label: str, fn):
+        @functools.wraps(fn)
+        def timed(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds[label] += time.perf_counter() - t0
+                self.calls[label] += 1
+
+        return timed
+
+
+@contextlib.contextmanager
+def patched(obj, name: str, value):
+    saved = getattr(obj, name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        setattr(obj, name, saved)
+
+
+def timed_run(data, *, epsilon: float, seed: int) -> tuple[Timers, float, dict]:
+    """One fit + score with the timers installed; returns (timers, wall seconds, scores)."""
+    from gnnprivacy.sampling import HeterPoissonSampler
+    from gnnprivacy.training.dp import DPEngine
+    from gnnprivacy.training.node_dp import HeterPoissonTrainer, _privacy
+
+    timers = Timers()
+
+    def new_accountant(*args, **kwargs):
+        acc = _new_accountant(*args, **kwargs)
+        acc.get_epsilon = timers.wrap("accounting", acc.get_epsilon)
+        return acc
+
+    _new_accountant = _privacy.new_accountant
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(patched(_privacy, "calibrate",
+                                    timers.wrap("accounting", _privacy.calibrate)))
+        stack.enter_context(patched(_privacy, "new_accountant", new_accountant))
+        stack.enter_context(patched(HeterPoissonSampler, "sample",
+                                    timers.wrap("sampling", HeterPoissonSampler.sample)))
+        stack.enter_context(patched(DPEngine, "step", timers.wrap("DP steps", DPEngine.step)))
+        t0 = time.perf_counter()
+        trainer = HeterPoissonTrainer("gcn", epsilon=epsilon, generator=seed).fit(data)
+        t_score = time.perf_counter()
+        scores = trainer.score(data)
+        timers.seconds["evaluation"] += time.perf_counter() - t_score
+        wall = time.perf_counter() - t0
+    scores = {**scores, "epsilon": trainer.epsilon_, "steps": trainer.steps_}
+    return timers, wall, scores
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-root", default=os.environ.get("GNNPRIVACY_DATA"),
+                        help="folder holding Computers/raw (default $GNNPRIVACY_DATA)")
+    parser.add_argument("--dataset", default="computers")
+    parser.add_argument("--cache-dir", default=None, help="PyG cache (default: temporary)")
+    parser.add_argument("--epsilon", type=float, default=8.0)
+    parser.add_argument("--runs", type=int, default=2, help="runs in this process (2nd: warm)")
+    parser.add_argument("--keep-cache", action="store_true",
+                        help="use the user's accounting cache ($GNNPRIVACY_CACHE) instead of a "
+                             "fresh empty one (then run 1 may be warm too)")
+    args = parser.parse_args(argv)
+    fresh = None if args.keep_cache else tempfile.TemporaryDirectory(prefix="acct-cache-")
+    if fresh is not None:  # run 1 starts from an empty on-disk accounting cache
+        os.environ["GNNPRIVACY_CACHE"] = fresh.name
+
+    import torch
+
+    from gnnprivacy.datasets import load_dataset
+
+    with tempfile.TemporaryDirectory() as tmp:
+        data = load_dataset(args.dataset, root=args.data_root, cache_dir=args.cache_dir or tmp,
+                            train_frac=0.8, test_frac=0.2)
+    print(f"{args.dataset}: {data.num_nodes} nodes, {data.num_edges} edges, "
+          f"{data.num_features} features; heterpoisson gcn at epsilon {args.epsilon}; "
+          f"torch threads {torch.get_num_threads()}")
+    labels = ("accounting", "sampling", "DP steps", "evaluation")
+    print(f"{'run':<5} {'wall s':>8} " + " ".join(f"{lab + ' s (%)':>20}" for lab in labels)
+          + f" {'other s (%)':>16} {'steps':>6} {'epsilon':>8} {'test acc':>9}")
+    for run in range(args.runs):
+        timers, wall, scores = timed_run(data, epsilon=args.epsilon, seed=run)
+        cells = [f"{timers.seconds[lab]:8.2f} ({100 * timers.seconds[lab] / wall:5.1f}%)"
+                 for lab in labels]
+        other = wall - sum(timers.seconds[lab] for lab in labels)
+        print(f"{run + 1:<5} {wall:8.2f} " + " ".join(f"{c:>20}" for c in cells)
+              + f" {other:7.2f} ({100 * other / wall:5.1f}%) {scores['steps']:>6} "
+              f"{scores['epsilon']:8.3f} {scores['test_accuracy']:9.3f}")
+    print("acceptance (issue 15): accounting < 2 s and < 20 % on run 1; < 0.2 s on a warm run"
+          + ("" if fresh is None else " (run 1 started from an empty accounting cache)"))
+    if fresh is not None:
+        fresh.cleanup()
+
+
+if __name__ == "__main__":
+    main()
