@@ -40,6 +40,9 @@ class RunConfig:
     split_seed: int | None = field(default=None, metadata={"help": "seed of the split (default: the run seed)"})
     runs_dir: str = field(default=DEFAULT_RUNS_DIR, metadata={"help": "where run records are written"})
     device: str = field(default="cpu", metadata={"help": "torch device (cpu, cuda)"})
+    resume: bool = field(default=False, metadata={
+        "help": "continue a killed private run from its last checkpoint under "
+                "<runs_dir>/checkpoints (same configuration and seed)"})
 
     def __post_init__(self):
         check_int("seed", self.seed, low=0)
@@ -57,6 +60,10 @@ class RunConfig:
             parse_dataset_args(self.dataset_args)
         if self.data_root is not None and not os.path.isdir(os.path.expanduser(self.data_root)):
             raise InvalidParameterError("data_root", "an existing directory", self.data_root)
+        if self.device != "cpu":  # refuse an unusable device before any work (imports torch)
+            from gnnprivacy.training.device import resolve_device
+
+            resolve_device(self.device)
 
 
 def parse_dataset_args(text: str | None) -> dict[str, Any]:

@@ -55,6 +55,8 @@ class RunContext:
     device: Any = "cpu"
     progress: Callable[[str, int], Any] | None = None
     log: Callable[[str], None] = lambda message: None
+    checkpoint_path: str | None = None  #: where a private trainer checkpoints (None: off)
+    resume: bool = False  #: continue from ``checkpoint_path`` when it exists
 
     def seed_for(self, purpose: str) -> int:
         """Deterministic seed for ``purpose`` derived from the run seed via SeedSequence."""

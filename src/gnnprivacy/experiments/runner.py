@@ -69,8 +69,11 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
                                  test_frac=config.test_frac)
     validate_data(data)  # NaN/inf, shapes, masks, empty split, < 2 training classes
     t_loaded = time.perf_counter()
+    ckpt = checkpoint_path_for(config, params) if save and spec.private else None
     ctx = RunContext(config=config, params=params, data=data, seed=config.seed,
-                     device=config.device, progress=progress, log=log or (lambda m: None))
+                     device=config.device, progress=progress, log=log or (lambda m: None),
+                     checkpoint_path=None if ckpt is None else str(ckpt),
+                     resume=bool(config.resume))
     result = spec.fn(ctx)
     if not isinstance(result, MethodResult):
         raise TypeError(f"method {spec.name!r} returned {type(result).__name__}, not MethodResult")
@@ -98,4 +101,19 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
     if save:
         record.save(config.runs_dir)
         split.save(Path(config.runs_dir) / f"{record.run_id}.split.npz")
+        if ckpt is not None:  # the record is written: the checkpoint has done its job
+            ckpt.unlink(missing_ok=True)
     return record
+
+
+def checkpoint_path_for(config, params) -> Path:
+    """``<runs_dir>/checkpoints/<method>-<hash>.pt``, keyed by the resolved configuration
+    (without ``runs_dir``, ``data_root`` and ``resume``), so ``--resume`` with the same
+    options finds the checkpoint of the killed run."""
+    import hashlib
+    import json
+
+    payload = {k: v for k, v in config_to_dict(config, params).items()
+               if k not in ("runs_dir", "data_root", "resume")}
+    digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode())
+    return Path(config.runs_dir) / "checkpoints" / f"{config.method}-{digest.hexdigest()[:16]}.pt"

@@ -47,7 +47,7 @@ def row_grams(x: Tensor, nodes: Tensor, *, chunk_elements: int = 2**25) -> Tenso
     values exist at once (padding ids ``-1`` read row 0; callers mask them).
     """
     b, r = nodes.shape
-    out = torch.empty(b, r, r, dtype=x.dtype)
+    out = torch.empty(b, r, r, dtype=x.dtype, device=x.device)
     step = max(1, chunk_elements // max(1, r * x.shape[1]))
     for s in range(0, b, step):
         a = x[nodes[s:s + step].clamp_min(0)]
@@ -88,8 +88,8 @@ class IndexedLinear(nn.Linear):
         first = nodes[:, 0]
         if first.unique().numel() != first.numel() or bool((first < 0).any()):
             raise ValueError("cache_grams needs distinct, non-padded slot-0 ids")
-        row_of = torch.full((x.shape[0],), -1, dtype=torch.long)
-        row_of[first] = torch.arange(first.numel())
+        row_of = torch.full((x.shape[0],), -1, dtype=torch.long, device=nodes.device)
+        row_of[first] = torch.arange(first.numel(), device=nodes.device)
         self._gram_cache = (weakref.ref(x), nodes.clone(), row_of, row_grams(x, nodes))
 
     def input_grams(self, nodes: Tensor) -> Tensor:
@@ -196,7 +196,8 @@ class OneLayerGCN(nn.Module):
         for layer in self.encoder:
             h = nn.Linear.forward(layer, h) if isinstance(layer, IndexedLinear) else layer(h)
         # A[i, j] = 1 for each edge j -> i; sparse product instead of gathering h[ei[0]]
-        adj = torch.sparse_coo_tensor(ei.flip(0), torch.ones(ei.shape[1], dtype=h.dtype),
+        ones = torch.ones(ei.shape[1], dtype=h.dtype, device=h.device)
+        adj = torch.sparse_coo_tensor(ei.flip(0), ones,
                                       (n, n), is_coalesced=True, check_invariants=False)
         aggregated = torch.sparse.mm(adj, h) + h
         if self.normalization == "inverse_degree":

@@ -81,7 +81,7 @@ def test_fit_accounts_every_executed_step():
     assert tr.ledger_["ledger"]["entries"][0]["count"] == 4
     assert tr.ledger_["epsilon"] == pytest.approx(eps)
     assert set(tr.score(data)) >= {"test_accuracy", "test_macro_f1", "val_accuracy"}
-    assert tr.predict(data).shape == (40,)
+    assert tr.predict(data).shape == (int(data.test_mask.sum()),)  # test queries only
 
 
 def test_calibration_is_requested_for_planned_steps(monkeypatch, fake_accounting):

@@ -84,6 +84,10 @@ class LDPParams:
                 "default is 0)"})
     heads: int = field(default=4, metadata={"help": "attention heads (gat only)"})
     grad_clip: float = field(default=5.0, metadata={"help": "gradient-norm clipping threshold"})
+    secure_mode: bool = field(default=False, metadata={
+        "help": "draw the users' randomized-response coins from the OS CSPRNG; without it "
+                "they are seeded from the run seed, which is for reproducible research only "
+                "(anyone with the record can regenerate every report's coins)"})
 
     def __post_init__(self):
         _common_checks(self)
@@ -162,10 +166,21 @@ def _check_split(ctx: RunContext) -> None:
         ctx.log(f"note: the paper uses a random 50/25/25 split; this run uses {kind!r}")
 
 
+def _check_device(ctx: RunContext) -> None:
+    """The LDP pipelines run on the CPU: refuse another device before any work."""
+    from gnnprivacy.training.device import resolve_device
+
+    if resolve_device(ctx.device).type != "cpu":
+        raise InvalidParameterError("device", "'cpu' for the local-DP methods (rgnn, lpgnn, "
+                                    "ldp-naive run their reports and training on the CPU)",
+                                    str(ctx.device))
+
+
 def _reports(ctx: RunContext, mechanism: str):
     from gnnprivacy.ldp.reports import collect_reports
 
     p, data = ctx.params, ctx.data
+    _check_device(ctx)
     _check_split(ctx)
     x, prep = binary_features(data, p.group_size)
     m = x.size(1) if p.m is None else p.m
@@ -176,7 +191,8 @@ def _reports(ctx: RunContext, mechanism: str):
                            val_mask=data.val_mask, test_mask=data.test_mask,
                            num_classes=int(data.num_classes), eps_x=p.eps_x, eps_y=p.eps_y,
                            m=m, feature_mechanism=mechanism,
-                           generator=ctx.torch_generator("ldp-reports"))
+                           generator=None if p.secure_mode else ctx.torch_generator("ldp-reports"),
+                           secure_mode=p.secure_mode)
     if "dataset_note" in prep:
         ctx.log(prep["dataset_note"])
     return view, prep
@@ -209,7 +225,14 @@ def _result(ctx: RunContext, view, prep: dict, logits, outcome, info: dict,
             f"{summary['labeled_user_epsilon_sound']:.4g}, paper "
             f"{summary['labeled_user_epsilon_paper']:.4g}")
     privacy = {"unit": "node", "relation": "replace", "accountant": "pld", "delta": 0.0,
-               "feature_mechanism": view.feature_mechanism, **summary}
+               "feature_mechanism": view.feature_mechanism, "secure_mode": p.secure_mode,
+               "scope": ("per-user local DP of what each user sends: the feature report "
+                         "(m eps_x) and, for labelled users, the label report (eps_y); all "
+                         "server-side reconstruction and training is post-processing"),
+               "unaccounted": (["the graph's edges (public and unprotected)"]
+                               + (["eps_mode='paper' feature budget (Theorem 1, unsound for "
+                                   "LDP)"] if p.eps_mode == "paper" else [])),
+               **summary}
     info = {**prep, "m": view.m, "best_epoch": outcome.best_epoch,
             "best_val_noisy_accuracy": outcome.best_val_accuracy, **info}
     return MethodResult(metrics=_metrics(ctx.data, logits, outcome.best_val_accuracy),

@@ -19,6 +19,9 @@ from gnnprivacy.experiments.registry import register_method
 
 __all__ = ["DPGNNParams", "DPMLPParams", "HeterPoissonParams"]
 
+SECURE_HELP = ("draw all privacy noise (and the sampling seeds) from the OS CSPRNG; without "
+               "it the noise is seeded from the run seed, which is for reproducible research "
+               "only: anyone with the record can regenerate the noise")
 PRESET_HELP = ("defaults of unset hyperparameters: auto (adapt batch/steps/lr/width to the "
                "graph size and epsilon, see gnnprivacy.experiments.defaults) | paper")
 
@@ -67,6 +70,7 @@ class HeterPoissonParams:
     feature_norm: str = field(default="auto", metadata={
         "help": "feature preprocessing: auto | none | row_l2 | signed | standardize_public | "
                 "standardize_global (unaccounted)"})
+    secure_mode: bool = field(default=False, metadata={"help": SECURE_HELP})
 
     def __post_init__(self):
         from gnnprivacy.training.node_dp import HeterPoissonTrainer
@@ -115,6 +119,10 @@ class DPGNNParams:
     feature_norm: str = field(default="auto", metadata={
         "help": "feature preprocessing: auto | none | row_l2 | signed | standardize_public | "
                 "standardize_global (unaccounted)"})
+    degree_sampler: str = field(default="greedy", metadata={
+        "help": "degree bounding: greedy (the paper's Algorithm 2, data-dependent) | "
+                "per_edge (stateless per-edge coins, spec 002 A2)"})
+    secure_mode: bool = field(default=False, metadata={"help": SECURE_HELP})
 
     def __post_init__(self):
         from gnnprivacy.training.node_dp import DPGNNTrainer
@@ -156,6 +164,7 @@ class DPMLPParams:
     feature_norm: str = field(default="auto", metadata={
         "help": "feature preprocessing: auto | none | row_l2 | signed | standardize_public | "
                 "standardize_global (unaccounted)"})
+    secure_mode: bool = field(default=False, metadata={"help": SECURE_HELP})
 
     def __post_init__(self):
         from gnnprivacy.training.node_dp import DPMLPTrainer
@@ -177,7 +186,9 @@ class DPMLPParams:
 def _result(trainer, ctx: RunContext) -> MethodResult:
     metrics = trainer.score(ctx.data)
     ctx.log(f"{trainer.name}: {trainer.steps_} noisy steps, sigma={trainer.sigma_:.4g}, "
-            f"epsilon={trainer.epsilon_:.4g} at delta={trainer.delta_:.3g}, "
+            f"epsilon={trainer.epsilon_:.4g} at delta={trainer.delta_:.3g} "
+            f"({trainer.privacy_info_['unit']}-level, {trainer.privacy_info_['relation']}"
+            f"{', secure noise' if trainer.secure_mode else ', seeded noise'}), "
             f"test accuracy {metrics.get('test_accuracy', float('nan')):.4f}")
     return MethodResult(metrics=metrics, epsilon=trainer.epsilon_, delta=trainer.delta_,
                         ledger=trainer.ledger_, privacy=trainer.privacy_record(),
@@ -188,7 +199,9 @@ def _fit(trainer_cls, ctx: RunContext) -> MethodResult:
     kwargs = ctx.params.trainer_kwargs(num_train=int(ctx.data.train_mask.sum()),
                                        num_nodes=int(ctx.data.num_nodes))
     trainer = trainer_cls(**kwargs, generator=ctx.seed_for("train"),
-                          progress=ctx.progress)
+                          progress=ctx.progress, device=ctx.device,
+                          checkpoint_path=getattr(ctx, "checkpoint_path", None),
+                          resume=bool(getattr(ctx, "resume", False)))
     result = _result(trainer.fit(ctx.data), ctx)
     result.info.update(preset=ctx.params.preset, hparams=kwargs)  # resolved defaults
     return result

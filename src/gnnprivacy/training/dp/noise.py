@@ -4,7 +4,9 @@ One fresh draw of ``N(0, σ² I)`` per step over all parameters, ``σ = noise_mu
 (spec 000 §3.3: σ is absolute on the SUM; spec 002 §3.5: ``σ = λ · 2(K+1) · C``, i.e. the
 engine's multiplier is ``λ · 2(K+1)``).
 
-Randomness comes from a ``torch.Generator`` argument. ``secure=True`` delegates to
+Randomness comes from a ``torch.Generator`` argument: seeded noise is for reproducible
+research only, since anyone holding the seed can regenerate every noise draw and subtract
+it. ``secure=True`` delegates to
 :func:`gnnprivacy.mechanisms.gaussian.gaussian_mechanism` in secure mode: every bit from the
 OS CSPRNG and each coordinate the normalised sum of 4 draws (the floating-point-attack
 defence of Holohan and Braghin 2021, as in Opacus).
@@ -38,5 +40,7 @@ def gaussian_noise(like: Tensor, std: float, *, generator: torch.Generator | Non
     if generator is None:
         raise ValueError("gaussian_noise needs a torch.Generator (randomness is an argument) "
                          "or secure=True")
-    z = torch.randn(like.shape, generator=generator, dtype=like.dtype, device=like.device)
-    return z.mul_(std)
+    # The generator's device decides where the draw happens (a CPU generator serves a CUDA
+    # model: the same numbers on every device, then one copy).
+    z = torch.randn(like.shape, generator=generator, dtype=like.dtype, device=generator.device)
+    return z.mul_(std).to(like.device)

@@ -3,18 +3,47 @@
 ``fit(data)`` forks the global RNG (model initialisation draws from it) and seeds it from
 the trainer's generator, so the library never changes global state and repeated fits with
 the same int seed are identical. Subclasses implement ``_fit(data, generators)``.
+
+Run-time options shared by every trainer (:meth:`NodeDPTrainer._set_runtime`):
+
+* ``secure_mode``: every privacy-relevant random draw comes from the OS CSPRNG: the
+  Gaussian noise (via :func:`gnnprivacy.mechanisms.gaussian.gaussian_mechanism`, no
+  generator at all) and the seeds of the batch samplers and of the DP-GNN degree-bounding
+  pass. Only model initialisation stays seeded (it is not private). Without it, the noise
+  is drawn from generators derived from the run seed: anyone who knows the seed (it is in
+  the run record) can regenerate every noise draw bit for bit and subtract it, so seeded
+  noise is for reproducible research only, never for a release.
+* ``device``: ``"cpu"`` or ``"cuda[:K]"``; checked before any work
+  (:func:`gnnprivacy.training.device.resolve_device`), recorded as ``info_["device"]``.
+* ``checkpoint_path`` / ``checkpoint_every`` / ``resume``: atomic checkpoints every
+  ``checkpoint_every`` executed steps; with ``resume=True`` an existing checkpoint is
+  loaded and training continues from its step with the same ledger
+  (:mod:`gnnprivacy.training.checkpoint`).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch_geometric.data import Data
 
+from gnnprivacy._validation import check_int
+from gnnprivacy.training.checkpoint import fingerprint, load_checkpoint, save_checkpoint
+from gnnprivacy.training.device import device_name, resolve_device
 from gnnprivacy.training.dp import DPEngine
 from gnnprivacy.training.node_dp.common import derive_generators, make_generator
+
+#: the named random streams every trainer gets (``noise`` is ``None`` in secure mode)
+GENERATOR_NAMES = ("init", "sample", "noise", "subgraphs")
+
+
+def os_entropy_generator() -> torch.Generator:
+    """A CPU ``torch.Generator`` seeded with 63 bits from the OS CSPRNG (no user seed)."""
+    return torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
 
 __all__ = ["NodeDPTrainer"]
 
@@ -30,15 +59,67 @@ class NodeDPTrainer:
     name = "node-dp"
     generator: torch.Generator | int | None = None
     progress: Callable[[str, int], object] | None = None
+    secure_mode: bool = False
+    device: str | torch.device = "cpu"
+    checkpoint_path: str | None = None
+    checkpoint_every: int = 100
+    resume: bool = False
+
+    def _set_runtime(self, *, secure_mode: bool = False, device: str | torch.device = "cpu",
+                     checkpoint_path: str | os.PathLike | None = None,
+                     checkpoint_every: int = 100, resume: bool = False) -> None:
+        """Store (and check) the run-time options documented in the module docstring."""
+        self.secure_mode = bool(secure_mode)
+        resolve_device(device)  # a bad device fails here, before any work
+        self.device = device
+        self.checkpoint_path = None if checkpoint_path is None else str(checkpoint_path)
+        self.checkpoint_every = check_int("checkpoint_every", checkpoint_every, low=1)
+        self.resume = bool(resume)
+        if self.resume and self.checkpoint_path is None:
+            from gnnprivacy.errors import InvalidParameterError
+
+            raise InvalidParameterError("checkpoint_path", "a path when resume=True", None)
 
     def fit(self, data: Data):
-        """Train a fresh model on ``data``; returns ``self``."""
+        """Train a fresh model on ``data`` (or resume from a checkpoint); returns ``self``."""
+        self.device_ = resolve_device(self.device)
         gen = make_generator(self.generator)
-        gens = derive_generators(gen, ("init", "sample", "noise", "subgraphs"))
-        with torch.random.fork_rng(devices=[]):
+        gens = derive_generators(gen, GENERATOR_NAMES)
+        if self.secure_mode:
+            gens.update(sample=os_entropy_generator(), subgraphs=os_entropy_generator(),
+                        noise=None)
+        self._fingerprint = self._run_fingerprint(data)
+        self._resume_state = None
+        if self.resume:
+            state = load_checkpoint(self.checkpoint_path, expected_fingerprint=self._fingerprint)
+            if state is not None:
+                for k, st in state["generators_initial"].items():
+                    gens[k].set_state(st)
+                self._resume_state = state
+        self._gens = gens
+        self._gens_initial = {k: g.get_state() for k, g in gens.items() if g is not None}
+        cuda = [self.device_.index or 0] if self.device_.type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda):
             torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=gens["init"])))
             self._fit(data, gens)
+        self.info_ = {**getattr(self, "info_", {}), "device": device_name(self.device_)}
+        if hasattr(self, "privacy_info_"):
+            self.privacy_info_["secure_mode"] = self.secure_mode
         return self
+
+    def _run_fingerprint(self, data: Data) -> str:
+        """What a checkpoint must match: the trainer's settings, the seed and the data."""
+        skip = {"generator", "progress", "checkpoint_path", "checkpoint_every", "resume",
+                "device"}
+        settings = {k: v for k, v in vars(self).items()
+                    if not k.endswith("_") and not k.startswith("_") and k not in skip}
+        seed = self.generator if isinstance(self.generator, int) else None
+        x = data.x
+        return fingerprint({"trainer": type(self).__name__, "settings": settings, "seed": seed,
+                            "num_nodes": int(data.num_nodes), "x_shape": list(x.shape),
+                            "x_sum": float(x.double().sum()),
+                            "edges": int(data.edge_index.shape[1]),
+                            "train": int(data.train_mask.sum())})
 
     def _fit(self, data: Data, gens: dict[str, torch.Generator]) -> None:  # pragma: no cover
         raise NotImplementedError(f"{type(self).__name__} must implement _fit(data, gens)")
@@ -46,14 +127,57 @@ class NodeDPTrainer:
     def _run(self, engine: DPEngine, steps: int, closure_for_step: Callable[[], Callable]) -> None:
         """Execute ``steps`` noisy steps; ``closure_for_step()`` samples a batch and returns
         the closure computing its per-subgraph losses."""
+        start = self._restore(engine) if self._resume_state is not None else 0
         bar = self.progress(self.name, steps) if self.progress else None
+        if bar is not None and start:
+            bar.update(start)
         self.model_.train()
-        for _ in range(steps):
+        for t in range(start, steps):
             engine.step(closure_for_step())
             if bar is not None:
                 bar.update(1)
+            if self.checkpoint_path is not None and (
+                    (t + 1) % self.checkpoint_every == 0 or t + 1 == steps):
+                self._save(engine)
         self.model_.eval()
         self.steps_ = engine.steps_
+        self.resumed_from_step_ = start
+
+    def _save(self, engine: DPEngine) -> None:
+        """Atomic checkpoint after ``engine.steps_`` executed steps."""
+        gens = {k: g.get_state() for k, g in self._gens.items() if g is not None}
+        save_checkpoint(self.checkpoint_path, {
+            "fingerprint": self._fingerprint, "step": engine.steps_,
+            "model": self.model_.state_dict(), "optimizer": engine.optimizer.state_dict(),
+            "generators_initial": self._gens_initial, "generators": gens,
+            "torch_rng": torch.get_rng_state(), "noise_multiplier": engine.noise_multiplier,
+            "ledger": None if engine.accountant is None else engine.accountant.ledger.to_dict()})
+
+    def _restore(self, engine: DPEngine) -> int:
+        """Load the checkpoint's state into ``engine``; returns the executed step count."""
+        state = self._resume_state
+        if abs(state["noise_multiplier"] - engine.noise_multiplier) > 1e-12 * max(
+                1.0, engine.noise_multiplier):
+            raise RuntimeError(f"checkpoint {self.checkpoint_path}: noise multiplier "
+                               f"{state['noise_multiplier']} != {engine.noise_multiplier}")
+        self.model_.load_state_dict(state["model"])
+        engine.optimizer.load_state_dict(state["optimizer"])
+        for k, st in state["generators"].items():
+            self._gens[k].set_state(st)
+        torch.set_rng_state(state["torch_rng"])
+        step = int(state["step"])
+        engine.steps_ = step
+        if engine.accountant is not None and step:
+            engine.accountant.compose(engine.step_event, count=step)
+            if engine.accountant.ledger.to_dict() != state["ledger"]:
+                raise RuntimeError(f"checkpoint {self.checkpoint_path}: the rebuilt ledger "
+                                   "differs from the saved one")
+        return step
+
+    @property
+    def checkpoint_file(self) -> Path | None:
+        """The checkpoint path (``None`` when checkpoints are off)."""
+        return None if self.checkpoint_path is None else Path(self.checkpoint_path)
 
     def _finish(self, engine: DPEngine, delta: float) -> None:
         """Epsilon from the accountant over the executed steps."""

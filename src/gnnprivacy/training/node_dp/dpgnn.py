@@ -18,7 +18,14 @@ Privacy:
     batches; spec 002 Theorem 1 / §4.4). Scope: the degree-bounded subgraphs are the
     dataset; the data-dependent greedy pass is not covered (spec 002 §8 A2), nor is the
     optional percentile clipping calibration (``clip_percentile``, §8 A7, recorded as
-    unaccounted) or full-graph inference (§3.9, setting 1).
+    unaccounted) or full-graph inference (§3.9, setting 1). All three are listed in
+    ``privacy["unaccounted"]``: the greedy degree bounding depends on the data (removing
+    one training node changes other nodes' rows), and the default full-graph inference
+    reads training nodes and their edges. ``degree_sampler="per_edge"`` replaces
+    Algorithm 2 by the stateless per-edge sampler of spec 002 §8 A2
+    (:mod:`gnnprivacy.sampling.per_edge`), whose coins depend on each edge only. The
+    relation is replace-one (fixed batches): do not compare its epsilon with the
+    add/remove epsilon of the other methods as if they were equal.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from gnnprivacy._validation import check_choice, check_int, check_positive, chec
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.nn.dpgnn import ACTIVATIONS, OneLayerGCN
 from gnnprivacy.sampling import NodeBatchSampler, sample_degree_bounded_subgraphs
+from gnnprivacy.sampling.per_edge import PER_EDGE_SCOPE, sample_per_edge_bounded_subgraphs
 from gnnprivacy.training.dp import ClipGroup, DPEngine, clipped_gradient_sum, make_optimizer
 from gnnprivacy.training.node_dp import _privacy
 from gnnprivacy.training.node_dp.base import NodeDPTrainer
@@ -46,6 +54,7 @@ from gnnprivacy.training.nonprivate import num_classes_of, training_graph
 __all__ = ["DPGNNTrainer", "default_delta_dpgnn"]
 
 CLIP_GROUPINGS = ("global", "per_tensor")
+DEGREE_SAMPLERS = ("greedy", "per_edge")
 DEFAULT_LR = {"adam": 0.003, "sgd": 1.0}
 
 
@@ -77,7 +86,10 @@ class DPGNNTrainer(NodeDPTrainer):
             the model (:class:`~gnnprivacy.nn.dpgnn.OneLayerGCN`).
         feature_norm: see :class:`~gnnprivacy.training.node_dp.common.FeatureNorm`.
         noise_multiplier: fix ``λ`` instead of calibrating it.
-        generator, progress: as in the other trainers.
+        degree_sampler: ``"greedy"`` (the paper's Algorithm 2, default) or ``"per_edge"``
+            (stateless per-edge coins, spec 002 §8 A2 [EXT]).
+        generator, progress, secure_mode, device, checkpoint_path, checkpoint_every, resume:
+            as in the other trainers (seeded noise is for reproducible research only).
     """
 
     name = "dpgnn"
@@ -91,7 +103,14 @@ class DPGNNTrainer(NodeDPTrainer):
                  activation: str = "tanh", post_agg_activation: bool = False,
                  feature_norm: str = "auto", noise_multiplier: float | None = None,
                  generator: torch.Generator | int | None = None,
-                 progress: Callable[[str, int], object] | None = None):
+                 progress: Callable[[str, int], object] | None = None,
+                 degree_sampler: str = "greedy", secure_mode: bool = False,
+                 device: str | torch.device = "cpu", checkpoint_path: str | None = None,
+                 checkpoint_every: int = 100, resume: bool = False):
+        self._set_runtime(secure_mode=secure_mode, device=device,
+                          checkpoint_path=checkpoint_path, checkpoint_every=checkpoint_every,
+                          resume=resume)
+        self.degree_sampler = check_choice("degree_sampler", degree_sampler, DEGREE_SAMPLERS)
         self.epsilon = check_positive("epsilon", epsilon)
         self.delta = None if delta is None else check_real("delta", delta, low=0.0, high=1.0,
                                                              low_open=True, high_open=True)
@@ -141,9 +160,17 @@ class DPGNNTrainer(NodeDPTrainer):
         n_train = int(train.numel())
         m = min(10000, n_train) if self.batch_size is None else self.batch_size
         delta = self.delta if self.delta is not None else default_delta_dpgnn(n_train)
-        bounded = sample_degree_bounded_subgraphs(graph.edge_index, graph.num_nodes,
-                                                  train_nodes=train, max_degree=self.max_degree,
-                                                  generator=gens["subgraphs"])
+        if self.degree_sampler == "greedy":
+            bounded = sample_degree_bounded_subgraphs(
+                graph.edge_index, graph.num_nodes, train_nodes=train,
+                max_degree=self.max_degree, generator=gens["subgraphs"])
+            scope = bounded.accounting_params()["scope"]
+        else:
+            bounded = sample_per_edge_bounded_subgraphs(
+                graph.edge_index, graph.num_nodes, train_nodes=train,
+                max_degree=self.max_degree,
+                seed=int(torch.randint(0, 2**62, (1,), generator=gens["subgraphs"])))
+            scope = PER_EDGE_SCOPE
         batches = NodeBatchSampler(n_train, batch_size=m, sampling=self.sampling)
         self.steps_planned_ = self.steps or math.ceil(self.epochs * n_train / m)
         make_event = _privacy.dpgnn_event_factory(num_train=n_train, batch_size=m,
@@ -155,12 +182,14 @@ class DPGNNTrainer(NodeDPTrainer):
                                                           kind="rdp"))
         public = None if inductive else ~graph.train_mask
         self.feature_norm_ = FeatureNorm(self.feature_norm).fit(graph.x, public)
-        x, y = self.feature_norm_.transform(graph.x), graph.y
+        dev = self.device_
+        x, y = self.feature_norm_.transform(graph.x).to(dev), graph.y.to(dev)
         self.num_classes_ = num_classes_of(data)
         self.model_ = OneLayerGCN(x.shape[1], self.num_classes_, indexed_input=True,
-                                  **self.model_kwargs)
-        self.model_.encoder[0].cache_grams(x, bounded.neighbors)
-        estimation = bounded.neighbors[:10000], bounded.mask[:10000]
+                                  **self.model_kwargs).to(dev)
+        neighbors, row_mask = bounded.neighbors.to(dev), bounded.mask.to(dev)
+        self.model_.encoder[0].cache_grams(x, neighbors)
+        estimation = neighbors[:10000], row_mask[:10000]
         groups = self._clip_groups(x, *estimation, y)
         relation = (NeighboringRelation.REPLACE if self.sampling == "fixed"
                     else NeighboringRelation.ADD_OR_REMOVE)
@@ -169,12 +198,13 @@ class DPGNNTrainer(NodeDPTrainer):
         engine = DPEngine(self.model_, opt, clip_norm=groups,
                           noise_multiplier=self.noise_multiplier_ * 2 * bounded.max_occurrence,
                           expected_batch_size=m, generator=gens["noise"],
-                          accountant=self.accountant_,
+                          secure_mode=self.secure_mode, accountant=self.accountant_,
                           step_event=make_event(self.noise_multiplier_))
         model, gen = self.model_, gens["sample"]
 
         def closure_for_step():
-            nodes, mask = bounded.gather(batches.sample(gen))
+            index = batches.sample(gen).to(dev)
+            nodes, mask = neighbors[index], row_mask[index]
             return lambda: F.cross_entropy(model(x, nodes, mask), y[nodes[:, 0]], reduction="none")
 
         self._run(engine, self.steps_planned_, closure_for_step)
@@ -184,10 +214,21 @@ class DPGNNTrainer(NodeDPTrainer):
             "noise_multiplier": self.noise_multiplier_, "sigma": self.sigma_,
             "clip_norms": [g.clip_norm for g in groups], "clip_norm_effective": engine.clip_norm,
             "max_degree": self.max_degree, "batch_size": m, "sampling": self.sampling,
-            "steps": self.steps_, "scope": bounded.accounting_params()["scope"],
-            "unaccounted": ((["clip_percentile calibration"] if self.clip_percentile is not None
-                             else []) + (["feature standardisation over private nodes"]
-                                         if self.feature_norm_.unaccounted else [])),
+            "steps": self.steps_, "scope": scope, "degree_sampler": self.degree_sampler,
+            "secure_mode": self.secure_mode,
+            "unaccounted": (
+                (["greedy degree bounding (Algorithm 2) depends on the data: removing one "
+                  "training node can change other nodes' rows (spec 002 §8 A2)"]
+                 if self.degree_sampler == "greedy" else
+                 ["per-edge degree bounding: the drop rule can change rows within distance "
+                  "2 of a removed node, and the default keep rate reads node degrees "
+                  "(spec 002 §8 A2 [EXT])"])
+                + ["inference on the full graph: predictions aggregate training nodes and "
+                   "all their edges without degree bound (spec 002 §3.9 setting 1)"]
+                + (["clip_percentile calibration"] if self.clip_percentile is not None
+                   else [])
+                + (["feature standardisation over private nodes"]
+                   if self.feature_norm_.unaccounted else [])),
             "calibrated": self.noise_multiplier is None}
         self.info_ = {"setting": "inductive" if inductive else "transductive",
                       "num_train": n_train, "mean_subgraph_degree":
@@ -196,8 +237,10 @@ class DPGNNTrainer(NodeDPTrainer):
     def predict_logits(self, data: Data) -> Tensor:
         """Full-graph forward with no degree limit (spec 002 §3.9 setting 1; not private)."""
         self._check_fitted()
+        dev = self.device_
         with torch.no_grad():
-            return self.model_.forward_full(self.feature_norm_.transform(data.x), data.edge_index)
+            return self.model_.forward_full(self.feature_norm_.transform(data.x).to(dev),
+                                            data.edge_index.to(dev)).cpu()
 
     def predict(self, data: Data) -> Tensor:
         return self.predict_logits(data).argmax(1)

@@ -71,7 +71,8 @@ class DPMLPTrainer(NodeDPTrainer):
         hidden_channels, num_layers, activation: the MLP (32, 4 affine layers, ReLU).
         feature_norm: see :class:`~gnnprivacy.training.node_dp.common.FeatureNorm`.
         noise_multiplier: fix ``σ / C`` instead of calibrating it.
-        generator, progress: as in the other trainers.
+        generator, progress, secure_mode, device, checkpoint_path, checkpoint_every, resume:
+            as in the other trainers (seeded noise is for reproducible research only).
     """
 
     name = "dpmlp"
@@ -82,7 +83,13 @@ class DPMLPTrainer(NodeDPTrainer):
                  num_layers: int = 4, activation: str = "relu", feature_norm: str = "auto",
                  noise_multiplier: float | None = None,
                  generator: torch.Generator | int | None = None,
-                 progress: Callable[[str, int], object] | None = None):
+                 progress: Callable[[str, int], object] | None = None,
+                 secure_mode: bool = False, device: str | torch.device = "cpu",
+                 checkpoint_path: str | None = None, checkpoint_every: int = 100,
+                 resume: bool = False):
+        self._set_runtime(secure_mode=secure_mode, device=device,
+                          checkpoint_path=checkpoint_path, checkpoint_every=checkpoint_every,
+                          resume=resume)
         self.epsilon = check_positive("epsilon", epsilon)
         self.delta = None if delta is None else check_real("delta", delta, low=0.0, high=1.0,
                                                              low_open=True, high_open=True)
@@ -116,22 +123,23 @@ class DPMLPTrainer(NodeDPTrainer):
                                                           kind="pld"))
         public = None if inductive else ~graph.train_mask
         self.feature_norm_ = FeatureNorm(self.feature_norm).fit(graph.x, public)
-        x, y = self.feature_norm_.transform(graph.x), graph.y
+        dev = self.device_
+        x, y = self.feature_norm_.transform(graph.x).to(dev), graph.y.to(dev)
         self.num_classes_ = num_classes_of(data)
         self.model_ = mlp(x.shape[1], self.hidden_channels, self.num_classes_, self.num_layers,
-                          self.activation)
+                          self.activation).to(dev)
         self.accountant_ = _privacy.new_accountant("pld", PrivacyUnit.NODE,
                                                    NeighboringRelation.ADD_OR_REMOVE)
         engine = DPEngine(self.model_, make_optimizer(self.optimizer, self.model_.parameters(),
                                                       lr=self.lr),
                           clip_norm=self.clip_norm, noise_multiplier=self.noise_multiplier_,
                           expected_batch_size=q * n_train, generator=gens["noise"],
-                          accountant=self.accountant_,
+                          secure_mode=self.secure_mode, accountant=self.accountant_,
                           step_event=make_event(self.noise_multiplier_))
         model, gen = self.model_, gens["sample"]
 
         def closure_for_step():
-            nodes = poisson_node_batch(train, rate=q, generator=gen)
+            nodes = poisson_node_batch(train, rate=q, generator=gen).to(dev)
             return lambda: F.cross_entropy(model(x[nodes]), y[nodes], reduction="none")
 
         self._run(engine, self.steps_planned_, closure_for_step)
@@ -140,6 +148,10 @@ class DPMLPTrainer(NodeDPTrainer):
             "unit": PrivacyUnit.NODE.value, "relation": NeighboringRelation.ADD_OR_REMOVE.value,
             "accountant": "pld", "noise_multiplier": self.noise_multiplier_, "sigma": self.sigma_,
             "clip_norm": self.clip_norm, "sample_rate": q, "steps": self.steps_,
+            "secure_mode": self.secure_mode,
+            "scope": ("the trained MLP's parameters: every executed noisy step, for one "
+                      "training node added or removed (features and label; the graph is "
+                      "not used, so edges are outside the model)"),
             "unaccounted": (["feature standardisation over private nodes"]
                             if self.feature_norm_.unaccounted else []),
             "calibrated": self.noise_multiplier is None}
@@ -150,7 +162,8 @@ class DPMLPTrainer(NodeDPTrainer):
         """Logits of every node from its own features."""
         self._check_fitted()
         with torch.no_grad():
-            return self.model_(self.feature_norm_.transform(data.x))
+            return torch.cat([self.model_(self.feature_norm_.transform(part).to(self.device_))
+                              .cpu() for part in data.x.split(65536)])
 
     def predict(self, data: Data) -> Tensor:
         return self.predict_logits(data).argmax(1)

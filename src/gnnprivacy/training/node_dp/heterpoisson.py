@@ -21,12 +21,21 @@ Privacy:
     ``degree_public`` (then up to the largest out-degree of a training node). Accounting
     ``"sound"`` (default): PLD of the mixture, max over degrees after composition
     (spec 000 §4.7); ``"paper"``: Theorem 2's RDP as printed. Inference reads only the
-    released model and non-training nodes (post-processing, no cost).
+    released model and non-training nodes (post-processing, no cost), with one keyed random
+    stream per query node (:mod:`.private_inference`), so no training edge reaches a test
+    prediction.
+
+    Scope assumption, recorded in ``privacy["unaccounted"]``: peripheral sampling
+    probabilities are computed from whole-graph out-degrees, so the guarantee holds only if
+    the degree sequence is public; removing a node together with its edges changes other
+    nodes' degrees and hence their sampling probabilities, which the accountant does not
+    cover.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 
 import torch
@@ -38,12 +47,13 @@ from gnnprivacy._validation import check_choice, check_int, check_positive, chec
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.nn.star import AGGREGATORS, StarGNN
-from gnnprivacy.sampling import HeterPoissonSampler, inference_stars
+from gnnprivacy.sampling import HeterPoissonSampler
+from gnnprivacy.sampling.star_batch import StarBatch
 from gnnprivacy.training.dp import DPEngine, make_optimizer
 from gnnprivacy.training.node_dp import _privacy
 from gnnprivacy.training.node_dp.base import NodeDPTrainer
-from gnnprivacy.training.node_dp.common import (FeatureNorm, is_inductive, make_generator,
-                                                node_metrics)
+from gnnprivacy.training.node_dp.common import FeatureNorm, is_inductive, node_metrics
+from gnnprivacy.training.node_dp.private_inference import private_star_logits
 from gnnprivacy.training.nonprivate import num_classes_of, training_graph
 
 __all__ = ["HeterPoissonTrainer", "default_delta_heterpoisson"]
@@ -79,8 +89,14 @@ class HeterPoissonTrainer(NodeDPTrainer):
             a training node instead of ``|V| − 1`` (sound only if degrees are public, A2).
         feature_norm: see :class:`~gnnprivacy.training.node_dp.common.FeatureNorm`.
         noise_multiplier: fix ``σ / R`` instead of calibrating it (epsilon is then computed).
-        generator: ``torch.Generator``, int seed, or ``None`` (OS entropy).
+        generator: ``torch.Generator``, int seed, or ``None`` (OS entropy). Seeded noise
+            is for reproducible research only: the seed regenerates every noise draw.
         progress: optional ``progress(description, total)`` -> object with ``update(n)``.
+        secure_mode: draw the noise and the sampling seeds from the OS CSPRNG (use it for
+            any model that will be released).
+        device: ``"cpu"`` or ``"cuda[:K]"`` (refused clearly when unavailable).
+        checkpoint_path, checkpoint_every, resume: atomic checkpoints for kill-and-resume
+            (:class:`~gnnprivacy.training.node_dp.base.NodeDPTrainer`).
 
     Attributes (after :meth:`fit`):
         model_, noise_multiplier_, sigma_, steps_, q_b_, expected_batch_size_, epsilon_,
@@ -98,7 +114,13 @@ class HeterPoissonTrainer(NodeDPTrainer):
                  peripheral_pool: str = "all_visible", degree_public: bool = False,
                  feature_norm: str = "auto", noise_multiplier: float | None = None,
                  generator: torch.Generator | int | None = None,
-                 progress: Callable[[str, int], object] | None = None):
+                 progress: Callable[[str, int], object] | None = None,
+                 secure_mode: bool = False, device: str | torch.device = "cpu",
+                 checkpoint_path: str | None = None, checkpoint_every: int = 100,
+                 resume: bool = False):
+        self._set_runtime(secure_mode=secure_mode, device=device,
+                          checkpoint_path=checkpoint_path, checkpoint_every=checkpoint_every,
+                          resume=resume)
         self.backbone = check_choice("backbone", backbone, AGGREGATORS)
         self.epsilon = check_positive("epsilon", epsilon)
         self.delta = None if delta is None else check_real("delta", delta, low=0.0, high=1.0,
@@ -155,11 +177,12 @@ class HeterPoissonTrainer(NodeDPTrainer):
                                                           kind=kind))
         public = None if inductive else ~graph.train_mask
         self.feature_norm_ = FeatureNorm(self.feature_norm).fit(graph.x, public)
-        x = self.feature_norm_.transform(graph.x)
+        dev = self.device_
+        x = self.feature_norm_.transform(graph.x).to(dev)
         self.num_classes_ = num_classes_of(data)
         self.model_ = StarGNN(x.shape[1], self.num_classes_, aggregator=self.backbone,
                               hidden_channels=self.hidden_channels,
-                              update_layers=self.update_layers)
+                              update_layers=self.update_layers).to(dev)
         self.accountant_ = _privacy.new_accountant(kind, PrivacyUnit.NODE,
                                                    NeighboringRelation.ADD_OR_REMOVE)
         event = make_event(self.noise_multiplier_)
@@ -167,11 +190,15 @@ class HeterPoissonTrainer(NodeDPTrainer):
         engine = DPEngine(self.model_, make_optimizer("adam", self.model_.parameters(), lr=self.lr),
                           clip_norm=self.clip_norm, noise_multiplier=self.noise_multiplier_,
                           expected_batch_size=self.expected_batch_size_, generator=gens["noise"],
-                          accountant=self.accountant_, step_event=event)
-        y, model, gen = graph.y, self.model_, gens["sample"]
+                          secure_mode=self.secure_mode, accountant=self.accountant_,
+                          step_event=event)
+        y, model, gen = graph.y.to(dev), self.model_, gens["sample"]
 
         def closure_for_step():
             batch = sampler.sample(gen)
+            if dev.type != "cpu":
+                batch = StarBatch(batch.centers.to(dev), batch.periph_nodes.to(dev),
+                                  batch.periph_subgraph.to(dev), batch.num_subgraphs)
             return lambda: F.cross_entropy(model(x, batch), y[batch.centers], reduction="none")
 
         self._run(engine, self.steps_planned_, closure_for_step)
@@ -188,42 +215,73 @@ class HeterPoissonTrainer(NodeDPTrainer):
             "noise_multiplier": self.noise_multiplier_, "sigma": self.sigma_,
             "clip_norm": self.clip_norm, "q_b": self.q_b_, "M": self.M, "steps": self.steps_,
             "max_out_degree_accounted": d_max, "enforce_no_overlap": self.enforce_no_overlap,
-            "feature_norm": self.feature_norm_.mode,
-            "unaccounted": (["feature standardisation over private nodes"]
-                            if self.feature_norm_.unaccounted else []),
+            "feature_norm": self.feature_norm_.mode, "secure_mode": self.secure_mode,
+            "scope": ("the trained model's parameters: every executed noisy step, for one "
+                      "training node added or removed with its features, label and edges, "
+                      "inside a fixed graph whose degree sequence is public; private "
+                      "inference of non-training nodes is post-processing"),
+            "assumptions": ["degree sequence public: peripheral sampling probabilities use "
+                            "whole-graph out-degrees"],
+            "unaccounted": (["degree sequence (assumed public): peripheral sampling "
+                             "probabilities are computed from whole-graph out-degrees, so "
+                             "removing a node also changes its neighbours' sampling "
+                             "probabilities"]
+                            + (["feature standardisation over private nodes"]
+                               if self.feature_norm_.unaccounted else [])),
             "calibrated": self.noise_multiplier is None}
 
     # ------------------------------------------------------------------ predict
     def predict_logits(self, data: Data, nodes: Tensor | None = None, *,
-                       generator: torch.Generator | int | None = 0) -> Tensor:
-        """Private inference (spec 000 §3.5): each query node aggregates up to ``fanout``
-        uniformly sampled neighbours among the non-training nodes only.
+                       generator: torch.Generator | int | None = 0,
+                       chunk_size: int = 65536) -> Tensor:
+        """Private inference (spec 000 §4.4): each query node aggregates up to ``fanout``
+        uniformly sampled neighbours among the non-training nodes only, with one
+        independent keyed random stream per query node
+        (:func:`~gnnprivacy.training.node_dp.private_inference.private_star_logits`).
 
         Args:
             data: the full graph with its split masks.
-            nodes: query node ids (default: every node).
-            generator: randomness of the neighbour sampling (int seed, generator or None).
+            nodes: query node ids or mask (default: the test nodes).
+            generator: key of the neighbour sampling: an int seed (default 0), or a
+                ``torch.Generator`` (one 62-bit key is drawn from it), or ``None`` (OS
+                entropy).
+            chunk_size: queries evaluated at once (bounds the working set).
 
         Returns:
-            logits ``(len(nodes), C)``.
+            logits ``(len(nodes), C)``, in the order of ``nodes``.
         """
         self._check_fitted()
         n = int(data.num_nodes)
-        nodes = torch.arange(n) if nodes is None else nodes
+        nodes = data.test_mask if nodes is None else nodes
         allowed = data.test_mask if is_inductive(data) else ~data.train_mask
-        stars = inference_stars(data.edge_index, n, query_nodes=nodes, allowed=allowed,
-                                fanout=self.fanout, generator=make_generator(generator),
-                                forbidden=data.train_mask)
-        with torch.no_grad():
-            return self.model_(self.feature_norm_.transform(data.x), stars)
+        if isinstance(generator, torch.Generator):
+            seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+        elif generator is None:
+            seed = int.from_bytes(os.urandom(8), "little") >> 2
+        else:
+            seed = int(generator)
+        self.model_.eval()
+        return private_star_logits(self.model_, data.x, data.edge_index, queries=nodes,
+                                   allowed=allowed[:n], forbidden=data.train_mask,
+                                   fanout=self.fanout, seed=seed,
+                                   transform=self.feature_norm_.transform,
+                                   device=self.device_, chunk_size=chunk_size)
 
     def predict(self, data: Data, nodes: Tensor | None = None) -> Tensor:
-        """Predicted labels of ``nodes`` (default all nodes) by private inference."""
+        """Predicted labels of ``nodes`` (default: the test nodes) by private inference."""
         return self.predict_logits(data, nodes).argmax(1)
 
     def score(self, data: Data) -> dict[str, float]:
-        """Test (and validation) metrics from private inference on every node."""
-        return node_metrics(self.predict_logits(data), data.y, data, self.num_classes_)
+        """Test (and validation) metrics from private inference of those nodes only."""
+        query = data.test_mask.clone()
+        val = getattr(data, "val_mask", None)
+        if val is not None:
+            query |= val
+        ids = query.nonzero().flatten()
+        logits = torch.zeros(int(data.num_nodes), self.num_classes_)
+        if ids.numel():
+            logits[ids] = self.predict_logits(data, ids)
+        return node_metrics(logits, data.y, data, self.num_classes_)
 
     def __repr__(self) -> str:
         return (f"HeterPoissonTrainer(backbone={self.backbone!r}, epsilon={self.epsilon:g}, "
