@@ -33,6 +33,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "Run an attack (link stealing, LinkTeller, membership) and record it."),
     "reproduce": ("gnnprivacy.cli.reproduce_cmd:reproduce_command",
                   "Reproduce a paper's table from a bundled configuration."),
+    "assess": ("gnnprivacy.cli.assess_cmd:assess_command",
+               "Privacy report card of a run record: claimed vs audited epsilon, attacks."),
     "audit": ("gnnprivacy.cli.audit_cmd:audit_command",
               "Audit a private method: empirical epsilon lower bound beside the claim."),
 }

@@ -1,0 +1,239 @@
+"""A privacy report card for one trained model (``gnnprivacy assess RUN_RECORD``).
+
+The card puts the evidence for a claimed ε side by side:
+
+* **claimed**: ε and δ with the privacy unit, neighbouring relation and scope the record's
+  ``privacy`` dict states, the accounting mode and what the ε does not cover;
+* **audited**: the mechanism-only canary audit of the same configuration (Clopper-Pearson
+  lower bound at 95% and the GDP figure);
+* **membership inference**: the white-box gradient-observation attack (AUC, TPR at 1% and
+  0.1% FPR) and, on request, LiRA with shadow models;
+* **link stealing** (where the unit covers edges: node or edge): He et al.'s Attack-0 on the
+  model's posteriors (correlation distance, linked vs unlinked pairs);
+* **utility**: the record's test accuracy beside a non-private GCN on the same split.
+
+:func:`report_card` returns the card as a dict; :func:`card_to_markdown` and
+:func:`card_to_html` render it.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+import numpy as np
+
+__all__ = ["report_card", "card_to_markdown", "card_to_html", "retrain_from_record"]
+
+_RUN_ONLY = ("runs_dir", "resume", "device")
+
+
+def _values(record) -> dict:
+    from gnnprivacy.experiments.config import RUN_FIELDS
+
+    vals = {k: v for k, v in record.config.items() if k not in _RUN_ONLY}
+    return {k: v for k, v in vals.items() if k in RUN_FIELDS or k in _param_names(record.method)}
+
+
+def _param_names(method: str) -> set[str]:
+    import dataclasses
+
+    from gnnprivacy.experiments.registry import get_method
+
+    return {f.name for f in dataclasses.fields(get_method(method).params)}
+
+
+def retrain_from_record(record, *, data_root: str | None = None):
+    """Re-run the record's configuration (same seeds) and return ``(data, trained model)``."""
+    from gnnprivacy.experiments.config import resolve_config
+    from gnnprivacy.experiments.context import RunContext
+    from gnnprivacy.experiments.registry import get_method
+    from gnnprivacy.experiments.runner import load_run_data
+
+    values = _values(record)
+    if data_root is not None:
+        values["data_root"] = data_root
+    config, params = resolve_config(values)
+    data = load_run_data(config)
+    ctx = RunContext(config=config, params=params, data=data, seed=config.seed)
+    result = get_method(record.method).fn(ctx)
+    model = getattr(result, "model", None)
+    if model is None:
+        from gnnprivacy.auditing.training import make_trainer_for
+
+        model = make_trainer_for(record.method, params, seed=ctx.seed_for("train")).fit(data)
+    return data, model, params
+
+
+def _link_stealing(model, data, *, pairs: int = 2000, seed: int = 0) -> dict:
+    import torch
+
+    from gnnprivacy.attacks.link_stealing.he import NodeView, run_he_attack
+    from gnnprivacy.datasets.link_splits import PairSet
+
+    rng = np.random.default_rng(seed)
+    with torch.no_grad():
+        post = torch.softmax(model.predict_logits(data).double(), 1).numpy()
+    ei = data.edge_index.numpy()
+    und = ei[:, ei[0] < ei[1]]
+    pick = rng.choice(und.shape[1], size=min(pairs, und.shape[1]), replace=False)
+    pos_u, pos_w = und[0, pick], und[1, pick]
+    n = int(data.num_nodes)
+    linked = set(map(tuple, und.T.tolist()))
+    neg = []
+    while len(neg) < pos_u.size:
+        a, b = sorted(rng.integers(0, n, size=2).tolist())
+        if a != b and (a, b) not in linked:
+            neg.append((a, b))
+    neg = np.asarray(neg)
+    ps = PairSet(np.concatenate([pos_u, neg[:, 0]]), np.concatenate([pos_w, neg[:, 1]]),
+                 np.concatenate([np.ones(pos_u.size, int), np.zeros(len(neg), int)]))
+    outcome = run_he_attack(0, NodeView(target=post), ps, seed=seed)
+    m = outcome.metrics
+    return {"attack": "He et al. Attack-0 (posterior correlation distance)",
+            "auc": m["auc"], "tpr_at_1pct_fpr": m["tpr_at_1pct_fpr"], "pairs": int(len(ps))}
+
+
+def _baseline(record, data, *, seed: int) -> dict:
+    from gnnprivacy.experiments.methods.nonprivate import NonPrivateParams, make_trainer
+    from gnnprivacy.training.metrics import evaluate
+
+    trainer = make_trainer("gcn", NonPrivateParams(), generator=seed).fit(data)
+    logits = trainer.predict_logits(data)
+    acc = evaluate(logits, data.y, data.test_mask, num_classes=trainer.num_classes_)["accuracy"]
+    return {"method": "gcn (non-private)", "test_accuracy": float(acc)}
+
+
+def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_000,
+                lira_models: int = 0, link_stealing: bool = True, baseline: bool = True,
+                seed: int = 0) -> dict[str, Any]:
+    """The privacy report card of a run record (a :class:`RunRecord` or a path to one).
+
+    Args:
+        record: the run record.
+        data_root: dataset root (default: the record's).
+        audit_runs: runs per world of the mechanism-only audit.
+        lira_models: train this many models for LiRA (0: skip; expensive).
+        link_stealing: run the link-stealing attack when the unit covers edges (retrains the
+            record's model with its seeds).
+        baseline: train a non-private GCN on the same split for the utility comparison.
+        seed: seed of the audit and attacks.
+    """
+    from gnnprivacy.reporting.record import RunRecord, read_record
+
+    if not isinstance(record, RunRecord):
+        record = read_record(record)
+    p = record.privacy or {}
+    private = bool(p.get("private", math.isfinite(record.epsilon)))
+    card: dict[str, Any] = {
+        "run_id": record.run_id, "method": record.method, "dataset": record.dataset,
+        "claimed": {"epsilon": record.epsilon, "delta": record.delta, "unit": p.get("unit"),
+                    "relation": p.get("relation"),
+                    "scope": p.get("scope") or ("the released model (training run)"
+                                                if private else None),
+                    "accounting_mode": p.get("accounting_mode") or p.get("eps_mode"),
+                    "accountant": p.get("accountant"), "unaccounted": p.get("unaccounted", [])},
+        "utility": {"test_accuracy": record.metrics.get("test_accuracy")}}
+    values = _values(record)
+    method_params = {k: v for k, v in values.items() if k in _param_names(record.method)}
+    root = data_root if data_root is not None else values.get("data_root")
+    data = model = None
+    if private:
+        from gnnprivacy.auditing.api import audit
+        from gnnprivacy.attacks.membership import gradient_observation_attack
+
+        res = audit(record.method, record.dataset, data_root=root, params=method_params,
+                    runs=audit_runs, seed=seed, **_split_kwargs(values))
+        card["audit"] = {k: res.to_dict()[k] for k in (
+            "mode", "epsilon_claimed", "epsilon_lower_bound", "epsilon_lower_bound_gdp", "runs",
+            "confidence", "violation")}
+        if res.mode != "exact":
+            g = gradient_observation_attack(record.method, record.dataset, data_root=root,
+                                            params=method_params, runs=min(audit_runs, 10_000),
+                                            seed=seed, n_boot=100)
+            card["membership"] = {"white_box_gradient": {
+                k: g[k] for k in ("auc", "accuracy", "tpr_at_1pct_fpr", "tpr_at_0.1pct_fpr")}}
+    if lira_models:
+        from gnnprivacy.attacks.membership import run_membership
+
+        mia = run_membership(record.method, record.dataset, data_root=root,
+                             num_models=lira_models, params=method_params, seed=seed)
+        card.setdefault("membership", {})["lira"] = {
+            k: mia["lira"][k] for k in ("auc", "accuracy", "tpr_at_1pct_fpr", "tpr_at_0.1pct_fpr")}
+        card["membership"]["lira"]["auc_ci95"] = [mia["lira"]["auc_ci95"]["low"],
+                                                  mia["lira"]["auc_ci95"]["high"]]
+    covers_edges = (p.get("unit") in ("node", "edge")) or not private
+    if link_stealing and covers_edges:
+        data, model, _ = retrain_from_record(record, data_root=data_root)
+        card["link_stealing"] = _link_stealing(model, data, seed=seed)
+    if baseline:
+        if data is None:
+            from gnnprivacy.experiments.config import resolve_config
+            from gnnprivacy.experiments.runner import load_run_data
+
+            cfg, _ = resolve_config({**values, **({"data_root": data_root} if data_root else {})})
+            data = load_run_data(cfg)
+        base = _baseline(record, data, seed=seed)
+        card["utility"]["baseline"] = base
+        acc = card["utility"]["test_accuracy"]
+        if acc is not None:
+            card["utility"]["gap_to_baseline"] = base["test_accuracy"] - acc
+    return card
+
+
+def _split_kwargs(values: dict) -> dict:
+    return {}
+
+
+def _fmt(v, digits: int = 3) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, float):
+        return "inf" if math.isinf(v) else f"{v:.{digits}f}" if abs(v) >= 1e-3 else f"{v:.3g}"
+    return str(v)
+
+
+def _rows(card: dict) -> list[tuple[str, str]]:
+    c = card["claimed"]
+    rows = [("Claimed epsilon", f"{_fmt(c['epsilon'])} at delta {_fmt(c['delta'])}"),
+            ("Privacy unit / relation", f"{c['unit'] or 'n/a'} / {c['relation'] or 'n/a'}"),
+            ("Scope", _fmt(c["scope"])),
+            ("Accounting", f"{c['accountant'] or 'n/a'} ({c['accounting_mode'] or 'default'})"),
+            ("Not covered", "; ".join(c["unaccounted"]) or "nothing recorded")]
+    if "audit" in card:
+        a = card["audit"]
+        rows.append(("Audited epsilon (lower bound)",
+                     f"{_fmt(a['epsilon_lower_bound'])} ({a['mode']}, {a['runs']} runs/world, "
+                     f"{a['confidence']:.0%}); GDP {_fmt(a['epsilon_lower_bound_gdp'])}"
+                     + ("  EXCEEDS THE CLAIM" if a["violation"] else "")))
+    for name, m in card.get("membership", {}).items():
+        rows.append((f"Membership inference ({name.replace('_', ' ')})",
+                     f"AUC {_fmt(m['auc'])}, TPR@1%FPR {_fmt(m['tpr_at_1pct_fpr'])}, "
+                     f"TPR@0.1%FPR {_fmt(m['tpr_at_0.1pct_fpr'])}"))
+    if "link_stealing" in card:
+        ls = card["link_stealing"]
+        rows.append(("Link stealing", f"AUC {_fmt(ls['auc'])} ({ls['attack']}, {ls['pairs']} pairs)"))
+    u = card["utility"]
+    base = u.get("baseline")
+    rows.append(("Utility (test accuracy)", _fmt(u["test_accuracy"])
+                 + (f" vs {_fmt(base['test_accuracy'])} for {base['method']}" if base else "")))
+    return rows
+
+
+def card_to_markdown(card: dict) -> str:
+    """The card as a Markdown section."""
+    lines = [f"## Privacy report card: {card['method']} on {card['dataset']}", "",
+             f"Run `{card['run_id']}`", "", "| | |", "|---|---|"]
+    lines += [f"| {k} | {v.replace('|', '/')} |" for k, v in _rows(card)]
+    return "\n".join(lines) + "\n"
+
+
+def card_to_html(card: dict) -> str:
+    """The card as an HTML fragment (a ``<section>`` with a two-column table)."""
+    body = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
+                   for k, v in _rows(card))
+    return (f"<section class=\"report-card\"><h2>Privacy report card: "
+            f"{html.escape(card['method'])} on {html.escape(card['dataset'])}</h2>"
+            f"<p>Run <code>{html.escape(card['run_id'])}</code></p><table>{body}</table>"
+            f"</section>")
