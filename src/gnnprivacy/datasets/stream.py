@@ -161,15 +161,15 @@ def _write_features(out: Path, y, *, num_features, num_classes, feature_signal, 
     else:
         means = (g / np.linalg.norm(g, axis=0, keepdims=True)).T
     means = (feature_signal * means).astype(np.float32)
-    x = np.lib.format.open_memmap(out / "x.npy", mode="w+", dtype=dtype,
-                                  shape=(y.size, num_features))
-    for c, lo, hi in _chunks(y.size, chunk):
-        rng = _rng(seed, 3, c)
-        block = rng.standard_normal((hi - lo, num_features), dtype=np.float32)
-        block += means[y[lo:hi]]
-        x[lo:hi] = block
-    x.flush()
-    del x
+    with open(out / "x.npy", "wb") as f:  # plain writes: no mapped pages stay resident
+        np.lib.format.write_array_header_1_0(
+            f, {"descr": np.dtype(dtype).str, "fortran_order": False,
+                "shape": (y.size, num_features)})
+        for c, lo, hi in _chunks(y.size, chunk):
+            rng = _rng(seed, 3, c)
+            block = rng.standard_normal((hi - lo, num_features), dtype=np.float32)
+            block += means[y[lo:hi]]
+            block.astype(dtype, copy=False).tofile(f)
 
 
 def generate_large_graph(path, *, num_nodes: int, num_classes: int = 4, num_features: int = 64,
