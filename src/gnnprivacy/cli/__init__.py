@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "Privacy report card of a run record: claimed vs audited epsilon, attacks."),
     "audit": ("gnnprivacy.cli.audit_cmd:audit_command",
               "Audit a private method: empirical epsilon lower bound beside the claim."),
+    "tune": ("gnnprivacy.cli.tune_cmd:tune_command", "Tune hyperparameters with the selection's privacy cost counted."),
 }
 
 
