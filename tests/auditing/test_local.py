@@ -47,3 +47,27 @@ def test_broken_mechanism_is_caught():
     out = exact_epsilon(_BrokenGRR(), cats, cats)
     assert out["epsilon"] == pytest.approx(math.log(0.9 / 0.05))
     assert out["epsilon"] > 1.0
+
+
+def test_feature_rr_exact_epsilon_is_its_budget():
+    from gnnprivacy.auditing.local import feature_rr_audit
+
+    out = feature_rr_audit(epsilon=2.0, num_features=3, k=10, theta=[0.5, 0.3, 0.2])
+    assert out["epsilon"] == pytest.approx(2.0)
+
+
+def test_edge_rr_sound_mode_within_budget():
+    from gnnprivacy.auditing.local import edge_rr_audit
+
+    out = edge_rr_audit(4, [[0], [1]], [[1, 2], [2, 3]], eps_e1=1.0)
+    assert 0 < out["epsilon"] <= 1.0 + 1e-9
+
+
+def test_local_method_audit_through_the_registry():
+    from gnnprivacy.auditing import audit
+
+    ok = audit("rgnn", "csbm", epsilon=2.0, params={"m": 4})
+    assert ok.mode == "exact" and ok.epsilon_lower_bound == pytest.approx(2.0)
+    assert not ok.violation
+    paper = audit("rgnn", "csbm", epsilon=2.0, params={"m": 4, "eps_mode": "paper"})
+    assert paper.violation

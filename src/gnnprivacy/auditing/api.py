@@ -81,9 +81,11 @@ class AuditResult:
         gdp = ("n/a" if self.epsilon_lower_bound_gdp is None
                else f"{self.epsilon_lower_bound_gdp:.3f}")
         return (f"{self.method} on {self.dataset} ({self.mode}): claimed epsilon "
-                f"{self.epsilon_claimed:.3f} at delta {self.delta:.3g}; lower bound "
-                f"{self.epsilon_lower_bound:.3f} (Clopper-Pearson, {self.confidence:.0%}), GDP "
-                f"{gdp}; {self.runs} runs per world"
+                f"{self.epsilon_claimed:.3f} at delta {self.delta:.3g}; "
+                + (f"exact epsilon {self.epsilon_lower_bound:.3f} (enumeration)"
+                   if self.mode == "exact" else
+                   f"lower bound {self.epsilon_lower_bound:.3f} (Clopper-Pearson, "
+                   f"{self.confidence:.0%}), GDP {gdp}; {self.runs} runs per world")
                 + ("  ** EXCEEDS THE CLAIM **" if self.violation else ""))
 
 
@@ -174,7 +176,8 @@ def audit(method: str, dataset: str = "csbm", *, epsilon: float | None = None,
             ``lpgnn``, ``ldp-naive``).
         dataset: dataset name (as ``gnnprivacy train --dataset``).
         epsilon: claimed ε (the method's target; default: the method's default). For
-            local methods it is ignored (their claim is ``m eps_x + eps_y``).
+            local methods it is the user budget ``m eps_x + eps_y``, split half features
+            (``eps_x = E/(2m)``), half label (``eps_y = E/2``); default their own params.
         delta: δ (default: the method's).
         mode: ``"mechanism"`` | ``"paper"`` | ``"training"`` (see the module docstring).
         runs: runs per world (default 10 000; ``training`` mode: 20).
@@ -208,8 +211,9 @@ def audit(method: str, dataset: str = "csbm", *, epsilon: float | None = None,
                               confidence=confidence, seed=seed, dataset=dataset,
                               noise_scale=noise_scale)
     runs = check_int("runs", runs if runs is not None else 10_000, low=2)
+    local = method in ("rgnn", "lpgnn", "ldp-naive")
     plan = plan_for(method, method_params, GraphFacts.from_data(loaded), noise_scale=noise_scale,
-                    degrees=degrees)
+                    degrees=degrees, epsilon_total=epsilon if local else None)
     return audit_plan(plan, mode=mode, runs=runs, confidence=confidence, selection=selection,
                       num_thresholds=num_thresholds, generator=seed, dataset=dataset,
                       noise_scale=noise_scale)

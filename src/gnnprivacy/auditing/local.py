@@ -24,6 +24,7 @@ import torch
 from gnnprivacy._validation import check_int
 
 __all__ = ["exact_epsilon_pair", "exact_epsilon", "grr_audit", "grr_fs_audit", "multibit_audit",
+           "feature_rr_audit", "edge_rr_audit",
            "enumerate_outputs"]
 
 
@@ -168,3 +169,31 @@ def multibit_audit(*, epsilon: float, d: int, m: int | None = None,
         out["coverage"] = None
     out.update(mechanism="multi-bit", epsilon_claimed=float(epsilon), m=mech.m, d=d)
     return out
+
+
+def feature_rr_audit(*, epsilon: float, num_features: int, k: int = 10, theta=None) -> dict:
+    """Exact ε of HeteroRR's FeatureRR (spec 001): coordinates are randomised independently,
+    so the worst pair of feature vectors differs in every coordinate and the exact ε is the
+    sum over coordinates of the largest log-ratio in each ``k x k`` transition matrix."""
+    from gnnprivacy.ldp.heterorr.feature_rr import FeatureRR
+
+    mech = FeatureRR(epsilon=epsilon, num_features=num_features, k=k, theta=theta)
+    per = []
+    for i in range(num_features):
+        t = np.log(mech.transition_matrix(i))
+        per.append(float((t.max(axis=0) - t.min(axis=0)).max()))
+    return {"epsilon": float(sum(per)), "epsilon_claimed": float(epsilon), "per_feature": per,
+            "mechanism": "FeatureRR", "method": "exact", "k": k, "delta": 0.0}
+
+
+def edge_rr_audit(n: int, pub_edges, pri_edges, *, eps_e1: float, c_em: float = 2.0,
+                  private_node_set: str = "all") -> dict:
+    """Exact audit of EdgeRR's exponential-mechanism step on a tiny graph (``n <= 6``),
+    through HeteroRR's enumeration of every dendrogram (:mod:`gnnprivacy.ldp.heterorr.audit`)."""
+    from gnnprivacy.ldp.heterorr.audit import em_audit
+
+    out = em_audit(n, pub_edges, pri_edges, eps_e1=eps_e1, c_em=c_em,
+                   private_node_set=private_node_set)
+    return {"epsilon": float(out["max_log_ratio"]), "epsilon_claimed": float(eps_e1),
+            "worst_pair": out["worst_pair"], "mechanism": "EdgeRR (exponential mechanism)",
+            "method": "exact", "c_em": c_em, "delta": 0.0}

@@ -181,7 +181,8 @@ def _plan_gap(p, g: GraphFacts, noise_scale: float, degrees) -> MechanismPlan:
                          insert_probability=q, facts={**plan, "noise_multiplier_used": z})
 
 
-def _plan_local(method: str, p, g: GraphFacts, noise_scale: float, degrees) -> MechanismPlan:
+def _plan_local(method: str, p, g: GraphFacts, noise_scale: float, degrees,
+                epsilon_total: float | None = None) -> MechanismPlan:
     from gnnprivacy.auditing.local import grr_audit, grr_fs_audit, multibit_audit
     from gnnprivacy.experiments.methods.ldp import PAPER_GROUP_SIZES
 
@@ -192,14 +193,17 @@ def _plan_local(method: str, p, g: GraphFacts, noise_scale: float, degrees) -> M
     d = max(1, math.ceil(g.num_features / group))
     m = min(p.m or d, d)
     mode = getattr(p, "eps_mode", "sound")
+    eps_x, eps_y = p.eps_x, p.eps_y
+    if epsilon_total is not None:         # split a total budget: half features, half label
+        eps_x, eps_y = epsilon_total / (2.0 * m), epsilon_total / 2.0
     if method == "lpgnn":
-        feats = multibit_audit(epsilon=m * p.eps_x, d=d, m=m)
+        feats = multibit_audit(epsilon=m * eps_x, d=d, m=m)
     else:
-        feats = grr_fs_audit(eps_x=p.eps_x, m=m, d=d, mode=mode)
-    label = grr_audit(p.eps_y, max(2, g.num_classes))
+        feats = grr_fs_audit(eps_x=eps_x, m=m, d=d, mode=mode)
+    label = grr_audit(eps_y, max(2, g.num_classes))
     claimed = feats["epsilon_claimed"] + label["epsilon_claimed"]
     return MechanismPlan(method, {}, claimed, 0.0, None, local=[feats, label],
-                         facts={"eps_x": p.eps_x, "eps_y": p.eps_y, "m": m, "d_reported": d,
+                         facts={"eps_x": eps_x, "eps_y": eps_y, "m": m, "d_reported": d,
                                 "group_size": group, "eps_mode": mode,
                                 "epsilon_claimed_features": feats["epsilon_claimed"],
                                 "epsilon_audited_features": feats["epsilon"]})
@@ -210,15 +214,18 @@ PLANNERS = {"heterpoisson": _plan_heterpoisson, "dpgnn": _plan_dpgnn, "dpmlp": _
 
 
 def plan_for(method: str, params, facts: GraphFacts, *, noise_scale: float = 1.0,
-             degrees=None) -> MechanismPlan:
+             degrees=None, epsilon_total: float | None = None) -> MechanismPlan:
     """The :class:`MechanismPlan` of ``method`` with ``params`` on a graph with ``facts``.
+
+    ``epsilon_total`` (local-DP methods only): audit the user budget split as
+    ``eps_x = E / (2m)`` per sampled feature and ``eps_y = E / 2`` (claimed total ``E``).
 
     Raises:
         InvalidParameterError: the method is not private or has no audit plan.
     """
     noise_scale = check_positive("noise_scale", noise_scale)
     if method in LOCAL_METHODS:
-        return _plan_local(method, params, facts, noise_scale, degrees)
+        return _plan_local(method, params, facts, noise_scale, degrees, epsilon_total)
     if method not in PLANNERS:
         raise InvalidParameterError("method", f"a private method with an audit plan "
                                     f"({', '.join(sorted(PLANNERS) + list(LOCAL_METHODS))})",
