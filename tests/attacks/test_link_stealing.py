@@ -201,3 +201,21 @@ def test_nhop_aware_adaptive_attack_trades_precision_for_recall():
     assert adaptive["recall"] > plain["recall"] and adaptive["precision"] < plain["precision"]
     with pytest.raises(InvalidParameterError, match="attack"):
         LinkStealingSettings(attack=0, adaptive="nhop")
+
+
+@pytest.mark.parametrize("defense, param", [("l2", 0.05), ("dropout", 0.3), ("gap", 4.0),
+                                            ("memguard", 0.3)])
+def test_counterpart_defenses_run_in_the_harness(defense, param):
+    from gnnprivacy.attacks.link_stealing.pipeline import LinkStealingSettings, run_experiment
+    from gnnprivacy.datasets import load_dataset
+
+    data = load_dataset("csbm", num_nodes=400)
+    m, info = run_experiment(data, LinkStealingSettings(attack=0, defense=defense, defense_param=param,
+                                                        epochs=30, patience=10))
+    assert 0 <= m["auc"] <= 1 and 0 <= m["model_test_accuracy"] <= 1
+    if defense == "gap":
+        assert 0 < m["gap_epsilon"] <= 4.0 and info["gap_privacy"]["unit"] == "node"
+    if defense == "memguard":
+        assert m["als"] == 0.0
+    with pytest.raises(InvalidParameterError, match="defense_param"):
+        LinkStealingSettings(defense=defense)

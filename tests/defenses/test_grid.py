@@ -323,3 +323,25 @@ def test_grid_invariant_error_is_raised_on_a_broken_release(monkeypatch):
     monkeypatch.setattr(grid_mod, "solve_batch", broken)
     with pytest.raises(GridInvariantError):
         GRID().fit(edge_index, probs)
+
+
+# --- counterparts in the same harness (spec §5.1) ------------------------------------------------
+
+def test_memguard_keeps_labels_and_budget_in_expectation():
+    from gnnprivacy.defenses.memguard import MemGuard
+
+    edge_index, probs = _graph_posteriors()
+    logits = np.log(probs)
+    e = np.unique(np.sort(edge_index.T, 1), axis=0)
+    rng = np.random.default_rng(0)
+    neg = rng.integers(0, len(probs), (len(e), 2))
+    u, w = np.r_[e[:, 0], neg[:, 0]], np.r_[e[:, 1], neg[:, 1]]
+    lab = np.r_[np.ones(len(e)), np.zeros(len(neg))].astype(int)
+    mg = MemGuard(budget=0.2, steps=30).fit_classifier(probs, u, w, lab)
+    released, info = mg.defend(logits, edge_index)
+    assert (released.argmax(1) == probs.argmax(1)).all()
+    np.testing.assert_allclose(released.sum(1), 1.0, atol=1e-9)
+    assert info["memguard_perturbed"] > 0
+    assert np.abs(released - probs).sum(1).mean() <= 0.2 + 0.1  # expectation, small-sample slack
+    zero, _ = MemGuard(budget=0.0, steps=5).fit_classifier(probs, u, w, lab).defend(logits, edge_index)
+    np.testing.assert_allclose(zero, probs, atol=1e-12)  # budget 0: nothing released noisy

@@ -27,13 +27,13 @@ class LinkStealingParams:
 
     model: str = field(default="gcn", metadata={"help": "target GNN: gcn (transductive), gat, sage, gin (inductive)"})
     attack: int = field(default=6, metadata={"help": "He et al. attack 0..7"})
-    defense: str = field(default="none", metadata={"help": "none | grid | l2 | dropout"})
+    defense: str = field(default="none", metadata={"help": "none | grid | l2 | dropout | gap | memguard"})
     theta: float = field(default=0.4, metadata={"help": "GRID L1 distortion budget, in (0, 2]"})
     n_hop: int = field(default=3, metadata={"help": "GRID hop n (>= 2)"})
     grid_mode: str = field(default="robust", metadata={"help": "GRID ConstraintCheck: robust | paper"})
     grid_objective: str = field(default="paper", metadata={"help": "GRID objective: paper | mean | gap_sq"})
     defense_param: float | None = field(default=None, metadata={
-        "help": "l2: lambda of lambda*sum|W|^2; dropout: p"})
+        "help": "l2: lambda of lambda*sum|W|^2; dropout: p; gap: epsilon (node-level GAP); memguard: L1 budget"})
     scaler_mode: str = field(default="train_only", metadata={
         "help": "attack feature scaler: train_only | separate (reference code)"})
     distance: str = field(default="correlation", metadata={"help": "Attack-0 headline distance"})
@@ -58,6 +58,10 @@ def fit_link_stealing(ctx: RunContext) -> MethodResult:
     metrics, info = run_experiment(ctx.data, ctx.params.settings(), seed=ctx.seed,
                                    device=str(ctx.device))
     metrics["test_accuracy"] = metrics["model_test_accuracy"]
+    if "gap_privacy" in info:  # the target model itself is node-level DP (GAP)
+        eps, delta = metrics.pop("gap_epsilon"), metrics.pop("gap_delta")
+        return MethodResult(metrics=metrics, info=info, epsilon=eps, delta=delta,
+                            privacy=info.pop("gap_privacy"))
     return MethodResult(
         metrics=metrics, info=info,
         privacy={"unit": "edge", "relation": "none", "scope": "no DP guarantee: non-private "

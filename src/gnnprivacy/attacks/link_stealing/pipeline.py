@@ -10,7 +10,9 @@ reference posteriors are the attacker's own and clean.
 
 Defences: ``none``; ``grid`` (:class:`~gnnprivacy.defenses.GRID`, post-hoc, the model is
 unchanged); ``l2`` (retrain with an L2 penalty ``lambda * sum |W|^2``, i.e. Adam weight decay
-``2 * lambda``); ``dropout`` (retrain with dropout ``p``).
+``2 * lambda``); ``dropout`` (retrain with dropout ``p``); ``gap`` (GAP, node-level DP, replaces the target model;
+``defense_param`` = epsilon); ``memguard`` (link-adapted MemGuard on all D1 nodes, defender
+classifier trained on D3; ``defense_param`` = expected L1 budget).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from gnnprivacy.errors import InvalidParameterError
 __all__ = ["DEFENSES", "MODELS", "TARGET_HPARAMS", "LinkStealingSettings", "run_experiment"]
 
 MODELS = ("gcn", "gat", "sage", "gin")
-DEFENSES = ("none", "grid", "l2", "dropout")
+DEFENSES = ("none", "grid", "l2", "dropout", "gap", "memguard")
 #: ``nhop``: the n-hop-aware adaptive attack of Table IX (pairs at distance n labelled linked).
 ADAPTIVE = ("none", "nhop")
 
@@ -69,9 +71,10 @@ class LinkStealingSettings:
         if self.adaptive == "nhop" and self.attack not in (3, 4, 6, 7):
             raise InvalidParameterError("attack", "3, 4, 6 or 7 (attacks trained on A*) with "
                                         "adaptive='nhop'", self.attack)
-        if self.defense in ("l2", "dropout") and self.defense_param is None:
+        if self.defense in ("l2", "dropout", "gap", "memguard") and self.defense_param is None:
             raise InvalidParameterError("defense_param", f"a value for defense {self.defense!r} "
-                                        "(l2: lambda >= 0; dropout: p in [0, 1))", None)
+                                        "(l2: lambda >= 0; dropout: p in [0, 1); gap: epsilon > 0;"
+                                        " memguard: L1 budget >= 0)", None)
 
 
 def _seed(seed: int, purpose: str) -> int:
@@ -174,12 +177,24 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
                                    high_open=True)
     d1, d2, d3 = splits.d1.to_data(), splits.d2.to_data(), splits.d3.to_data()
     train = dict(epochs=st.epochs, patience=st.patience, normalize=normalize, device=device)
-    target = _train(st.model, d1, hp, seed=_seed(seed, "target"), **train)
+    metrics: dict[str, float] = {}
+    info: dict = {"splits": splits.sizes(), "setting": setting}
+    if st.defense == "gap":
+        from gnnprivacy.nn.gap import GAPTrainer
+
+        # GAP's own architecture replaces the target model (spec §9 A17); transductive on D1.
+        gap_d1 = d1.clone()
+        target = GAPTrainer(epsilon=check_real("defense_param", st.defense_param, low=0.0,
+                                               low_open=True),
+                            generator=_seed(seed, "gap")).fit(gap_d1)
+        info["gap_privacy"] = target.privacy_record()
+        metrics["gap_epsilon"], metrics["gap_delta"] = target.epsilon_, target.delta_
+        setting = info["setting"] = "transductive"
+    else:
+        target = _train(st.model, d1, hp, seed=_seed(seed, "target"), **train)
     clean = _softmax(target, d1)
     t_train = time.perf_counter()
 
-    metrics: dict[str, float] = {}
-    info: dict = {"splits": splits.sizes(), "setting": setting}
     released = clean
     if st.defense == "grid":
         from gnnprivacy.defenses import GRID
@@ -191,6 +206,21 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
                         if isinstance(v, (int, float, bool, np.floating, np.integer))})
         metrics["auc_nhop_baseline"] = _auc_nhop(clean, splits.d4, d1.edge_index.numpy(),
                                                  d1.num_nodes, st.n_hop, seed, st.distance)
+    elif st.defense == "memguard":
+        import torch
+
+        from gnnprivacy.defenses.memguard import MemGuard
+
+        p3 = _softmax(target, d3)
+        mg = MemGuard(budget=check_real("defense_param", st.defense_param, low=0.0),
+                      seed=_seed(seed, "memguard"))
+        mg.fit_classifier(p3, splits.d3_pairs.u, splits.d3_pairs.w, splits.d3_pairs.label)
+        with torch.no_grad():
+            logits = target.predict_logits(d1).double().numpy()
+        released, mg_info = mg.defend(logits, d1.edge_index.numpy())
+        metrics.update({k: float(v) for k, v in mg_info.items()})
+        metrics["gan"] = float(np.abs(released - clean).sum(1).mean())
+        metrics["als"] = float((released.argmax(1) != clean.argmax(1)).mean())
     t_def = time.perf_counter()
 
     if setting == "transductive":
