@@ -8,7 +8,7 @@ from gnnprivacy.experiments.reproduce import get_reproduction, list_reproduction
 from gnnprivacy.experiments.sweep import expand_sweep
 from gnnprivacy.reporting.reference_values import load_references
 
-NAMES = ["000-table2", "002-table", "003-tables", "004-table2"]
+NAMES = ["000-table2", "002-table", "003-tables", "004-table2", "utility-defaults"]
 
 
 def test_the_reproductions_are_packaged():
