@@ -120,7 +120,7 @@ class SweepSpec:
         _check_grid(self.grid, where)
         for key in ("runs_dir",):
             if key in self.base or key in self.grid:
-                raise InvalidParameterError(key, "absent from a sweep file (use --runs)", key, where=where)
+                raise InvalidParameterError(key, "absent from a sweep file (use --runs-dir)", key, where=where)
         both = sorted(set(self.base) & set(self.grid))
         if both:
             raise InvalidParameterError("grid", "keys not also set in base", both[0], where=where)
