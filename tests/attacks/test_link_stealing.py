@@ -204,7 +204,7 @@ def test_nhop_aware_adaptive_attack_trades_precision_for_recall():
 
 
 @pytest.mark.parametrize("defense, param", [("l2", 0.05), ("dropout", 0.3), ("gap", 4.0),
-                                            ("memguard", 0.3)])
+                                            ("memguard", 0.3), ("minmax", 1.0)])
 def test_counterpart_defenses_run_in_the_harness(defense, param):
     from gnnprivacy.attacks.link_stealing.pipeline import LinkStealingSettings, run_experiment
     from gnnprivacy.datasets import load_dataset

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-_DEFENSES = ("none", "grid", "l2", "dropout", "gap", "memguard")
+_DEFENSES = ("none", "grid", "l2", "dropout", "gap", "memguard", "minmax")
 
 
 @click.command("link-stealing")
@@ -21,7 +21,7 @@ _DEFENSES = ("none", "grid", "l2", "dropout", "gap", "memguard")
 @click.option("--grid-objective", type=click.Choice(["paper", "mean", "gap_sq"]), default="paper",
               show_default=True)
 @click.option("--defense-param", type=float, default=None,
-              help="l2: lambda (penalty lambda*sum|W|^2); dropout: p; gap: epsilon (node-level GAP); memguard: L1 budget")
+              help="l2: lambda (penalty lambda*sum|W|^2); dropout: p; gap: epsilon (node-level GAP); memguard: L1 budget; minmax: lambda")
 @click.option("--scaler-mode", type=click.Choice(["train_only", "separate"]), default="train_only",
               show_default=True, help="attack feature scaler (separate: the reference code's test-set fit)")
 @click.option("--adaptive", type=click.Choice(["none", "nhop"]), default="none", show_default=True,

@@ -27,13 +27,13 @@ class LinkStealingParams:
 
     model: str = field(default="gcn", metadata={"help": "target GNN: gcn (transductive), gat, sage, gin (inductive)"})
     attack: int = field(default=6, metadata={"help": "He et al. attack 0..7"})
-    defense: str = field(default="none", metadata={"help": "none | grid | l2 | dropout | gap | memguard"})
+    defense: str = field(default="none", metadata={"help": "none | grid | l2 | dropout | gap | memguard | minmax"})
     theta: float = field(default=0.4, metadata={"help": "GRID L1 distortion budget, in (0, 2]"})
     n_hop: int = field(default=3, metadata={"help": "GRID hop n (>= 2)"})
     grid_mode: str = field(default="robust", metadata={"help": "GRID ConstraintCheck: robust | paper"})
     grid_objective: str = field(default="paper", metadata={"help": "GRID objective: paper | mean | gap_sq"})
     defense_param: float | None = field(default=None, metadata={
-        "help": "l2: lambda of lambda*sum|W|^2; dropout: p; gap: epsilon (node-level GAP); memguard: L1 budget"})
+        "help": "l2: lambda of lambda*sum|W|^2; dropout: p; gap: epsilon (node-level GAP); memguard: L1 budget; minmax: lambda"})
     scaler_mode: str = field(default="train_only", metadata={
         "help": "attack feature scaler: train_only | separate (reference code)"})
     distance: str = field(default="correlation", metadata={"help": "Attack-0 headline distance"})

@@ -12,7 +12,8 @@ Defences: ``none``; ``grid`` (:class:`~gnnprivacy.defenses.GRID`, post-hoc, the 
 unchanged); ``l2`` (retrain with an L2 penalty ``lambda * sum |W|^2``, i.e. Adam weight decay
 ``2 * lambda``); ``dropout`` (retrain with dropout ``p``); ``gap`` (GAP, node-level DP, replaces the target model;
 ``defense_param`` = epsilon); ``memguard`` (link-adapted MemGuard on all D1 nodes, defender
-classifier trained on D3; ``defense_param`` = expected L1 budget).
+classifier trained on D3; ``defense_param`` = expected L1 budget); ``minmax`` (adversarial
+regularisation against a link adversary, retrained; ``defense_param`` = lambda).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from gnnprivacy.errors import InvalidParameterError
 __all__ = ["DEFENSES", "MODELS", "TARGET_HPARAMS", "LinkStealingSettings", "run_experiment"]
 
 MODELS = ("gcn", "gat", "sage", "gin")
-DEFENSES = ("none", "grid", "l2", "dropout", "gap", "memguard")
+DEFENSES = ("none", "grid", "l2", "dropout", "gap", "memguard", "minmax")
 #: ``nhop``: the n-hop-aware adaptive attack of Table IX (pairs at distance n labelled linked).
 ADAPTIVE = ("none", "nhop")
 
@@ -71,10 +72,10 @@ class LinkStealingSettings:
         if self.adaptive == "nhop" and self.attack not in (3, 4, 6, 7):
             raise InvalidParameterError("attack", "3, 4, 6 or 7 (attacks trained on A*) with "
                                         "adaptive='nhop'", self.attack)
-        if self.defense in ("l2", "dropout", "gap", "memguard") and self.defense_param is None:
+        if self.defense in ("l2", "dropout", "gap", "memguard", "minmax") and self.defense_param is None:
             raise InvalidParameterError("defense_param", f"a value for defense {self.defense!r} "
                                         "(l2: lambda >= 0; dropout: p in [0, 1); gap: epsilon > 0;"
-                                        " memguard: L1 budget >= 0)", None)
+                                        " memguard: L1 budget >= 0; minmax: lambda >= 0)", None)
 
 
 def _seed(seed: int, purpose: str) -> int:
@@ -190,6 +191,15 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
         info["gap_privacy"] = target.privacy_record()
         metrics["gap_epsilon"], metrics["gap_delta"] = target.epsilon_, target.delta_
         setting = info["setting"] = "transductive"
+    elif st.defense == "minmax":
+        from gnnprivacy.defenses.minmax import MinMaxTrainer
+
+        kw = dict(hp)
+        target = MinMaxTrainer(st.model, lam=check_real("defense_param", st.defense_param, low=0.0),
+                               hidden_channels=kw["hidden_channels"], heads=kw.get("heads", 8),
+                               dropout=kw["dropout"], lr=kw["lr"], weight_decay=kw["weight_decay"],
+                               epochs=st.epochs, patience=st.patience, normalize_features=normalize,
+                               seed=_seed(seed, "target")).fit(d1)
     else:
         target = _train(st.model, d1, hp, seed=_seed(seed, "target"), **train)
     clean = _softmax(target, d1)
