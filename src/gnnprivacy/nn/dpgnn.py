@@ -177,10 +177,10 @@ class OneLayerGCN(nn.Module):
                 h = layer(h)                                          # (B, K+1, h)
         else:
             h = self.encoder(x[nodes.clamp_min(0)])                   # (B, K+1, h)
-        weights = mask.to(h.dtype).unsqueeze(-1)
-        aggregated = (h * weights).sum(1)
+        weights = mask.to(h.dtype).unsqueeze(1)                        # (B, 1, K+1)
+        aggregated = torch.bmm(weights, h).squeeze(1)  # masked sum, no (B, K+1, h) temporary
         if self.normalization == "inverse_degree":
-            aggregated = aggregated / weights.sum(1).clamp_min(1.0)
+            aggregated = aggregated / weights.sum(2).clamp_min(1.0)
         return self._head(aggregated)
 
     def forward_full(self, x: Tensor, edge_index: Tensor) -> Tensor:

@@ -226,7 +226,9 @@ class FullBatchTrainer:
         self.normalize_features = normalize_features
         self.generator = generator
         self.progress = progress
-        self.device = torch.device(device)
+        from gnnprivacy.training.device import resolve_device
+
+        self.device = resolve_device(device)  # an unusable device: one-line error, now
 
     # -- fitting ---------------------------------------------------------------------------
     def fit(self, data: Data) -> FullBatchTrainer:

@@ -101,7 +101,10 @@ def _run(encoder: str, ctx: RunContext) -> MethodResult:
                            progress=ctx.progress, device=ctx.device).fit(data)
     setting = getattr(getattr(data, "split", None), "kind", None)
     ctx.log(f"{encoder}: {trainer.epochs_run_} epochs, best epoch {trainer.best_epoch_}")
+    from gnnprivacy.training.device import device_name
+
     info = {"encoder": encoder, "trainer": trainer.kind, "setting": setting,
+            "device": device_name(trainer.device),
             "epochs_run": trainer.epochs_run_, "best_epoch": trainer.best_epoch_,
             "num_parameters": trainer.model_.num_parameters()}
     if params.batch_size is not None:

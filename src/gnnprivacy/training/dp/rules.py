@@ -241,14 +241,20 @@ def _indexed_clipped_sums(layer: IndexedLinear, acts: list[Tensor], backs: list[
     x, out = layer.features, {}
     flat = nodes.clamp_min(0).reshape(-1)
     if layer.weight.requires_grad:
-        rows = (d * factors[layer.weight].to(d.dtype).view(-1, 1, 1)).reshape(-1, d.shape[-1])
+        # S = P δ with P[u, (i, r)] = c_i [n_ir = u]: one sparse product, so the scaled
+        # (B·(K+1), h) copy of δ is never formed (it was the step's largest temporary).
+        b, r, h = d.shape
+        c = factors[layer.weight].to(d.dtype)
         if flat.numel() < x.shape[0]:
-            uniq, inv = torch.unique(flat, return_inverse=True)
-            s = rows.new_zeros(uniq.numel(), rows.shape[1]).index_add_(0, inv, rows)
-            out[layer.weight] = s.t() @ x[uniq]
+            uniq, target = torch.unique(flat, return_inverse=True)
+            rows_x = x[uniq]
         else:
-            s = rows.new_zeros(x.shape[0], rows.shape[1]).index_add_(0, flat, rows)
-            out[layer.weight] = s.t() @ x
+            target, rows_x = flat, x
+        cols = torch.arange(b * r, device=d.device)
+        p = torch.sparse_coo_tensor(torch.stack([target, cols]), c.repeat_interleave(r),
+                                    (rows_x.shape[0], b * r), check_invariants=False)
+        s = torch.sparse.mm(p, d.reshape(b * r, h))
+        out[layer.weight] = s.t() @ rows_x
     if layer.bias is not None and layer.bias.requires_grad:
         out[layer.bias] = factors[layer.bias].to(d.dtype) @ d.sum(1)
     return out

@@ -35,6 +35,7 @@ from gnnprivacy._validation import check_int
 from gnnprivacy.training.checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from gnnprivacy.training.device import device_name, resolve_device
 from gnnprivacy.training.dp import DPEngine
+from gnnprivacy.training.memory import tune_malloc
 from gnnprivacy.training.node_dp.common import derive_generators, make_generator
 
 #: the named random streams every trainer gets (``noise`` is ``None`` in secure mode)
@@ -83,6 +84,7 @@ class NodeDPTrainer:
     def fit(self, data: Data):
         """Train a fresh model on ``data`` (or resume from a checkpoint); returns ``self``."""
         self.device_ = resolve_device(self.device)
+        tune_malloc()  # reuse freed step temporaries instead of faulting them in again
         gen = make_generator(self.generator)
         gens = derive_generators(gen, GENERATOR_NAMES)
         if self.secure_mode:
