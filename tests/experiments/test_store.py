@@ -175,3 +175,46 @@ def test_results_command(tmp_path):
     assert out.exit_code != 0 and "-o FILE" in out.output
     out = runner.invoke(results_command, [str(tmp_path), "-f", "bogus=1"])
     assert out.exit_code == 1 and "bogus" in out.output and "method" in out.output
+
+
+def test_truncated_record_is_skipped_with_a_warning_and_rerun_by_a_sweep(probe_base, probe_module, tmp_path):
+    import warnings
+
+    from gnnprivacy.experiments.store import UnreadableRecordWarning
+    from gnnprivacy.experiments.sweep import SweepSpec, execute_task, expand_sweep
+
+    spec = SweepSpec.from_dict({"name": "t", "imports": [probe_module], "base": probe_base, "grid": {"lr": [0.1]}})
+    (task,) = expand_sweep(spec, runs_dir=tmp_path)
+    assert execute_task(task).status == "ok"
+    path = tmp_path / f"{task.run_id}.json"
+    path.write_text(path.read_text()[:100])  # truncated (disk full, killed editor ...)
+    store = ResultStore(tmp_path)
+    with pytest.warns(UnreadableRecordWarning, match=str(path)):
+        assert store.completed_ids() == set()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert store.rows() == [] and store.skipped and store.skipped[0][0] == str(path)
+    outcome = execute_task(task)  # the sweep redoes it instead of counting it finished
+    assert outcome.status == "ok" and store.completed_ids() == {task.run_id}
+
+
+def test_runs_dir_is_checked_before_training(tmp_path):
+    from gnnprivacy.experiments.runner import run
+    from gnnprivacy.experiments.store import check_runs_dir
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(InvalidParameterError, match="runs_dir.*an existing file"):
+        check_runs_dir(blocker)
+    calls = []
+    from gnnprivacy.experiments import runner
+
+    original = runner.load_run_data
+    runner.load_run_data = lambda config: calls.append(config) or original(config)
+    try:
+        with pytest.raises(InvalidParameterError, match="runs_dir"):
+            run({"method": "gcn", "dataset": "csbm", "runs_dir": str(blocker / "sub")})
+    finally:
+        runner.load_run_data = original
+    assert calls == []  # refused before loading data or training
+    assert check_runs_dir(tmp_path / "new" / "dir").is_dir()
