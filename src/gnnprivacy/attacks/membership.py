@@ -107,7 +107,7 @@ def train_membership_models(method: str, data, *, num_models: int = 16, params=N
         noise_multiplier: override the calibrated noise (node-DP methods).
         progress: optional callable(k) after each model.
     """
-    from gnnprivacy.auditing.training import make_trainer_for
+    from gnnprivacy.auditing.training import make_trainer_for, node_logits
     from gnnprivacy.experiments.registry import get_method
 
     t0 = time.perf_counter()
@@ -124,8 +124,7 @@ def train_membership_models(method: str, data, *, num_models: int = 16, params=N
         trainer = make_trainer_for(method, params, seed=seed * 1_000_003 + k,
                                    noise_multiplier=noise_multiplier)
         trainer.fit(_induced(data, mask))
-        with torch.no_grad():
-            logits = trainer.predict_logits(_query(data, mask))
+        logits = node_logits(trainer, _query(data, mask))
         phis.append(_phi(logits, data.y))
         posts.append(torch.softmax(logits.double(), 1).numpy())
         utility.append(float((logits.argmax(1) == data.y)[~mask].float().mean()))

@@ -73,8 +73,9 @@ def _link_stealing(model, data, *, pairs: int = 2000, seed: int = 0) -> dict:
     from gnnprivacy.datasets.link_splits import PairSet
 
     rng = np.random.default_rng(seed)
-    with torch.no_grad():
-        post = torch.softmax(model.predict_logits(data).double(), 1).numpy()
+    from gnnprivacy.auditing.training import node_logits
+
+    post = torch.softmax(node_logits(model, data).double(), 1).numpy()
     ei = data.edge_index.numpy()
     und = ei[:, ei[0] < ei[1]]
     pick = rng.choice(und.shape[1], size=min(pairs, und.shape[1]), replace=False)

@@ -26,7 +26,19 @@ from gnnprivacy._validation import check_int
 from gnnprivacy.auditing.bounds import empirical_epsilon
 from gnnprivacy.errors import InvalidParameterError
 
-__all__ = ["insert_canary", "training_audit", "make_trainer_for"]
+__all__ = ["insert_canary", "training_audit", "make_trainer_for", "node_logits"]
+
+
+def node_logits(model, data: Data, nodes: torch.Tensor | None = None) -> torch.Tensor:
+    """Logits of ``nodes`` (default: every node) from any trainer's ``predict_logits``
+    (some take ``nodes=`` and default to the test nodes; others return every node)."""
+    import inspect
+
+    idx = torch.arange(int(data.num_nodes)) if nodes is None else nodes
+    with torch.no_grad():
+        if "nodes" in inspect.signature(model.predict_logits).parameters:
+            return model.predict_logits(data, nodes=idx)
+        return model.predict_logits(data)[idx]
 
 
 def insert_canary(data: Data, *, degree: int | None = None,
@@ -108,9 +120,8 @@ def training_audit(method: str, params, data: Data, *, runs: int = 20, confidenc
             trainer = make_trainer_for(method, params, seed=seed * 100_003 + 2 * r +
                                        (world == "member"), noise_multiplier=noise)
             trainer.fit(train_data)
-            with torch.no_grad():
-                logits = trainer.predict_logits(member_data)
-            scores[world].append(_margin(logits[z], label))
+            logits = node_logits(trainer, member_data, torch.tensor([z]))
+            scores[world].append(_margin(logits[0], label))
             if hasattr(trainer, "epsilon_"):
                 claimed, delta = float(params.epsilon), float(trainer.delta_)
     bound_delta = 0.0 if delta is None else delta
