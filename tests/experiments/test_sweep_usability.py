@@ -3,6 +3,7 @@ per-method grids, progress lines when nobody watches a terminal, ``-q`` silences
 
 import io
 import os
+import re
 import time
 
 import pytest
@@ -142,3 +143,21 @@ def test_sweep_without_tty_logs_progress_lines_and_quiet_is_silent(probe_base, p
     quiet = CliRunner().invoke(sweep_command, ["-c", str(config), "--runs", str(tmp_path / "r"), "-q"])
     assert quiet.exit_code == 0 and quiet.stderr == ""
     assert quiet.stdout.startswith("sweep plain: 2 runs; 2 already finished, 0 ran")
+
+
+def test_workers_log_step_progress_when_not_on_a_tty(tmp_path, monkeypatch, capfd):
+    from gnnprivacy.experiments.sweep import STEP_PROGRESS_ENV, execute_task
+
+    monkeypatch.setenv(STEP_PROGRESS_ENV, "1")
+    monkeypatch.setenv("GNNPRIVACY_PROGRESS_INTERVAL", "0")
+    spec = SweepSpec.from_dict({"name": "steps", "base": {"method": "gcn", "dataset": "csbm", "epochs": 3,
+                                                          "dataset_args": "num_nodes=100,num_features=8"},
+                                "grid": {"lr": [0.01]}})
+    (task,) = expand_sweep(spec, runs_dir=tmp_path)
+    assert execute_task(task).status == "ok"
+    err = capfd.readouterr().err
+    assert re.search(rf"\[progress\] {task.run_id} \(.*\): step 3/3 \(100%\), elapsed", err), err
+    monkeypatch.delenv(STEP_PROGRESS_ENV)
+    (task2,) = expand_sweep(spec, runs_dir=tmp_path / "b")
+    execute_task(task2)
+    assert "[progress]" not in capfd.readouterr().err

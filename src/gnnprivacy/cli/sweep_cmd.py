@@ -51,7 +51,13 @@ def run_and_summarise(spec, *, runs_dir: str, executor: str, address, workers, d
     from gnnprivacy.cli.progress import progress_factory, quiet_mode
     from gnnprivacy.experiments.sweep import run_sweep
 
+    import os
+
+    from gnnprivacy.experiments.sweep import STEP_PROGRESS_ENV
+
     log = (lambda m: None) if quiet else (lambda m: click.echo(m, err=True))
+    if not quiet and not sys.stderr.isatty():  # logs, not a terminal: workers write step lines too
+        os.environ[STEP_PROGRESS_ENV] = "1"
     try:
         with quiet_mode(quiet), progress_factory(enabled=not quiet) as progress:
             result = run_sweep(spec, runs_dir=runs_dir, executor=executor, workers=workers, address=address,

@@ -328,7 +328,9 @@ def execute_task(task: SweepTask) -> TaskOutcome:
     t0 = time.perf_counter()
     staging = store.staging_dir(task.run_id)
     try:
-        record = run({**task.values, "runs_dir": str(staging)}, run_id=task.run_id, save=True)
+        with _worker_progress(task) as progress:
+            record = run({**task.values, "runs_dir": str(staging)}, run_id=task.run_id, save=True,
+                         progress=progress)
         record.config["runs_dir"] = task.values["runs_dir"]
         record.info.update({"sweep": task.sweep, "seed_index": task.repeat})
         store.commit(record, staging)
@@ -340,6 +342,28 @@ def execute_task(task: SweepTask) -> TaskOutcome:
     finally:
         store.release_staging(staging)
         store.release(task.run_id)
+
+
+#: set (by ``gnnprivacy sweep`` when stderr is not a terminal) to make workers log step progress
+STEP_PROGRESS_ENV = "GNNPRIVACY_STEP_PROGRESS"
+
+
+def _worker_progress(task: SweepTask):
+    """Plain step-progress lines of one run (prefixed with its id), when ``$GNNPRIVACY_STEP_PROGRESS``
+    is set; else no progress."""
+    from contextlib import contextmanager, nullcontext
+
+    if not os.environ.get(STEP_PROGRESS_ENV) or os.environ.get("GNNPRIVACY_QUIET"):
+        return nullcontext(None)
+
+    @contextmanager
+    def plain():
+        from gnnprivacy.cli.progress import plain_progress
+
+        with plain_progress() as make:
+            yield lambda description, total: make(f"{task.run_id} ({description})", total, unit="step")
+
+    return plain()
 
 
 @dataclass
