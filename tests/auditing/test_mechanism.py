@@ -92,3 +92,34 @@ def test_facebook_configuration_small_runs():
     control = heterpoisson_law(q_b=4096 / n, M=1, degree=n - 1, noise_multiplier=0.9475 / 0.5)
     out = audit_phases([Phase(control, 50)], runs=3000, delta=n ** -1.1, generator=0)
     assert out["epsilon_lower_bound"] > 2.0
+
+
+def test_heterpoisson_law_matches_the_real_sampler():
+    """The audit's shift law is the law of the library's HeterPoisson sampler: node z with
+    out-degree D (all out-neighbours central candidates) is central w.p. q_b, else appears
+    as a peripheral in k ~ Bin(D, q_b M / D) sub-graphs (shift 2k in clip units)."""
+    import torch
+
+    from gnnprivacy.sampling import HeterPoissonSampler
+
+    d, q, trials = 4, 0.3, 4000
+    z = 0
+    src = torch.tensor([z] * d + list(range(1, d + 1)))
+    dst = torch.tensor(list(range(1, d + 1)) + [z] * d)
+    n = d + 1
+    sampler = HeterPoissonSampler(torch.stack([src, dst]), n, candidates=torch.ones(n, dtype=bool),
+                                  eligible=torch.ones(n, dtype=bool), q_b=q, M=1.0,
+                                  enforce_no_overlap=True)
+    gen = torch.Generator().manual_seed(0)
+    shifts = []
+    for _ in range(trials):
+        b = sampler.sample(gen)
+        if bool((b.centers == z).any()):
+            shifts.append(1.0)
+        else:
+            shifts.append(2.0 * int((b.periph_nodes == z).sum()))
+    law = heterpoisson_law(q_b=q, M=1.0, degree=d, noise_multiplier=1.0)
+    emp = np.array(shifts)
+    for s, w in zip(law.shifts, law.weights):
+        freq = (emp == s).mean()
+        assert abs(freq - w) < 4 * np.sqrt(w * (1 - w) / trials) + 1e-3, (s, freq, w)
