@@ -43,9 +43,7 @@ def _train(config_file, print_config, as_json, quiet, **options):
     except (ValueError, GnnPrivacyError) as exc:
         raise click.UsageError(str(exc)) from None
     if print_config:
-        import yaml
-
-        click.echo(yaml.safe_dump(config_to_dict(config, params), sort_keys=False), nl=False)
+        _print_resolved(config, params)
         return
     from gnnprivacy.cli.progress import progress_factory
     from gnnprivacy.experiments.runner import run
@@ -66,6 +64,20 @@ def _train(config_file, print_config, as_json, quiet, **options):
     click.echo(f"record: {config.runs_dir}/{record.run_id}.json")
 
 
+def _print_resolved(config, params) -> None:
+    """The configuration with every default resolved for the dataset (loads the data)."""
+    import yaml
+
+    from gnnprivacy.experiments.resolve import resolved_values
+    from gnnprivacy.experiments.runner import load_run_data
+
+    try:
+        values = resolved_values(config, params, load_run_data(config))
+    except GnnPrivacyError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(yaml.safe_dump(values, sort_keys=False), nl=False)
+
+
 def _build_train_command():
     fields = _fields()
     doc = ("Train a model with one method and write a JSON run record.\n\n"
@@ -77,7 +89,7 @@ def _build_train_command():
     command = click.option("--json", "as_json", is_flag=True,
                            help="print a machine-readable result on stdout")(command)
     command = click.option("--print-config", is_flag=True,
-                           help="print the resolved configuration as YAML and exit")(command)
+                           help="print the configuration as YAML, every default resolved for the dataset, and exit")(command)
     command = click.option("-c", "--config", "config_file", type=click.Path(dir_okay=False),
                            help="YAML file of options")(command)
     return click.command("train", help=doc)(command)
