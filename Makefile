@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	$(PIP) install --quiet --upgrade pip
 	# The CPU wheel of torch 2.13.0 (any other version pulls CUDA packages).
 	$(PIP) install --quiet torch==2.13.0
-	$(PIP) install --quiet -e '.[test,report,ray,docs]'
+	$(PIP) install --quiet -e '.[test,report,ray,docs,heterorr]'
 	touch $(STAMP)
 
 # Headless Chromium renders the HTML report in the screenshot test (Debian package).
