@@ -1,11 +1,16 @@
-"""Data-parallel DP-MLP (gloo, 2 local processes) equals the single-process run."""
+"""Data-parallel DP-MLP and HeterPoisson (gloo, 2 local processes) equal the single-process run."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from gnnprivacy.datasets import load_dataset
-from gnnprivacy.training.dp.distributed import DistributedDPMLPTrainer, shard, spawn_local
+from gnnprivacy.sampling.star_batch import StarBatch
+from gnnprivacy.training.dp.distributed import (DistributedDPMLPTrainer,
+                                                DistributedHeterPoissonTrainer, shard,
+                                                shard_star_batch, spawn_local)
+from gnnprivacy.training.node_dp import HeterPoissonTrainer
 from gnnprivacy.training.node_dp.dpmlp import DPMLPTrainer
 
 KW = dict(noise_multiplier=1.0, steps=12, batch_size=48, lr=0.01, generator=7)
@@ -55,3 +60,35 @@ def test_two_processes_match_the_single_process_run(tmp_path):
     other = _result(DPMLPTrainer(**{**KW, "generator": 8}).fit(_data()))
     assert any(not torch.allclose(other["params"][k], v, rtol=1e-4, atol=1e-5)
                for k, v in single["params"].items())
+
+
+HP = dict(noise_multiplier=1.0, steps=6, q_b=0.2, degree_public=True, hidden_channels=16,
+          generator=3)
+
+
+def _hp_worker(rank: int, world_size: int, out_dir: str) -> None:
+    torch.set_num_threads(1)
+    trainer = DistributedHeterPoissonTrainer("gcn", **HP).fit(_data())
+    assert trainer.world_size_ == world_size
+    torch.save(_result(trainer), f"{out_dir}/hp{rank}.pt")
+
+
+def test_shard_star_batch_partitions_the_subgraphs():
+    batch = StarBatch(torch.tensor([5, 6, 7, 8, 9]), torch.tensor([1, 2, 3, 4, 0, 1]),
+                      torch.tensor([0, 0, 2, 3, 3, 4]), 5)
+    parts = [shard_star_batch(batch, r, 2) for r in range(2)]
+    assert [p.centers.tolist() for p in parts] == [[5, 6], [7, 8, 9]]
+    assert parts[0].periph_nodes.tolist() == [1, 2] and parts[0].periph_subgraph.tolist() == [0, 0]
+    assert parts[1].periph_nodes.tolist() == [3, 4, 0, 1]
+    assert parts[1].periph_subgraph.tolist() == [0, 1, 1, 2]
+
+
+@pytest.mark.slow  # the HeterPoisson epsilon at the end of each of the 3 fits takes seconds
+def test_heterpoisson_two_processes_match_the_single_process_run(tmp_path):
+    single = _result(HeterPoissonTrainer("gcn", **HP).fit(_data()))
+    spawn_local(_hp_worker, 2, str(tmp_path), start_method="fork")
+    ranks = [torch.load(tmp_path / f"hp{r}.pt") for r in range(2)]
+    for k, v in single["params"].items():
+        assert torch.equal(ranks[0]["params"][k], ranks[1]["params"][k])
+        torch.testing.assert_close(ranks[0]["params"][k], v, rtol=1e-4, atol=1e-5)
+    assert ranks[0]["ledger"] == ranks[1]["ledger"] == single["ledger"]

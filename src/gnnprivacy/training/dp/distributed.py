@@ -50,11 +50,14 @@ from gnnprivacy.training.dp.engine import DPEngine, make_optimizer
 from gnnprivacy.training.dp.noise import gaussian_noise
 from gnnprivacy.training.node_dp import _privacy
 from gnnprivacy.training.node_dp.common import FeatureNorm, is_inductive
+from gnnprivacy.sampling.star_batch import StarBatch
 from gnnprivacy.training.node_dp.dpmlp import DPMLPTrainer, default_delta_dpmlp, mlp
+from gnnprivacy.training.node_dp.heterpoisson import HeterPoissonTrainer
 from gnnprivacy.training.nonprivate import num_classes_of, training_graph
 
-__all__ = ["DistributedDPEngine", "DistributedDPMLPTrainer", "broadcast_generator",
-           "broadcast_parameters", "init_from_env", "rank_and_world", "shard", "spawn_local"]
+__all__ = ["DistributedDPEngine", "DistributedDPMLPTrainer", "DistributedHeterPoissonTrainer",
+           "broadcast_generator", "broadcast_parameters", "init_from_env", "rank_and_world",
+           "shard", "shard_star_batch", "spawn_local"]
 
 
 def rank_and_world() -> tuple[int, int]:
@@ -108,6 +111,15 @@ class DistributedDPEngine(DPEngine):
     def __init__(self, *args: Any, noise_rank: int = 0, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.noise_rank = int(noise_rank)
+
+    @classmethod
+    def wrap(cls, engine: DPEngine, *, noise_rank: int = 0) -> DistributedDPEngine:
+        """A distributed engine sharing ``engine``'s model, optimizer, clip groups, noise
+        generator, accountant and step event (a trainer built the engine; this wraps it)."""
+        new = cls.__new__(cls)
+        new.__dict__.update(engine.__dict__)
+        new.noise_rank = int(noise_rank)
+        return new
 
     def noisy_sum(self, closure: Callable[[], Tensor], *,
                   row_mask: Tensor | None = None) -> tuple[dict[str, Tensor], int]:
@@ -204,6 +216,60 @@ class DistributedDPMLPTrainer(DPMLPTrainer):
             "calibrated": self.noise_multiplier is None}
         self.info_ = {"setting": "inductive" if inductive else "transductive",
                       "num_train": n_train, "world_size": world, "rank": rank}
+
+    def _save(self, engine: DPEngine) -> None:
+        if rank_and_world()[0] == 0:
+            super()._save(engine)
+
+
+def shard_star_batch(batch: StarBatch, rank: int, world_size: int) -> StarBatch:
+    """This rank's contiguous block of the star sub-graphs of ``batch`` (sizes differ by <= 1),
+    peripherals renumbered to the block."""
+    lo = rank * batch.num_subgraphs // world_size
+    hi = (rank + 1) * batch.num_subgraphs // world_size
+    ptr = batch.rowptr()
+    a, b = int(ptr[lo]), int(ptr[hi])
+    return StarBatch(batch.centers[lo:hi], batch.periph_nodes[a:b],
+                     batch.periph_subgraph[a:b] - lo, hi - lo)
+
+
+class _ShardedSampler:
+    """A sampler whose ``sample(generator)`` is this rank's shard of the global batch."""
+
+    def __init__(self, sampler: Any, rank: int, world_size: int):
+        self.sampler, self.rank, self.world_size = sampler, rank, world_size
+
+    def sample(self, generator: torch.Generator) -> StarBatch:
+        return shard_star_batch(self.sampler.sample(generator), self.rank, self.world_size)
+
+    def __getattr__(self, name: str) -> Any:  # max_out_degree, ... of the wrapped sampler
+        return getattr(self.sampler, name)
+
+
+class DistributedHeterPoissonTrainer(HeterPoissonTrainer):
+    """:class:`~gnnprivacy.training.node_dp.HeterPoissonTrainer`, data-parallel over the ranks.
+
+    Every rank draws the same global HeterPoisson batch (same sampling seed) and trains on its
+    contiguous block of star sub-graphs; the trainer's own engine is wrapped in a
+    :class:`DistributedDPEngine` (one noise draw on rank 0, one ``all_reduce``), so a run
+    equals the single-process run with the same ``generator``. Only rank 0 writes checkpoints.
+
+    Privacy: as ``HeterPoissonTrainer`` (one HeterPoisson mixture event per executed step).
+    """
+
+    def _sampler(self, graph: Data, inductive: bool):
+        rank, world = rank_and_world()
+        return _ShardedSampler(super()._sampler(graph, inductive), rank, world)
+
+    def _run(self, engine: DPEngine, steps: int, closure_for_step: Callable[[], Callable]) -> None:
+        broadcast_parameters(self.model_)
+        gens = getattr(self, "_gens", {})
+        if getattr(self, "secure_mode", False) and gens.get("sample") is not None:
+            broadcast_generator(gens["sample"])
+        wrapped = DistributedDPEngine.wrap(engine)
+        super()._run(wrapped, steps, closure_for_step)
+        engine.steps_ = wrapped.steps_
+        self.world_size_ = rank_and_world()[1]
 
     def _save(self, engine: DPEngine) -> None:
         if rank_and_world()[0] == 0:
