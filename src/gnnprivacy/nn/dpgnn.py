@@ -183,27 +183,41 @@ class OneLayerGCN(nn.Module):
             aggregated = aggregated / weights.sum(2).clamp_min(1.0)
         return self._head(aggregated)
 
-    def forward_full(self, x: Tensor, edge_index: Tensor) -> Tensor:
+    def forward_full(self, x: Tensor, edge_index: Tensor, *, chunk_size: int = 65536,
+                     transform=None) -> Tensor:
         """Full-graph evaluation forward ``Dec(Â_full Enc(X) Θ_agg)``, no degree limit.
 
         ``edge_index`` columns ``(j, i)`` mean ``i`` aggregates ``j``; self-loops are dropped
         and duplicates merged (``A`` is 0/1), then ``Â = (D+I)^{-1}(A+I)``.
+
+        Evaluated in chunks of ``chunk_size`` nodes: the encoder and the head see one chunk
+        at a time (``transform``, e.g. feature preprocessing, is applied per chunk, so no
+        full copy of ``x`` is made); only the ``(N, h)`` encodings live at once.
         """
         n = x.shape[0]
         ei, _ = remove_self_loops(edge_index)
         ei = coalesce(ei, num_nodes=n, sort_by_row=False)  # sorted by (target, source)
-        h = x
-        for layer in self.encoder:
-            h = nn.Linear.forward(layer, h) if isinstance(layer, IndexedLinear) else layer(h)
+        h = None
+        for s in range(0, n, chunk_size):
+            part = x[s:s + chunk_size]
+            part = part if transform is None else transform(part)
+            for layer in self.encoder:
+                part = (nn.Linear.forward(layer, part) if isinstance(layer, IndexedLinear)
+                        else layer(part))
+            if h is None:
+                h = part.new_empty(n, part.shape[1])
+            h[s:s + part.shape[0]] = part
         # A[i, j] = 1 for each edge j -> i; sparse product instead of gathering h[ei[0]]
         ones = torch.ones(ei.shape[1], dtype=h.dtype, device=h.device)
         adj = torch.sparse_coo_tensor(ei.flip(0), ones,
                                       (n, n), is_coalesced=True, check_invariants=False)
-        aggregated = torch.sparse.mm(adj, h) + h
+        aggregated = torch.sparse.mm(adj, h).add_(h)
+        del h
         if self.normalization == "inverse_degree":
-            deg = torch.bincount(ei[1], minlength=n).to(h.dtype) + 1.0
-            aggregated = aggregated / deg.unsqueeze(1)
-        return self._head(aggregated)
+            deg = torch.bincount(ei[1], minlength=n).to(aggregated.dtype) + 1.0
+            aggregated.div_(deg.unsqueeze(1))
+        return torch.cat([self._head(aggregated[s:s + chunk_size])
+                          for s in range(0, n, chunk_size)])
 
     def extra_repr(self) -> str:
         return f"activation={self.activation!r}, normalization={self.normalization!r}"

@@ -104,6 +104,7 @@ class DPGNNTrainer(NodeDPTrainer):
                  feature_norm: str = "auto", noise_multiplier: float | None = None,
                  generator: torch.Generator | int | None = None,
                  progress: Callable[[str, int], object] | None = None,
+                 allow_large_delta: bool = False,
                  degree_sampler: str = "greedy", secure_mode: bool = False,
                  device: str | torch.device = "cpu", checkpoint_path: str | None = None,
                  checkpoint_every: int = 100, resume: bool = False):
@@ -135,6 +136,7 @@ class DPGNNTrainer(NodeDPTrainer):
                                  else check_real("noise_multiplier", noise_multiplier, low=0.0))
         self.generator = generator
         self.progress = progress
+        self.allow_large_delta = bool(allow_large_delta)
 
     def _clip_groups(self, x: Tensor, nodes: Tensor, mask: Tensor, y: Tensor) -> list[ClipGroup]:
         names = [n for n, _ in self.model_.named_parameters()]
@@ -151,7 +153,8 @@ class DPGNNTrainer(NodeDPTrainer):
             self.model_(x, nodes, mask), y[nodes[:, 0]], reduction="none"), clip_norm=probe)
         self.model_.zero_grad(set_to_none=True)
         return [ClipGroup(g.names, max(1e-12, self.clip_scale * float(np.percentile(
-            res.group_norms[k].numpy(), self.clip_percentile)))) for k, g in enumerate(groups)]
+            res.group_norms[k].cpu().numpy(), self.clip_percentile))))
+            for k, g in enumerate(groups)]
 
     def _fit(self, data: Data, gens: dict[str, torch.Generator]) -> None:
         inductive = is_inductive(data)
@@ -173,6 +176,10 @@ class DPGNNTrainer(NodeDPTrainer):
             scope = PER_EDGE_SCOPE
         batches = NodeBatchSampler(n_train, batch_size=m, sampling=self.sampling)
         self.steps_planned_ = self.steps or math.ceil(self.epochs * n_train / m)
+        _privacy.check_plan(delta=delta, num_units=n_train, steps=self.steps_planned_,
+                            explicit_steps=self.steps is not None,
+                            allow_large_delta=self.allow_large_delta,
+                            how=f"T = ceil(epochs N / m) with m = {m}")
         make_event = _privacy.dpgnn_event_factory(num_train=n_train, batch_size=m,
                                                   max_degree=self.max_degree,
                                                   sampling=self.sampling)
@@ -239,8 +246,9 @@ class DPGNNTrainer(NodeDPTrainer):
         self._check_fitted()
         dev = self.device_
         with torch.no_grad():
-            return self.model_.forward_full(self.feature_norm_.transform(data.x).to(dev),
-                                            data.edge_index.to(dev)).cpu()
+            return self.model_.forward_full(
+                data.x, data.edge_index.to(dev),
+                transform=lambda part: self.feature_norm_.transform(part).to(dev)).cpu()
 
     def predict(self, data: Data) -> Tensor:
         return self.predict_logits(data).argmax(1)
