@@ -64,6 +64,7 @@ def test_tune_end_to_end_records_total_epsilon_and_comparison(tmp_path):
     assert t["chosen_setting"] in TuneSpec.from_dict(spec()).settings()
     assert out["comparison"]["nominal_epsilon"] == 4.0 and len(out["comparison"]["rows"]) == 4
     assert out["internal"]["num_trials"] == len(out["internal"]["trials"]) >= 1
+    assert "val_accuracy" not in out["metrics"] and "val_accuracy_noisy" in out["metrics"]
     saved = json.loads((tmp_path / "tune-t.json").read_text())
     assert saved["tuning"]["total_epsilon"] == pytest.approx(t["total_epsilon"])
 

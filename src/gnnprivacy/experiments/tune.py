@@ -424,13 +424,17 @@ def tune(spec: TuneSpec | Mapping[str, Any] | str | Path, *, runs_dir: str | Pat
     tuning["chosen_noisy_val_accuracy"] = best["noisy_val_accuracy"]
     out = {**chosen, "run_id": f"tune-{spec.name}", "epsilon": budget["total_epsilon"],
            "delta": delta, "tuning": tuning}
+    # the exact validation metrics are not released (only the noisy score is covered)
+    out["metrics"] = {k: v for k, v in chosen["metrics"].items() if not k.startswith("val_")}
+    out["metrics"]["val_accuracy_noisy"] = best["noisy_val_accuracy"]
     out["privacy"] = {**chosen["privacy"], "training_epsilon": chosen["epsilon"],
                       "scope": "training of the released model and the selection among "
                                "K random trials (Papernot-Steinke)",
                       "unaccounted": list(chosen["privacy"].get("unaccounted", []))
                       + tuning["unaccounted"]}
     out["internal"] = {"trials": [{k2: v for k2, v in t.items() if k2 != "record"}
-                                  | {"test_accuracy": t["record"].metrics.get("test_accuracy")}
+                                  | {"val_accuracy": t["record"].metrics.get("val_accuracy"),
+                                     "test_accuracy": t["record"].metrics.get("test_accuracy")}
                                   for t in trials], "num_trials": k}
     if compare:
         out["comparison"] = _compare(settings, spec, delta, runs_dir, log, run)
