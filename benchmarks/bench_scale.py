@@ -12,7 +12,8 @@ method in ``--methods`` fits, in a forked child (so each peak RSS is that run's 
 
 on the memory-mapped graph (:func:`~gnnprivacy.datasets.stream.large_graph_data`: nothing is
 copied at load), then scores ``--eval-nodes`` test nodes (chunked private inference). It
-prints, side by side: the median step time (wall and CPU), set-up time (fit start to first
+prints, side by side: the median step time (wall and CPU), the mean CPU time per step in
+the batch sampler (``sample()``), set-up time (fit start to first
 step: sampler, degree bounding, feature normalisation), the per-epoch time derived as
 ``median step x steps per epoch`` (``|V_tr| / batch``), evaluation time, and the peak RSS of
 the child; then the log-log slope of the step time in ``N`` per method (issue 15 accepts
@@ -92,6 +93,23 @@ def _split(data, *, train_frac: float, eval_nodes: int, seed: int):
     return n_train
 
 
+def _time_sampling(cpu: list[float]) -> None:
+    """Accumulate the CPU seconds of every batch-sampler call into ``cpu[0]`` (this child
+    process only: the class attribute is replaced after the fork)."""
+    from gnnprivacy.sampling import HeterPoissonSampler
+    from gnnprivacy.sampling.minibatch import NodeBatchSampler
+
+    for cls in (HeterPoissonSampler, NodeBatchSampler):
+        def timed(self, *a, _inner=cls.sample, **kw):
+            t0 = time.process_time()
+            try:
+                return _inner(self, *a, **kw)
+            finally:
+                cpu[0] += time.process_time() - t0
+
+        cls.sample = timed
+
+
 def run_one(method: str, folder: str, args, queue) -> None:
     """Child process: map the graph, fit, score; report timings and peak RSS."""
     import torch
@@ -100,6 +118,8 @@ def run_one(method: str, folder: str, args, queue) -> None:
     from gnnprivacy.training.node_dp import DPGNNTrainer, HeterPoissonTrainer
 
     torch.set_num_threads(1)
+    sample_cpu = [0.0]
+    _time_sampling(sample_cpu)
     rss_start = peak_rss_gib()
     graph = open_large_graph(folder)
     data = large_graph_data(graph)
@@ -112,6 +132,7 @@ def run_one(method: str, folder: str, args, queue) -> None:
     else:
         trainer = DPGNNTrainer(batch_size=min(args.batch, n_train), **common)
     trainer.fit(data)
+    sample_ms = 1e3 * sample_cpu[0] / max(trainer.steps_, 1)
     t_fit = time.perf_counter() - clock.start
     rss_fit = peak_rss_gib()
     t0 = time.perf_counter()
@@ -121,6 +142,7 @@ def run_one(method: str, folder: str, args, queue) -> None:
     step_wall = statistics.median(s[0] for s in steps)
     queue.put({"method": method, "n": graph.num_nodes, "n_train": n_train,
                "step_wall": step_wall, "step_cpu": statistics.median(s[1] for s in steps),
+               "sample_ms": sample_ms,
                "setup": clock.first[0] - clock.start, "fit": t_fit,
                "epoch": step_wall * n_train / args.batch, "eval": t_eval,
                "acc": scores.get("test_accuracy", float("nan")), "rss_start": rss_start,
@@ -192,17 +214,22 @@ def main(argv=None) -> None:
     print(f"\nsteps={args.steps}, batch={args.batch}, features={args.features}, "
           f"avg degree={args.avg_degree:g}, train frac={args.train_frac}, eval nodes="
           f"{args.eval_nodes or 'all'}; per-epoch = median step x |V_tr|/batch")
-    print(f"{'method':<13} {'N':>9} {'step ms':>8} {'step CPU ms':>12} {'setup s':>8} "
+    print(f"{'method':<13} {'N':>9} {'step ms':>8} {'step CPU ms':>12} {'sample CPU ms':>14} "
+          f"{'setup s':>8} "
           f"{'epoch s':>9} {'eval s':>8} {'test acc':>9} {'RSS fit GiB':>12} {'RSS end GiB':>12}")
     for r in rows:
         print(f"{r['method']:<13} {r['n']:>9.0e} {r['step_wall'] * 1e3:8.1f} "
-              f"{r['step_cpu'] * 1e3:12.1f} {r['setup']:8.1f} {r['epoch']:9.1f} "
+              f"{r['step_cpu'] * 1e3:12.1f} {r['sample_ms']:14.1f} {r['setup']:8.1f} "
+              f"{r['epoch']:9.1f} "
               f"{r['eval']:8.1f} {r['acc']:9.3f} {r['rss_fit']:12.2f} {r['rss_end']:12.2f}")
     for method in methods:
         pts = [(r["n"], r["step_cpu"]) for r in rows if r["method"] == method]
         ptw = [(r["n"], r["step_wall"]) for r in rows if r["method"] == method]
+        rest = [(r["n"], max(r["step_cpu"] - r["sample_ms"] / 1e3, 1e-9))
+                for r in rows if r["method"] == method]
         print(f"log-log slope of the step time in N, {method}: CPU {slope(pts):.3f}, "
-              f"wall {slope(ptw):.3f} (sizes {[f'{n:.0e}' for n, _ in pts]})"
+              f"wall {slope(ptw):.3f}, CPU without sampling {slope(rest):.3f} "
+              f"(sizes {[f'{n:.0e}' for n, _ in pts]})"
               + ("  (acceptance <= 0.1)" if method == "heterpoisson" else ""))
     big = [r for r in rows if r["n"] >= 10_000_000]
     for r in big:
