@@ -44,6 +44,8 @@ class HeterPoissonParams:
     delta: float | None = field(default=None, metadata={
         "help": "target delta in (0,1); default: the paper's (heterpoisson |V|^-1.1, "
                 "dpgnn/dpmlp 1/(10 |V_train|))"})
+    allow_large_delta: bool = field(default=False, metadata={
+        "help": "accept delta >= 1/n (n = training nodes); refused by default"})
     accounting: str = field(default="sound", metadata={
         "help": "heterpoisson accountant: sound (PLD of the Theorem-2 mixture) | paper (RDP)"})
     backbone: str = field(default="gcn", metadata={"help": "star GNN: gcn | gin | sage"})
@@ -96,6 +98,8 @@ class DPGNNParams:
     delta: float | None = field(default=None, metadata={
         "help": "target delta in (0,1); default: the paper's (heterpoisson |V|^-1.1, "
                 "dpgnn/dpmlp 1/(10 |V_train|))"})
+    allow_large_delta: bool = field(default=False, metadata={
+        "help": "accept delta >= 1/n (n = training nodes); refused by default"})
     max_degree: int | None = field(default=None, metadata={
         "help": "DP-GNN degree bound K (default: preset; paper 10, auto 3)"})
     batch_size: int | None = field(default=None, metadata={
@@ -147,6 +151,8 @@ class DPMLPParams:
     delta: float | None = field(default=None, metadata={
         "help": "target delta in (0,1); default: the paper's (heterpoisson |V|^-1.1, "
                 "dpgnn/dpmlp 1/(10 |V_train|))"})
+    allow_large_delta: bool = field(default=False, metadata={
+        "help": "accept delta >= 1/n (n = training nodes); refused by default"})
     batch_size: int | None = field(default=None, metadata={
         "help": "batch size m (dpgnn default min(10000, |V_train|); dpmlp: expected, 2048)"})
     epochs: int | None = field(default=None, metadata={
@@ -201,7 +207,8 @@ def _fit(trainer_cls, ctx: RunContext) -> MethodResult:
     trainer = trainer_cls(**kwargs, generator=ctx.seed_for("train"),
                           progress=ctx.progress, device=ctx.device,
                           checkpoint_path=getattr(ctx, "checkpoint_path", None),
-                          resume=bool(getattr(ctx, "resume", False)))
+                          resume=bool(getattr(ctx, "resume", False))
+                          and getattr(ctx, "checkpoint_path", None) is not None)
     result = _result(trainer.fit(ctx.data), ctx)
     result.info.update(preset=ctx.params.preset, hparams=kwargs)  # resolved defaults
     return result
