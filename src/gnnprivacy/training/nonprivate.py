@@ -86,6 +86,11 @@ def gcn_adjacency(edge_index: Tensor, num_nodes: int, *, improved: bool = False,
     return to_sparse_csr(coo.coalesce())
 
 
+#: Largest extra memory (bytes) the buffered input dropout may hold; above it the encoder's
+#: own ``F.dropout`` runs.
+INPUT_DROPOUT_BUFFER_BYTES = 2**30
+
+
 class _InputDropout:
     """Dropout on a fixed dense feature matrix with preallocated buffers.
 
@@ -138,9 +143,10 @@ class _FullGraphInputs:
             self.edges = gcn_adjacency(graph.edge_index, graph.num_nodes, improved=c.improved,
                                        add_self_loops=c.add_self_loops, dtype=graph.x.dtype)
         p = float(model.input_dropout)
-        dense = graph.x.layout == torch.strided
-        self.dropout = (_InputDropout(graph.x, p)
-                        if full_graph_training and p > 0.0 and dense else None)
+        use = full_graph_training and p > 0.0 and graph.x.layout == torch.strided
+        if use:  # buffers of ~21 bytes per non-zero: beyond the cap keep F.dropout
+            use = 21 * int(torch.count_nonzero(graph.x)) <= INPUT_DROPOUT_BUFFER_BYTES
+        self.dropout = _InputDropout(graph.x, p) if use else None
 
     def __call__(self, *, training: bool) -> Tensor:
         """The model's full-graph output (the model's own train/eval mode is left as set)."""
