@@ -219,3 +219,39 @@ def test_counterpart_defenses_run_in_the_harness(defense, param):
         assert m["als"] == 0.0
     with pytest.raises(InvalidParameterError, match="defense_param"):
         LinkStealingSettings(defense=defense)
+
+
+def test_ils_query_subgraphs_drop_the_tested_edge():
+    from gnnprivacy.attacks.link_stealing.ils import _graph_features, ils_query_posteriors
+    from gnnprivacy.attacks.link_stealing.pipeline import LinkStealingSettings
+
+    # the tested edge is removed from both query subgraphs and from the graph features
+    edges = np.array([[0, 1, 1, 2, 0, 2], [1, 0, 2, 1, 2, 0]])
+    pairs = PairSet(np.array([0]), np.array([1]), np.array([1]))
+    seen = []
+
+    def query(xs, es):
+        import torch
+
+        seen.append((xs.shape[0], es.shape[1]))
+        return torch.zeros(xs.shape[0], 2)
+
+    import torch
+
+    ils_query_posteriors(query, torch.zeros(3, 1), edges, pairs)
+    assert seen == [(3, 4), (3, 4)]  # triangle minus the tested edge, both directions
+    np.testing.assert_allclose(_graph_features(edges, 3, pairs), [[1.0, 1.0, 1.0]])
+    with pytest.raises(InvalidParameterError, match="inductive"):
+        LinkStealingSettings(model="gcn", ils="A2")
+
+
+@pytest.mark.slow
+def test_ils_attacks_on_an_inductive_model():
+    from gnnprivacy.attacks.link_stealing.pipeline import LinkStealingSettings, run_experiment
+    from gnnprivacy.datasets import load_dataset
+
+    data = load_dataset("csbm", num_nodes=300)
+    for ils in ("A2", "A9"):
+        m, info = run_experiment(data, LinkStealingSettings(model="sage", ils=ils, epochs=30,
+                                                            patience=10))
+        assert m["auc"] > 0.6 and info["attack"]["ils"] == ils

@@ -21,17 +21,20 @@ _DEFENSES = ("none", "grid", "l2", "dropout", "gap", "memguard", "minmax")
 @click.option("--grid-objective", type=click.Choice(["paper", "mean", "gap_sq"]), default="paper",
               show_default=True)
 @click.option("--defense-param", type=float, default=None,
-              help="l2: lambda (penalty lambda*sum|W|^2); dropout: p; gap: epsilon (node-level GAP); memguard: L1 budget; minmax: lambda")
+              help="l2: lambda (penalty lambda*sum|W|^2); dropout: p; gap: epsilon (node-level "
+                   "GAP); memguard: L1 budget; minmax: lambda")
 @click.option("--scaler-mode", type=click.Choice(["train_only", "separate"]), default="train_only",
               show_default=True, help="attack feature scaler (separate: the reference code's test-set fit)")
 @click.option("--adaptive", type=click.Choice(["none", "nhop"]), default="none", show_default=True,
               help="nhop: the n-hop-aware adaptive attacker of Table IX (attacks 3, 4, 6, 7)")
+@click.option("--ils", type=click.Choice(["none", "A2", "A9"]), default="none", show_default=True,
+              help="run the inductive ILS attack A2 or A9 instead of --attack (gat, sage, gin)")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--data-root", default=None, help="folder with the raw datasets")
 @click.option("--runs-dir", default="runs", show_default=True, help="where the run record is written")
 @click.option("--json", "as_json", is_flag=True, help="print the metrics as JSON on stdout")
 def link_stealing_command(dataset, model, attack, defense, theta, n_hop, grid_mode, grid_objective,
-                          defense_param, scaler_mode, adaptive, seed, data_root, runs_dir, as_json):
+                          defense_param, scaler_mode, adaptive, ils, seed, data_root, runs_dir, as_json):
     """Attack a GNN's posteriors to infer its training edges (He et al. 2021), with a defence."""
     from gnnprivacy.attacks.link_stealing.method import run_link_stealing
     from gnnprivacy.errors import GnnPrivacyError
@@ -42,15 +45,16 @@ def link_stealing_command(dataset, model, attack, defense, theta, n_hop, grid_mo
                                    model=model, attack=attack, defense=defense, theta=theta,
                                    n_hop=n_hop, grid_mode=grid_mode, grid_objective=grid_objective,
                                    defense_param=defense_param, scaler_mode=scaler_mode,
-                                   adaptive=adaptive)
+                                   adaptive=adaptive, ils=ils)
     except (GnnPrivacyError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
-    out = {"dataset": dataset, "model": model, "attack": attack, "defense": defense,
+    out = {"dataset": dataset, "model": model, "attack": attack, "ils": ils, "defense": defense,
            "seed": seed, "run_id": record.run_id, **record.metrics}
     if as_json:
         click.echo(dumps(out))
         return
-    click.echo(f"Attack-{attack} on {dataset}/{model}, defense {defense}: AUC {out['auc']:.4f} "
+    name = f"ILS {ils}" if ils != "none" else f"Attack-{attack}"
+    click.echo(f"{name} on {dataset}/{model}, defense {defense}: AUC {out['auc']:.4f} "
                f"accuracy {out['accuracy']:.4f} precision {out['precision']:.4f} recall "
                f"{out['recall']:.4f}; model accuracy {out['model_test_accuracy']:.4f}")
     if defense == "grid":

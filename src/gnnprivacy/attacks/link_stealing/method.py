@@ -33,7 +33,8 @@ class LinkStealingParams:
     grid_mode: str = field(default="robust", metadata={"help": "GRID ConstraintCheck: robust | paper"})
     grid_objective: str = field(default="paper", metadata={"help": "GRID objective: paper | mean | gap_sq"})
     defense_param: float | None = field(default=None, metadata={
-        "help": "l2: lambda of lambda*sum|W|^2; dropout: p; gap: epsilon (node-level GAP); memguard: L1 budget; minmax: lambda"})
+        "help": "l2: lambda of lambda*sum|W|^2; dropout: p; gap: epsilon (node-level GAP); "
+                "memguard: L1 budget; minmax: lambda"})
     scaler_mode: str = field(default="train_only", metadata={
         "help": "attack feature scaler: train_only | separate (reference code)"})
     distance: str = field(default="correlation", metadata={"help": "Attack-0 headline distance"})
@@ -42,6 +43,8 @@ class LinkStealingParams:
     attack_epochs: int = field(default=50, metadata={"help": "attack MLP epochs"})
     adaptive: str = field(default="none", metadata={
         "help": "none | nhop (Table IX: n-hop pairs labelled linked in the attacker's training set)"})
+    ils: str = field(default="none", metadata={
+        "help": "none | A2 | A9: the inductive ILS attack instead of He et al.'s (gat, sage, gin)"})
 
     def settings(self):
         from gnnprivacy.attacks.link_stealing.pipeline import LinkStealingSettings

@@ -61,6 +61,7 @@ class LinkStealingSettings:
     patience: int = 50
     attack_epochs: int = 50
     adaptive: str = "none"
+    ils: str = "none"
 
     def __post_init__(self):
         check_choice("model", self.model, MODELS)
@@ -69,6 +70,10 @@ class LinkStealingSettings:
         check_real("theta", self.theta, low=0.0, high=2.0, low_open=True)
         check_int("n_hop", self.n_hop, low=2)
         check_choice("adaptive", self.adaptive, ADAPTIVE)
+        check_choice("ils", self.ils, ("none", "A2", "A9"))
+        if self.ils != "none" and self.model == "gcn":
+            raise InvalidParameterError("model", "an inductive model (gat, sage, gin) for ILS attacks",
+                                        self.model)
         if self.adaptive == "nhop" and self.attack not in (3, 4, 6, 7):
             raise InvalidParameterError("attack", "3, 4, 6 or 7 (attacks trained on A*) with "
                                         "adaptive='nhop'", self.attack)
@@ -150,6 +155,23 @@ def _auc_nhop(clean, d4, edge_index, num_nodes, n, seed, metric) -> float:
     d_neg = distances(clean[d4.u[neg]], clean[d4.w[neg]])[:, k]
     labels = np.r_[np.ones(len(d_pos)), np.zeros(len(d_neg))]
     return attack_metrics(-np.r_[d_pos, d_neg], labels)["auc"]
+
+
+def _run_ils(st, target, splits, d1, d2, released, train, seed):
+    from torch_geometric.data import Data
+
+    from gnnprivacy.attacks.link_stealing.ils import run_ils_attack
+
+    shadow = _train(st.model, d2, TARGET_HPARAMS[st.model], seed=_seed(seed, "shadow"), **train)
+
+    def query(model):
+        return lambda xs, es: model.predict_logits(Data(x=xs, edge_index=es, num_nodes=xs.shape[0]))
+
+    return run_ils_attack(st.ils, shadow_query=query(shadow), shadow_x=d2.x,
+                          shadow_edges=d2.edge_index.numpy(), shadow_pairs=splits.shadow,
+                          target_query=query(target), target_x=d1.x,
+                          target_edges=d1.edge_index.numpy(), test_pairs=splits.d4,
+                          released=released, seed=_seed(seed, "attack"))
 
 
 def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
@@ -239,6 +261,15 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
     else:
         acc = _accuracy(_softmax(target, d3), d3.y, np.ones(d3.num_nodes, bool))
         metrics["model_test_accuracy"] = metrics["model_test_accuracy_clean"] = acc
+
+    if st.ils != "none":
+        outcome = _run_ils(st, target, splits, d1, d2, released if st.defense != "none" else None,
+                           train, seed)
+        metrics.update(outcome.metrics)
+        metrics.pop("threshold", None)
+        info["attack"] = {"ils": st.ils, **outcome.info}
+        metrics["total_seconds"] = time.perf_counter() - t0
+        return metrics, info
 
     needs_ref = st.attack in (2, 5, 6, 7)
     needs_shadow = st.attack in (1, 4, 5, 7)
