@@ -53,25 +53,36 @@ def test_two_sweeps_on_one_runs_dir_share_the_work(probe_base, probe_module, tmp
     assert not list((runs / ".claims").glob("*.claim"))  # every claim released
 
 
+HOLD_CLAIM = ("import fcntl, json, os, sys, time; fd = os.open(sys.argv[1], os.O_CREAT | os.O_RDWR); "
+              "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, json.dumps({'pid': os.getpid(), 'host': 'h'}).encode()); "
+              "print('held', flush=True); time.sleep(60)")
+
+
 def test_claims_stale_and_live(tmp_path):
     store = ResultStore(tmp_path)
     assert store.claim("r1")
-    assert not ResultStore(tmp_path)._claim_is_stale(tmp_path / ".claims" / "r1.claim", 60)
+    assert ResultStore(tmp_path)._stale_claim_inode(tmp_path / ".claims" / "r1.claim", 60) is None  # held
+    # a claim left by a process that died (even one left a zombie: its lock is gone) is retaken
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True).stdout.strip()
-    claim = tmp_path / ".claims" / "r2.claim"
-    claim.write_text(json.dumps({"pid": int(dead), "host": os.uname().nodename, "time": 0}))
-    assert store.claim("r2")  # the dead pid's claim is retaken
-    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    (tmp_path / ".claims" / "r2.claim").write_text(json.dumps({"pid": int(dead), "host": os.uname().nodename}))
+    assert store.claim("r2")
+    # a live process holding the lock keeps its claim
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_CLAIM, str(tmp_path / ".claims" / "r3.claim")],
+                              stdout=subprocess.PIPE, text=True)
     try:
-        claim = tmp_path / ".claims" / "r3.claim"
-        claim.write_text(json.dumps({"pid": live.pid, "host": os.uname().nodename, "time": 0}))
-        assert not store.claim("r3")  # a live process holds it
+        assert holder.stdout.readline().strip() == "held"
+        assert not store.claim("r3")
     finally:
-        live.kill()
-        live.wait()
-    store.release("r1")
-    assert not (tmp_path / ".claims" / "r1.claim").exists()
+        holder.kill()
+        holder.wait()
+    assert store.claim("r3")  # its owner is gone now
+    # an empty, unlocked, fresh file is a claim being created: respected
+    (tmp_path / ".claims" / "r4.claim").write_text("")
+    assert not store.claim("r4")
+    for run_id in ("r1", "r2", "r3"):
+        store.release(run_id)
+        assert not (tmp_path / ".claims" / f"{run_id}.claim").exists()
 
 
 def test_ctrl_c_twice_stops_every_worker_promptly(probe_base, probe_module, tmp_path):

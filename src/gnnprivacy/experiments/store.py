@@ -6,8 +6,8 @@ Layout of a runs directory::
     RUNS/<run_id>.split.npz       its split (written before the record)
     RUNS/<run_id>.failed.json     a run that raised (error, traceback, config); removed on success
     RUNS/.staging/<run_id>.<host>.<pid>.<rand>/   a run in progress, locked (never read as a record)
-    RUNS/.claims/<run_id>.claim   a run some process is working on (pid, host): concurrent sweeps on
-                                  one runs directory skip claimed runs; claims of dead pids are retaken
+    RUNS/.claims/<run_id>.claim   a run some process is working on (flock'd; pid, host): concurrent
+                                  sweeps on one runs directory skip claimed runs; dead owners' are retaken
     RUNS/.index.json              cache of the flattened index (safe to delete)
 
 Why files and not SQLite: every writer (a process-pool worker, or a Ray task on another machine
@@ -55,7 +55,7 @@ FAILED_SUFFIX = ".failed.json"
 CLAIMS_DIR = ".claims"
 _RECORD_KEYS = ("run_id", "method", "dataset", "metrics")
 _INDEX_VERSION = 2
-_HELD_LOCKS: dict[str, int] = {}  # staging folder -> fd of its locked .lock file (this process)
+_HELD_LOCKS: dict[str, int] = {}  # staging folder / claim file -> fd of its locked file (this process)
 
 
 def is_record_file(path: Path) -> bool:
@@ -174,56 +174,75 @@ class ResultStore:
     def claim(self, run_id: str, *, stale_seconds: float = 60.0) -> bool:
         """Atomically claim ``run_id`` for this process; ``False`` if a live process holds it.
 
-        The claim is a file created with ``O_CREAT | O_EXCL`` holding ``{"pid", "host", "time"}``.
-        A claim whose pid is dead on this host is stale and retaken; so is a claim file left
-        empty or unreadable for more than ``stale_seconds`` (its writer died mid-write). A claim
-        from another host is respected (its pid cannot be checked from here).
+        The claim is a file created with ``O_CREAT | O_EXCL``, locked with ``flock`` by its owner
+        for as long as it runs, and holding ``{"pid", "host", "time"}`` (for people, and for
+        systems without ``flock``). The lock dies with its process, however it dies, so a claim
+        whose lock is free and whose content is written is stale and retaken (a free lock on an
+        empty file younger than ``stale_seconds`` is a claim being created). Without ``fcntl``
+        (Windows) a claim is stale when its pid is dead on this host.
         """
         path = self._claim_path(run_id)
         path.parent.mkdir(parents=True, exist_ok=True)
         me = {"pid": os.getpid(), "host": socket.gethostname(), "time": time.time()}
         for _ in range(3):
             try:
-                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
             except FileExistsError:
-                if not self._claim_is_stale(path, stale_seconds):
+                inode = self._stale_claim_inode(path, stale_seconds)
+                if inode is None:
                     return False
                 stale = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.stale")
                 try:
-                    os.rename(path, stale)  # one remover wins; the others retry the create
-                    stale.unlink(missing_ok=True)
+                    if os.stat(path).st_ino == inode:  # still the file we found stale
+                        os.rename(path, stale)
+                        stale.unlink(missing_ok=True)
                 except FileNotFoundError:
                     pass
                 continue
-            with os.fdopen(fd, "w") as fh:
-                json.dump(me, fh)
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.write(fd, json.dumps(me).encode())
+            os.fsync(fd)
+            _HELD_LOCKS[str(path)] = fd
             return True
         return False
 
-    def _claim_is_stale(self, path: Path, stale_seconds: float) -> bool:
+    def _stale_claim_inode(self, path: Path, stale_seconds: float) -> int | None:
+        """The inode of ``path`` if it is a stale claim, else ``None`` (live, or gone)."""
         try:
-            owner = json.loads(path.read_text())
-            pid, host = int(owner["pid"]), str(owner["host"])
+            fd = os.open(path, os.O_RDWR)
         except FileNotFoundError:
-            return True
-        except (OSError, ValueError, KeyError, TypeError):
+            return None  # released meanwhile: the caller's next create decides
+        try:
+            st = os.fstat(fd)
+            content = os.read(fd, 4096)
+            if fcntl is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    return None  # a live process holds it
+                if content.strip() or time.time() - st.st_mtime > stale_seconds:
+                    return st.st_ino
+                return None  # being created right now
             try:
-                return time.time() - path.stat().st_mtime > stale_seconds
-            except FileNotFoundError:
-                return True
-        if host != socket.gethostname():
-            return False
-        return pid != os.getpid() and not _pid_alive(pid)
+                owner = json.loads(content)
+                pid, host = int(owner["pid"]), str(owner["host"])
+            except (ValueError, KeyError, TypeError):
+                return st.st_ino if time.time() - st.st_mtime > stale_seconds else None
+            if host == socket.gethostname() and pid != os.getpid() and not _pid_alive(pid):
+                return st.st_ino
+            return None
+        finally:
+            os.close(fd)
 
     def release(self, run_id: str) -> None:
-        """Drop this process's claim on ``run_id`` (no-op when another process holds it)."""
+        """Drop this process's claim on ``run_id`` (no-op when this process holds none)."""
         path = self._claim_path(run_id)
-        try:
-            owner = json.loads(path.read_text())
-        except (OSError, ValueError):
+        fd = _HELD_LOCKS.pop(str(path), None)
+        if fd is None:
             return
-        if owner.get("pid") == os.getpid() and owner.get("host") == socket.gethostname():
-            path.unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
+        os.close(fd)
 
     def staging_dir(self, run_id: str) -> Path:
         """A fresh private folder in which one attempt of ``run_id`` writes its files.

@@ -429,6 +429,8 @@ def run_sweep(spec: SweepSpec, *, runs_dir: str | Path, executor: str = "local",
             elif outcome.status == "elsewhere":
                 result.elsewhere.append(task.run_id)
                 log(f"run {task.run_id} is being run by another process (claimed); skipped here")
+            elif outcome.status == "skipped":  # finished by another process since we listed it
+                result.skipped += 1
             else:
                 result.succeeded.append(task.run_id)
             if bar is not None:
