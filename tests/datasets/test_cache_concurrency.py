@@ -15,6 +15,7 @@ LOAD = ("import sys; from gnnprivacy.datasets import load_dataset; "
 
 
 @pytest.mark.dataset
+@pytest.mark.slow  # two processes importing torch and processing Cora: ~45 s on 2 cores
 def test_concurrent_first_builds_share_one_cache(shared_root, tmp_path, no_data_env):
     cache = tmp_path / "cache"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import yaml
 
 from gnnprivacy.experiments.store import ResultStore
@@ -37,6 +38,7 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
+@pytest.mark.slow  # two sweeps, each starting a worker pool: about a minute on 2 cores
 def test_two_sweeps_on_one_runs_dir_share_the_work(probe_base, probe_module, tmp_path):
     sweep = {"name": "shared", "imports": [probe_module], "base": {**probe_base, "sleep": 0.6},
              "grid": {"lr": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]}}
@@ -85,6 +87,7 @@ def test_claims_stale_and_live(tmp_path):
         assert not (tmp_path / ".claims" / f"{run_id}.claim").exists()
 
 
+@pytest.mark.slow  # a sweep with a 2-worker pool, interrupted: about a minute on 2 cores
 def test_ctrl_c_twice_stops_every_worker_promptly(probe_base, probe_module, tmp_path):
     sweep = {"name": "interrupt", "imports": [probe_module], "base": {**probe_base, "sleep": 120},
              "grid": {"lr": [0.1, 0.2, 0.3]}}
