@@ -144,14 +144,16 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
         from gnnprivacy.auditing.api import audit
         from gnnprivacy.attacks.membership import gradient_observation_attack
 
-        res = audit(record.method, record.dataset, data_root=root, params=method_params,
-                    runs=audit_runs, seed=seed, **_split_kwargs(values))
+        run_params = {k: v for k, v in values.items()
+                      if k not in ("method", "dataset", "data_root")}
+        res = audit(record.method, record.dataset, data_root=root, params=run_params,
+                    runs=audit_runs, seed=seed)
         card["audit"] = {k: res.to_dict()[k] for k in (
             "mode", "epsilon_claimed", "epsilon_lower_bound", "epsilon_lower_bound_gdp", "runs",
             "confidence", "violation")}
         if res.mode != "exact":
             g = gradient_observation_attack(record.method, record.dataset, data_root=root,
-                                            params=method_params, runs=min(audit_runs, 10_000),
+                                            params=run_params, runs=min(audit_runs, 10_000),
                                             seed=seed, n_boot=100)
             card["membership"] = {"white_box_gradient": {
                 k: g[k] for k in ("auc", "accuracy", "tpr_at_1pct_fpr", "tpr_at_0.1pct_fpr")}}
@@ -181,10 +183,6 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
         if acc is not None:
             card["utility"]["gap_to_baseline"] = base["test_accuracy"] - acc
     return card
-
-
-def _split_kwargs(values: dict) -> dict:
-    return {}
 
 
 def _fmt(v, digits: int = 3) -> str:
