@@ -169,11 +169,13 @@ def test_record_states_device_used(tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("method", ["heterpoisson", "dpgnn", "dpmlp", "gcn"])
+@pytest.mark.parametrize("method", ["heterpoisson", "dpgnn", "dpmlp", "gcn", "rgnn", "lpgnn"])
 def test_every_trainer_runs_on_cuda(method, tmp_path):
     from gnnprivacy.experiments.runner import run
 
-    extra = {"steps": 5} if method != "gcn" else {"epochs": 5}
+    extra = ({"steps": 5} if method in ("heterpoisson", "dpgnn", "dpmlp")
+             else {"epochs": 5, "group_size": 1} if method in ("rgnn", "lpgnn")
+             else {"epochs": 5})
     rec = run({"method": method, "dataset": "csbm", "dataset_args": "num_nodes=400",
                "runs_dir": str(tmp_path), "device": "cuda", **extra})
     assert str(rec.info.get("device", "")).startswith("cuda")

@@ -41,13 +41,15 @@ def build_backbone(name: str, in_channels: int, num_classes: int, *, hidden: int
 
 
 @contextlib.contextmanager
-def seeded(generator: torch.Generator | None):
-    """Run the block with torch's global RNG forked and seeded from ``generator``."""
+def seeded(generator: torch.Generator | None, device: torch.device | str = "cpu"):
+    """Run the block with torch's global RNG forked and seeded from ``generator`` (the CUDA
+    RNG of ``device`` too, when it is a CUDA device: dropout there draws from it)."""
     if generator is None:
         yield
         return
     seed = int(torch.randint(0, 2**62, (1,), generator=generator).item())
-    with torch.random.fork_rng(devices=[]):
+    dev = torch.device(device)
+    with torch.random.fork_rng(devices=[dev.index or 0] if dev.type == "cuda" else []):
         torch.manual_seed(seed)
         yield
 

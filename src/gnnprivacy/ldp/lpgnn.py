@@ -77,8 +77,10 @@ class LPGNNFit:
         return self.outcome.logits
 
 
-def train_lpgnn(view: ServerView, config: LPGNNConfig, *, generator: torch.Generator) -> LPGNNFit:
-    """Train LPGNN on multi-bit feature reports and GRR label reports."""
+def train_lpgnn(view: ServerView, config: LPGNNConfig, *, generator: torch.Generator,
+                device: torch.device | str = "cpu") -> LPGNNFit:
+    """Train LPGNN on multi-bit feature reports and GRR label reports (the backbone and the
+    propagations on ``device``; the returned logits on the CPU)."""
     if view.feature_mechanism != "multibit":
         raise ValueError(f"LPGNN needs multi-bit feature reports; got {view.feature_mechanism!r}")
     cfg = config
@@ -92,6 +94,11 @@ def train_lpgnn(view: ServerView, config: LPGNNConfig, *, generator: torch.Gener
     model = build_backbone(cfg.backbone, x.size(1), view.num_classes, hidden=cfg.hidden,
                            dropout=cfg.dropout, heads=cfg.heads, activation=cfg.activation,
                            generator=generator)
+    dev = torch.device(device)
+    if dev.type != "cpu":
+        model, adj, x, targets = model.to(dev), adj.to(dev), x.to(dev), targets.to(dev)
+        trans, train_idx = trans.to(dev), train_idx.to(dev)
+    edge_index = view.edge_index.to(dev)
 
     def loss_fn(logits: Tensor) -> Tensor:
         p = torch.softmax(logits, dim=1)
@@ -101,11 +108,12 @@ def train_lpgnn(view: ServerView, config: LPGNNConfig, *, generator: torch.Gener
             p = torch.softmax(propagate(adj, p, cfg.ky), dim=1)
         return torch.nn.functional.nll_loss(torch.log(p[train_idx] + 1e-20), targets[train_idx])
 
-    with seeded(generator):
-        outcome = train_full_batch(model, lambda: model(x, view.edge_index), loss_fn,
-                                   val_mask=view.val_mask, val_targets=targets,
+    with seeded(generator, dev):
+        outcome = train_full_batch(model, lambda: model(x, edge_index), loss_fn,
+                                   val_mask=view.val_mask.to(dev), val_targets=targets,
                                    epochs=cfg.epochs, lr=cfg.lr, weight_decay=cfg.weight_decay,
                                    grad_clip=cfg.grad_clip)
+    outcome.logits = outcome.logits.cpu()
     return LPGNNFit(config=cfg, outcome=outcome, model=model)
 
 
@@ -115,8 +123,9 @@ class LPGNN:
     def __init__(self, config: LPGNNConfig | None = None):
         self.config = config or LPGNNConfig()
 
-    def fit(self, view: ServerView, *, generator: torch.Generator) -> LPGNN:
-        self.fit_ = train_lpgnn(view, self.config, generator=generator)
+    def fit(self, view: ServerView, *, generator: torch.Generator,
+            device: torch.device | str = "cpu") -> LPGNN:
+        self.fit_ = train_lpgnn(view, self.config, generator=generator, device=device)
         self.logits_ = self.fit_.logits
         return self
 

@@ -160,15 +160,26 @@ def _llp_term(cache: ReconstructionCache, cfg: RGNNConfig, y_tilde: Tensor, seed
 
 
 def train_rgnn(cache: ReconstructionCache, config: RGNNConfig, *, generator: torch.Generator,
-               partition_seed: int = 0) -> RGNNFit:
-    """Train one RGNN configuration on the cached reconstructions (Algorithm 3, lines 4-15)."""
-    v, cfg = cache.view, config
-    x_tilde = cache.features(cfg.kx, cfg.binary_output)
+               partition_seed: int = 0, device: torch.device | str = "cpu") -> RGNNFit:
+    """Train one RGNN configuration on the cached reconstructions (Algorithm 3, lines 4-15).
+
+    Reconstruction and partitioning run on the CPU; the backbone trains on ``device`` and
+    the returned logits are on the CPU.
+    """
+    v, cfg, dev = cache.view, config, torch.device(device)
+    x_tilde = cache.features(cfg.kx, cfg.binary_output).to(dev)
     y_tilde = cache.labels(cfg.ky)
     llp, num_bags = _llp_term(cache, cfg, y_tilde, partition_seed)
-    train_idx = v.train_mask.nonzero().view(-1)
+    y_tilde = y_tilde.to(dev)
+    if llp is not None and dev.type != "cpu":
+        bags, bag_t = llp
+        llp = (dataclasses.replace(bags, node_index=bags.node_index.to(dev),
+                                   bag_of_node=bags.bag_of_node.to(dev),
+                                   sizes=bags.sizes.to(dev)), bag_t.to(dev))
+    train_idx = v.train_mask.nonzero().view(-1).to(dev)
+    edge_index = v.edge_index.to(dev)
     model = build_backbone(cfg.backbone, x_tilde.size(1), v.num_classes, hidden=cfg.hidden,
-                           dropout=cfg.dropout, heads=cfg.heads, generator=generator)
+                           dropout=cfg.dropout, heads=cfg.heads, generator=generator).to(dev)
 
     def loss_fn(logits: Tensor) -> Tensor:
         loss = torch.nn.functional.cross_entropy(logits[train_idx], y_tilde[train_idx])
@@ -176,11 +187,12 @@ def train_rgnn(cache: ReconstructionCache, config: RGNNConfig, *, generator: tor
             loss = loss + cfg.alpha * llp_loss(logits, llp[0], llp[1], direction=cfg.kl_direction)
         return loss
 
-    with seeded(generator):
-        outcome = train_full_batch(model, lambda: model(x_tilde, v.edge_index), loss_fn,
-                                   val_mask=v.val_mask, val_targets=y_tilde, epochs=cfg.epochs,
-                                   lr=cfg.lr, weight_decay=cfg.weight_decay,
+    with seeded(generator, dev):
+        outcome = train_full_batch(model, lambda: model(x_tilde, edge_index), loss_fn,
+                                   val_mask=v.val_mask.to(dev), val_targets=y_tilde,
+                                   epochs=cfg.epochs, lr=cfg.lr, weight_decay=cfg.weight_decay,
                                    grad_clip=cfg.grad_clip)
+    outcome.logits = outcome.logits.cpu()
     return RGNNFit(config=cfg, outcome=outcome, model=model, num_bags=num_bags)
 
 
@@ -192,7 +204,8 @@ def perturbed_val_agreement(view: ServerView, logits: Tensor) -> Tensor:
 
 def select_rgnn(cache: ReconstructionCache, configs: Sequence[RGNNConfig], *,
                 generator: torch.Generator, partition_seed: int = 0,
-                z: float = 2.0) -> tuple[RGNNFit, list[dict]]:
+                z: float = 2.0, device: torch.device | str = "cpu"
+                ) -> tuple[RGNNFit, list[dict]]:
     """Pick a configuration on noisy validation labels, then train it by the paper's protocol.
 
     Selection runs reconstruct labels from the *training* reports only, so the validation
@@ -217,7 +230,8 @@ def select_rgnn(cache: ReconstructionCache, configs: Sequence[RGNNConfig], *,
     probe.prefetch({c.kx for c in configs}, {c.ky for c in configs}, configs[0].binary_output)
     scored = []
     for cfg in configs:
-        fit = train_rgnn(probe, cfg, generator=generator, partition_seed=partition_seed)
+        fit = train_rgnn(probe, cfg, generator=generator, partition_seed=partition_seed,
+                         device=device)
         hits = perturbed_val_agreement(cache.view, fit.logits)
         fit.selection_score = float(hits.mean()) if hits.numel() else 0.0
         scored.append((fit, hits))
@@ -234,7 +248,8 @@ def select_rgnn(cache: ReconstructionCache, configs: Sequence[RGNNConfig], *,
     chosen = best if table[best]["advantage_se"] > z else 0
     for i, row in enumerate(table):
         row["chosen"] = i == chosen
-    final = train_rgnn(cache, configs[chosen], generator=generator, partition_seed=partition_seed)
+    final = train_rgnn(cache, configs[chosen], generator=generator, partition_seed=partition_seed,
+                       device=device)
     final.selection_score = scored[chosen][0].selection_score
     return final, table
 
@@ -260,15 +275,16 @@ class RGNN:
         self.grid = dict(grid or {})
         self.z = z
 
-    def fit(self, view: ServerView, *, generator: torch.Generator, partition_seed: int = 0) -> RGNN:
+    def fit(self, view: ServerView, *, generator: torch.Generator, partition_seed: int = 0,
+            device: torch.device | str = "cpu") -> RGNN:
         cache = ReconstructionCache(view)
         if self.grid:
             self.fit_, self.selection_ = select_rgnn(
                 cache, grid_configs(self.config, self.grid), generator=generator,
-                partition_seed=partition_seed, z=self.z)
+                partition_seed=partition_seed, z=self.z, device=device)
         else:
             self.fit_ = train_rgnn(cache, self.config, generator=generator,
-                                   partition_seed=partition_seed)
+                                   partition_seed=partition_seed, device=device)
             self.selection_ = []
         self.config_ = self.fit_.config
         self.logits_ = self.fit_.logits

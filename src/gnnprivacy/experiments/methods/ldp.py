@@ -166,21 +166,25 @@ def _check_split(ctx: RunContext) -> None:
         ctx.log(f"note: the paper uses a random 50/25/25 split; this run uses {kind!r}")
 
 
-def _check_device(ctx: RunContext) -> None:
-    """The LDP pipelines run on the CPU: refuse another device before any work."""
+def _device(ctx: RunContext):
+    """The device the server-side backbone trains on (checked: an unusable one is refused);
+    the users' reports, reconstructions and partitions stay on the CPU."""
     from gnnprivacy.training.device import resolve_device
 
-    if resolve_device(ctx.device).type != "cpu":
-        raise InvalidParameterError("device", "'cpu' for the local-DP methods (rgnn, lpgnn, "
-                                    "ldp-naive run their reports and training on the CPU)",
-                                    str(ctx.device))
+    return resolve_device(ctx.device)
+
+
+def _cpu_generator(ctx: RunContext, purpose: str) -> torch.Generator:
+    from gnnprivacy.random import torch_generator
+
+    return torch_generator(ctx.seed_for(purpose))
 
 
 def _reports(ctx: RunContext, mechanism: str):
     from gnnprivacy.ldp.reports import collect_reports
 
     p, data = ctx.params, ctx.data
-    _check_device(ctx)
+    _device(ctx)
     _check_split(ctx)
     x, prep = binary_features(data, p.group_size)
     m = x.size(1) if p.m is None else p.m
@@ -191,7 +195,7 @@ def _reports(ctx: RunContext, mechanism: str):
                            val_mask=data.val_mask, test_mask=data.test_mask,
                            num_classes=int(data.num_classes), eps_x=p.eps_x, eps_y=p.eps_y,
                            m=m, feature_mechanism=mechanism,
-                           generator=None if p.secure_mode else ctx.torch_generator("ldp-reports"),
+                           generator=None if p.secure_mode else _cpu_generator(ctx, "ldp-reports"),
                            secure_mode=p.secure_mode)
     if "dataset_note" in prep:
         ctx.log(prep["dataset_note"])
@@ -233,7 +237,10 @@ def _result(ctx: RunContext, view, prep: dict, logits, outcome, info: dict,
                                + (["eps_mode='paper' feature budget (Theorem 1, unsound for "
                                    "LDP)"] if p.eps_mode == "paper" else [])),
                **summary}
+    from gnnprivacy.training.device import device_name
+
     info = {**prep, "m": view.m, "best_epoch": outcome.best_epoch,
+            "device": device_name(_device(ctx)),
             "best_val_noisy_accuracy": outcome.best_val_accuracy, **info}
     return MethodResult(metrics=_metrics(ctx.data, logits, outcome.best_val_accuracy),
                         epsilon=epsilon, delta=0.0, ledger=acc.to_dict(delta=0.0),
@@ -244,8 +251,9 @@ def _fit_rgnn_like(ctx: RunContext, config, grid: dict | None, name: str) -> Met
     from gnnprivacy.ldp.rgnn import RGNN
 
     view, prep = _reports(ctx, "grr-fs")
-    model = RGNN(config, grid=grid).fit(view, generator=ctx.torch_generator("ldp-train"),
-                                        partition_seed=ctx.seed_for("metis") % (2**31 - 1))
+    model = RGNN(config, grid=grid).fit(view, generator=_cpu_generator(ctx, "ldp-train"),
+                                        partition_seed=ctx.seed_for("metis") % (2**31 - 1),
+                                        device=_device(ctx))
     chosen = model.config_
     ctx.log(f"{name}: K_x={chosen.kx}, K_y={chosen.ky}, C={chosen.num_clusters}, "
             f"alpha={chosen.alpha}, best epoch {model.fit_.outcome.best_epoch}")
@@ -290,7 +298,8 @@ def fit_lpgnn(ctx: RunContext) -> MethodResult:
     config = LPGNNConfig(backbone=p.backbone, kx=p.kx, ky=p.ky, epochs=p.epochs, lr=p.lr,
                          weight_decay=p.weight_decay, hidden=p.hidden, dropout=p.dropout,
                          heads=p.heads, grad_clip=p.grad_clip)
-    model = LPGNN(config).fit(view, generator=ctx.torch_generator("ldp-train"))
+    model = LPGNN(config).fit(view, generator=_cpu_generator(ctx, "ldp-train"),
+                              device=_device(ctx))
     info = {"config": dataclasses.asdict(config), "multibit_epsilon": view.m * p.eps_x}
     return _result(ctx, view, prep, model.logits_, model.fit_.outcome, info, model)
 
