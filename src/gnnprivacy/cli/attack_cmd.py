@@ -12,6 +12,7 @@ import click
 
 #: attack subcommand -> ("module:attribute" of its click command, short help)
 ATTACKS: dict[str, tuple[str, str]] = {
+    "linkteller": ("gnnprivacy.cli.attack_linkteller:linkteller_command", "LinkTeller influence attack on private edges (spec 001 §5.5)."),
     "link-stealing": ("gnnprivacy.cli.attack_link_stealing:link_stealing_command",
                       "He et al. link stealing (Attack-0..7) vs GRID and other defences (spec 003)."),
 }

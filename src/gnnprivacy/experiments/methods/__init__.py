@@ -2,3 +2,4 @@
 
 from gnnprivacy.experiments.methods import ldp, node_dp, nonprivate  # noqa: F401
 from gnnprivacy.experiments.methods import gap  # noqa: F401,E402
+from gnnprivacy.experiments.methods import heterorr  # noqa: F401,E402

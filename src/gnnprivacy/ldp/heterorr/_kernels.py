@@ -92,52 +92,50 @@ def recompute(left, right, parent, root, n, is_pub, is_pri, pub_u, pub_v, pri_u,
 
 
 @njit(cache=True)
-def _stamp(node, n, left, right, stamp, mark, stack):
-    top = 0
-    stack[0] = node
-    top = 1
-    while top > 0:
-        top -= 1
-        x = stack[top]
-        if x < n:
-            stamp[x] = mark
-        else:
-            stack[top] = left[x]
-            stack[top + 1] = right[x]
-            top += 2
+def _inside(y, big, parent, ntot):
+    """Whether leaf ``y`` lies under ``big``: walk up while the subtree is smaller than big's."""
+    size = ntot[big]
+    x = y
+    while x != -1 and ntot[x] < size:
+        x = parent[x]
+    return x == big
 
 
 @njit(cache=True)
-def _cross_edges(x_node, y_node, n, left, right, stamp, mark, stack, ptr, idx):
-    """Edges (CSR ``ptr``/``idx``) between the leaves of ``x_node`` and the stamped leaves."""
-    count = 0
+def _cross_edges_walk(small, big, n, left, right, parent, ntot, stack, pub_ptr, pub_idx,
+                      pri_ptr, pri_idx):
+    """(public, private) edges between the leaves of ``small`` and those of ``big``."""
+    cpub = 0
+    cpri = 0
     top = 1
-    stack[0] = x_node
+    stack[0] = small
     while top > 0:
         top -= 1
         x = stack[top]
         if x < n:
-            for j in range(ptr[x], ptr[x + 1]):
-                if stamp[idx[j]] == mark:
-                    count += 1
+            for j in range(pub_ptr[x], pub_ptr[x + 1]):
+                if _inside(pub_idx[j], big, parent, ntot):
+                    cpub += 1
+            for j in range(pri_ptr[x], pri_ptr[x + 1]):
+                if _inside(pri_idx[j], big, parent, ntot):
+                    cpri += 1
         else:
             stack[top] = left[x]
             stack[top + 1] = right[x]
             top += 2
-    return count
+    return cpub, cpri
 
 
 @njit(cache=True)
 def mcmc_run(left, right, parent, n, nonroot, ntot, npub, npri, epub, epri,
              pub_ptr, pub_idx, pri_ptr, pri_idx, uniforms, kinds, temperature, sound,
-             lpub, lpri, stamp, mark0, stack):
-    """Run ``len(uniforms)`` Clauset moves in place; returns ``(lpub, lpri, accepted, mark)``.
+             lpub, lpri, stack):
+    """Run ``len(uniforms)`` Clauset moves in place; returns ``(lpub, lpri, accepted)``.
 
     ``uniforms[t] = (pick r, pick option, accept)``; ``kinds[t]`` is 0 (public move) or 1
     (private move), used only when ``sound`` is False (the paper's alternating chain).
     """
     accepted = 0
-    mark = mark0
     n_nonroot = nonroot.shape[0]
     for t in range(uniforms.shape[0]):
         r = nonroot[min(int(uniforms[t, 0] * n_nonroot), n_nonroot - 1)]
@@ -148,16 +146,13 @@ def mcmc_run(left, right, parent, n, nonroot, ntot, npub, npri, epub, epri,
             keep, moved = a, b      # r' = (a, c), s' = (r', b)
         else:
             keep, moved = b, a      # r' = (b, c), s' = (r', a)
-        # edges between keep and c, both types, iterating the smaller subtree
-        mark += 1
+        # edges between keep and c, both types: iterate the smaller subtree's leaves
         if ntot[keep] <= ntot[c]:
-            _stamp(c, n, left, right, stamp, mark, stack)
-            x_node = keep
+            small, big = keep, c
         else:
-            _stamp(keep, n, left, right, stamp, mark, stack)
-            x_node = c
-        e_kc_pub = _cross_edges(x_node, c, n, left, right, stamp, mark, stack, pub_ptr, pub_idx)
-        e_kc_pri = _cross_edges(x_node, c, n, left, right, stamp, mark, stack, pri_ptr, pri_idx)
+            small, big = c, keep
+        e_kc_pub, e_kc_pri = _cross_edges_walk(small, big, n, left, right, parent, ntot, stack,
+                                               pub_ptr, pub_idx, pri_ptr, pri_idx)
         # new counts of r' and s'
         np_r = npub[keep] + npub[c]
         nq_r = npri[keep] + npri[c]
@@ -198,7 +193,7 @@ def mcmc_run(left, right, parent, n, nonroot, ntot, npub, npri, epub, epri,
             lpub += d_pub
             lpri += d_pri
             accepted += 1
-    return lpub, lpri, accepted, mark
+    return lpub, lpri, accepted
 
 
 @njit(cache=True)
@@ -269,17 +264,16 @@ def cluster_code(left, right, root, n):
 @njit(cache=True)
 def mcmc_record(left, right, parent, n, nonroot, ntot, npub, npri, epub, epri,
                 pub_ptr, pub_idx, pri_ptr, pri_idx, uniforms, kinds, temperature, sound,
-                lpub, lpri, stamp, stack, thin):
+                lpub, lpri, stack, thin):
     """Run ``len(uniforms)`` moves and record :func:`cluster_code` every ``thin`` moves."""
     samples = uniforms.shape[0] // thin
     codes = np.empty(samples, np.int64)
-    mark = 0
     for s in range(samples):
-        lpub, lpri, _, mark = mcmc_run(left, right, parent, n, nonroot, ntot, npub, npri, epub,
+        lpub, lpri, _ = mcmc_run(left, right, parent, n, nonroot, ntot, npub, npri, epub,
                                        epri, pub_ptr, pub_idx, pri_ptr, pri_idx,
                                        uniforms[s * thin:(s + 1) * thin],
                                        kinds[s * thin:(s + 1) * thin], temperature, sound, lpub,
-                                       lpri, stamp, mark, stack)
+                                       lpri, stack)
         codes[s] = cluster_code(left, right, 0 if n < 0 else _root(parent), n)
     return codes
 

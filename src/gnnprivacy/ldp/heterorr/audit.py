@@ -141,7 +141,7 @@ def chain_frequencies(D: Dendrogram, *, temperature: float, samples: int, thin: 
     codes = K.mcmc_record(D.left, D.right, D.parent, n, nonroot, D.ntot, D.npub, D.npri,
                           D.epub, D.epri, pub_ptr, pub_idx, pri_ptr, pri_idx,
                           rng.random((moves, 3)), kinds, float(temperature), mode == "sound",
-                          D.lpub, D.lpri, np.zeros(n, np.int64), np.empty(2 * n + 2, np.int64),
+                          D.lpub, D.lpri, np.empty(2 * n + 2, np.int64),
                           thin)
     D.refresh()
     values, counts = np.unique(codes, return_counts=True)

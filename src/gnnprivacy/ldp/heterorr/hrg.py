@@ -176,18 +176,17 @@ def fit_mcmc(D: Dendrogram, *, temperature: float, steps: int, rng: np.random.Ge
     nonroot = np.array([x for x in range(D.n, 2 * D.n - 1) if x != D.root], np.int64)
     pub_ptr, pub_idx = _csr(D.pub_edges[0], D.pub_edges[1], D.n)
     pri_ptr, pri_idx = _csr(D.pri_edges[0], D.pri_edges[1], D.n)
-    stamp = np.zeros(D.n, np.int64)
     stack = np.empty(2 * D.n + 2, np.int64)
     period = n_pub_moves + n_priv_moves
-    lpub, lpri, mark, accepted, done, drift = D.lpub, D.lpri, 0, 0, 0, 0.0
+    lpub, lpri, accepted, done, drift = D.lpub, D.lpri, 0, 0, 0.0
     while done < steps:
         size = min(chunk, steps - done)
         uniforms = rng.random((size, 3))
         kinds = ((np.arange(done, done + size) % period) >= n_pub_moves).astype(np.int8)
-        lpub, lpri, acc, mark = K.mcmc_run(
+        lpub, lpri, acc = K.mcmc_run(
             D.left, D.right, D.parent, D.n, nonroot, D.ntot, D.npub, D.npri, D.epub, D.epri,
             pub_ptr, pub_idx, pri_ptr, pri_idx, uniforms, kinds, float(temperature),
-            mode == "sound", lpub, lpri, stamp, mark, stack)
+            mode == "sound", lpub, lpri, stack)
         accepted += acc
         done += size
         if check_every_chunk:

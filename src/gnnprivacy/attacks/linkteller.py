@@ -1,0 +1,111 @@
+"""LinkTeller: influence-analysis link stealing (Wu et al., S&P 2022; spec 001 §5.5).
+
+The adversary queries a trained GNN's inference API on a graph it cannot see. For a target
+node ``v`` it scales ``v``'s features by ``1 + delta`` and measures how much every other target
+``u``'s output moves: ``I(v, u) = ||f(X + delta X_v e_v)_u - f(X)_u|| / delta``. Pairs with a
+large influence are predicted to be edges. The pair score here is ``I(v, u) + I(u, v)``.
+
+Evaluation ([R] with spec E19): ``n_targets`` nodes are drawn without replacement from the
+endpoints of private edges; positives are the private edges among them, negatives an equal
+number of uniformly drawn target pairs that are not private edges and, by default, not public
+edges either (the adversary knows those; ``negatives="non_private"`` keeps them, as [R] does).
+
+Privacy: an attack; it spends no budget. The model's own guarantee is whatever released the
+graph it was trained and queried on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from gnnprivacy._validation import check_choice, check_int, check_positive
+from gnnprivacy.errors import InvalidParameterError
+
+NEGATIVES = ("non_edges", "non_private")
+
+__all__ = ["NEGATIVES", "influence_matrix", "linkteller_attack"]
+
+
+@torch.no_grad()
+def influence_matrix(predict: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor,
+                     targets: torch.Tensor, *, delta: float = 0.01) -> torch.Tensor:
+    """``I[i, j]`` = influence of ``targets[i]`` on ``targets[j]`` (diagonal zeroed).
+
+    Args:
+        predict: the inference API, ``features -> outputs (n, c)`` on the server's graph.
+        x: the node features the API uses.
+        targets: node ids ``(t,)``.
+        delta: relative feature perturbation.
+    """
+    delta = check_positive("delta", delta)
+    base = predict(x)[targets]
+    out = torch.zeros(len(targets), len(targets))
+    for i, v in enumerate(targets.tolist()):
+        xp = x.clone()
+        xp[v] = xp[v] * (1.0 + delta)
+        out[i] = (predict(xp)[targets] - base).norm(dim=1) / delta
+    out.fill_diagonal_(0.0)
+    return out
+
+
+def _pair_keys(pairs: np.ndarray, n: int) -> np.ndarray:
+    u, v = np.minimum(pairs[0], pairs[1]), np.maximum(pairs[0], pairs[1])
+    return u * n + v
+
+
+def linkteller_attack(predict, x: torch.Tensor, *, num_nodes: int, private_edges: np.ndarray,
+                      public_edges: np.ndarray, n_targets: int = 500, delta: float = 0.01,
+                      negatives: str = "non_edges",
+                      generator: np.random.Generator | None = None) -> dict:
+    """Run LinkTeller and score it; returns the attack metrics plus ``average_precision``.
+
+    Raises:
+        InvalidParameterError: no private edge among the sampled targets, bad parameters.
+    """
+    from sklearn.metrics import average_precision_score
+
+    from gnnprivacy.attacks.metrics import attack_metrics
+
+    check_int("n_targets", n_targets, low=2)
+    check_choice("negatives", negatives, NEGATIVES)
+    rng = generator if generator is not None else np.random.default_rng()
+    n = check_int("num_nodes", num_nodes, low=2)
+    pri = np.asarray(private_edges, np.int64).reshape(2, -1)
+    pub = np.asarray(public_edges, np.int64).reshape(2, -1)
+    pool = np.unique(pri.reshape(-1))
+    if pool.size < 2:
+        raise InvalidParameterError("private_edges", "at least one private edge", pri.shape[1])
+    targets = np.sort(rng.choice(pool, size=min(n_targets, pool.size), replace=False))
+    is_target = np.zeros(n, bool)
+    is_target[targets] = True
+    pri_keys = _pair_keys(pri, n)
+    pos = pri[:, is_target[pri[0]] & is_target[pri[1]]]
+    if pos.shape[1] == 0:
+        raise InvalidParameterError("n_targets", "enough targets to cover a private edge",
+                                    n_targets)
+    excluded = set(pri_keys.tolist())
+    if negatives == "non_edges":
+        excluded |= set(_pair_keys(pub, n).tolist())
+    neg = []
+    while len(neg) < pos.shape[1]:
+        u, v = rng.choice(targets, size=2, replace=False)
+        key = min(u, v) * n + max(u, v)
+        if key not in excluded:
+            neg.append((u, v))
+            excluded.add(key)
+    neg = np.array(neg, np.int64).T
+    index = {int(t): i for i, t in enumerate(targets)}
+    infl = influence_matrix(predict, x, torch.as_tensor(targets), delta=delta).numpy()
+    pairs = np.concatenate([pos, neg], axis=1)
+    iu = np.array([index[int(a)] for a in pairs[0]])
+    iv = np.array([index[int(b)] for b in pairs[1]])
+    scores = infl[iu, iv] + infl[iv, iu]
+    labels = np.concatenate([np.ones(pos.shape[1]), np.zeros(neg.shape[1])]).astype(int)
+    out = attack_metrics(scores, labels)
+    out["average_precision"] = float(average_precision_score(labels, scores))
+    out.update(num_targets=int(targets.size), num_positives=int(pos.shape[1]),
+               num_negatives=int(neg.shape[1]), negatives=negatives, delta=delta)
+    return out

@@ -1,0 +1,73 @@
+"""``gnnprivacy attack linkteller``: LinkTeller against a GCN trained on a (privatised) graph.
+
+The victim is trained by the HeteroRR harness: ``--method gcn`` (no privacy, true graph),
+or any HeteroRR method (``edgerr``, ``heterorr``, ``edge-lapgraph`` ...). The edges are split
+into public and private with ``--private-edge-frac`` (the same seeded split the method uses);
+the attack's positives are private edges, its negatives exclude public edges by default.
+"""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command("linkteller")
+@click.option("--dataset", required=True, help="dataset name (e.g. cora, facebook)")
+@click.option("--method", default="gcn", show_default=True,
+              help="victim: gcn (non-private) or a HeteroRR method (edgerr, heterorr, "
+                   "edge-lapgraph, edge-privhrg, edge-rand, featurerr, feat-*)")
+@click.option("--eps-e", type=float, default=None, help="edge budget (default 1.0)")
+@click.option("--eps-f", type=float, default=None, help="feature budget (default 1.0)")
+@click.option("--private-edge-frac", type=float, default=0.3, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--n-targets", type=int, default=500, show_default=True)
+@click.option("--delta", "delta_inf", type=float, default=0.01, show_default=True,
+              help="relative feature perturbation of the influence analysis")
+@click.option("--negatives", default="non_edges", show_default=True,
+              help="non_edges (exclude public edges, spec E19) | non_private ([R])")
+@click.option("--mcmc-steps", type=int, default=None, help="EdgeRR/privHRG MCMC moves")
+@click.option("--data-root", default=None, help="dataset root (default $GNNPRIVACY_DATA)")
+@click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
+def linkteller_command(dataset, method, eps_e, eps_f, private_edge_frac, seed, n_targets,
+                       delta_inf, negatives, mcmc_steps, data_root, as_json):
+    """LinkTeller influence attack (Wu et al. S&P 2022) on private edges."""
+    import json
+
+    import numpy as np
+    import torch
+
+    from gnnprivacy.attacks.linkteller import linkteller_attack
+    from gnnprivacy.datasets import load_dataset
+    from gnnprivacy.experiments.context import RunContext
+    from gnnprivacy.experiments.methods.heterorr import (METHODS, HeteroRRParams,
+                                                         fit_release, train_gcn)
+    from gnnprivacy.errors import UnknownNameError
+
+    if method != "gcn" and method not in METHODS:
+        raise UnknownNameError("method", method, ["gcn", *METHODS])
+    data = load_dataset(dataset, root=data_root)
+    kw = {k: v for k, v in (("eps_e", eps_e), ("eps_f", eps_f)) if v is not None}
+    params = HeteroRRParams(private_edge_frac=private_edge_frac, mcmc_steps=mcmc_steps, **kw)
+    ctx = RunContext(config=None, params=params, data=data, seed=seed)
+    fm, em = ("clean", "clean") if method == "gcn" else METHODS[method][:2]
+    rel = fit_release(ctx, fm, em)
+    trainer = train_gcn(rel.data, params, generator=ctx.torch_generator("train"))
+    model, edge_index = trainer.model_, rel.data.edge_index
+
+    def predict(x):
+        return torch.softmax(model(x, edge_index), dim=1)
+
+    result = linkteller_attack(predict, rel.data.x, num_nodes=data.num_nodes,
+                               private_edges=rel.private_edges, public_edges=rel.public_edges,
+                               n_targets=n_targets, delta=delta_inf, negatives=negatives,
+                               generator=np.random.default_rng(ctx.seed_for("linkteller")))
+    result.update(dataset=dataset, method=method, seed=seed,
+                  model_test_accuracy=trainer.evaluate(rel.data, "test_mask")["accuracy"],
+                  epsilon_edges=rel.privacy["epsilon_edges"],
+                  epsilon_features=rel.privacy["epsilon_features"],
+                  private_edge_frac=private_edge_frac)
+    if as_json:
+        click.echo(json.dumps(result, default=float))
+    else:
+        for key in ("auc", "average_precision", "model_test_accuracy", "epsilon_edges"):
+            click.echo(f"{key}: {result[key]:.4f}")

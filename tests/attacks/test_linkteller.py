@@ -1,0 +1,66 @@
+"""LinkTeller: exact influence on a linear 1-hop model, no signal on an edgeless model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from gnnprivacy.attacks.linkteller import influence_matrix, linkteller_attack
+from gnnprivacy.errors import InvalidParameterError
+
+
+def _graph(n=80, p=0.06, seed=0):
+    rng = np.random.default_rng(seed)
+    iu = np.stack(np.triu_indices(n, 1))
+    e = iu[:, rng.random(iu.shape[1]) < p]
+    pri = rng.random(e.shape[1]) < 0.5
+    return e[:, ~pri], e[:, pri]
+
+
+def _linear_model(edges, n):
+    A = torch.eye(n)
+    A[edges[0], edges[1]] = 1.0
+    A[edges[1], edges[0]] = 1.0
+    return lambda x: A @ x
+
+
+def test_influence_is_the_adjacency_for_a_linear_one_hop_model():
+    pub, pri = _graph()
+    n = 80
+    f = _linear_model(np.concatenate([pub, pri], axis=1), n)
+    x = torch.rand(n, 4, generator=torch.Generator().manual_seed(0)) + 0.5
+    t = torch.arange(n)
+    infl = influence_matrix(f, x, t)
+    adj = torch.zeros(n, n, dtype=torch.bool)
+    edges = np.concatenate([pub, pri], axis=1)
+    adj[edges[0], edges[1]] = True
+    adj[edges[1], edges[0]] = True
+    assert bool((infl[adj] > 0).all()) and bool((infl[~adj] == 0).all())
+
+
+def test_attack_auc_one_on_the_true_graph_and_half_without_edges():
+    pub, pri = _graph()
+    n = 80
+    x = torch.rand(n, 4, generator=torch.Generator().manual_seed(1)) + 0.5
+    true = linkteller_attack(_linear_model(np.concatenate([pub, pri], axis=1), n), x,
+                             num_nodes=n, private_edges=pri, public_edges=pub, n_targets=80,
+                             generator=np.random.default_rng(0))
+    assert true["auc"] == pytest.approx(1.0) and true["average_precision"] == pytest.approx(1.0)
+    # positive control: a model that never saw the private edges cannot rank them
+    blind = linkteller_attack(_linear_model(pub, n), x, num_nodes=n, private_edges=pri,
+                              public_edges=pub, n_targets=80,
+                              generator=np.random.default_rng(0))
+    assert blind["auc"] == pytest.approx(0.5)
+
+
+def test_negatives_exclude_public_edges_by_default():
+    pub, pri = _graph(seed=2)
+    n = 80
+    f = _linear_model(pub, n)    # only public edges: influence marks public pairs
+    x = torch.ones(n, 2)
+    default = linkteller_attack(f, x, num_nodes=n, private_edges=pri, public_edges=pub,
+                                n_targets=80, generator=np.random.default_rng(3))
+    assert default["auc"] == pytest.approx(0.5)
+    with pytest.raises(InvalidParameterError):
+        linkteller_attack(f, x, num_nodes=n, private_edges=np.zeros((2, 0)), public_edges=pub)
