@@ -19,7 +19,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-root", default=os.environ.get("GNNPRIVACY_DATA", "../shared/datasets"))
     parser.add_argument("--dataset", default="cs")
-    parser.add_argument("--epochs", type=int, default=50)
+    parser.add_argument("--epochs", type=int, default=100)
+    parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--theta", type=float, default=0.4)
     parser.add_argument("--n-hop", type=int, default=3)
     args = parser.parse_args()
@@ -33,7 +34,7 @@ def main() -> None:
 
     data = load_dataset(args.dataset, root=args.data_root, split="random", seed=0)
     t0 = time.perf_counter()
-    trainer = FullBatchTrainer("gcn", hidden_channels=16, dropout=0.5, epochs=args.epochs,
+    trainer = FullBatchTrainer("gcn", hidden_channels=16, dropout=0.5, epochs=args.epochs, lr=args.lr,
                                patience=args.epochs, normalize_features=True, generator=0).fit(data)
     probs = torch.softmax(trainer.predict_logits(data).double(), 1).numpy()
     t_train = time.perf_counter() - t0
