@@ -13,7 +13,9 @@ training step and one validation forward with accuracy and loss per epoch):
 
 Prints, per loop, the median wall and CPU seconds per epoch (the first epoch is a warm-up and
 is not counted), the minor page faults per epoch, and the ratio of the trainer's CPU time to
-each plain loop's (acceptance of issue 15: at most 1.1 against the edge_index loop). With
+each plain loop's (acceptance of issue 15: at most 1.1 against the edge_index loop). No loop
+here tunes glibc's malloc (``gnnprivacy.training.memory.tune_malloc`` is applied by the DP
+trainers only), so the page faults are each loop's own. With
 ``--mini-batch`` it also times :class:`gnnprivacy.training.MiniBatchTrainer`.
 
 Example::

@@ -32,6 +32,24 @@ def _worker(rank: int, world_size: int, out_dir: str) -> None:
     torch.save(_result(trainer), f"{out_dir}/rank{rank}.pt")
 
 
+def _secure_worker(rank: int, world_size: int, out_dir: str) -> None:
+    torch.set_num_threads(1)
+    kw = {**KW, "generator": None, "secure_mode": True}
+    trainer = DistributedDPMLPTrainer(**kw).fit(_data())
+    torch.save({"sample_state": trainer._gens["sample"].get_state(), **_result(trainer)},
+               f"{out_dir}/secure{rank}.pt")
+
+
+def test_secure_mode_shares_rank0_sampling_state(tmp_path):
+    # OS-seeded samplers differ per process; rank 0's state is broadcast, so every rank draws
+    # the same global batches (equal final states) and holds the same model.
+    spawn_local(_secure_worker, 2, str(tmp_path), start_method="fork")
+    a, b = (torch.load(tmp_path / f"secure{r}.pt") for r in range(2))
+    assert torch.equal(a["sample_state"], b["sample_state"])
+    assert all(torch.equal(a["params"][k], b["params"][k]) for k in a["params"])
+    assert a["ledger"] == b["ledger"]
+
+
 def test_shard_partitions_the_batch():
     batch = torch.arange(11)
     parts = [shard(batch, r, 3) for r in range(3)]
