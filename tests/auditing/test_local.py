@@ -71,3 +71,14 @@ def test_local_method_audit_through_the_registry():
     assert not ok.violation
     paper = audit("rgnn", "csbm", epsilon=2.0, params={"m": 4, "eps_mode": "paper"})
     assert paper.violation
+
+
+def test_heterorr_methods_through_the_registry():
+    from gnnprivacy.auditing import audit
+
+    feat = audit("featurerr", "csbm", epsilon=2.0)
+    assert feat.epsilon_lower_bound == pytest.approx(2.0) and not feat.violation
+    edge = audit("edgerr", "csbm")
+    assert 0 < edge.epsilon_lower_bound <= edge.epsilon_claimed + 1e-9
+    paper = audit("edgerr", "csbm", params={"mode": "paper"})      # c_em = 1: caught
+    assert paper.violation

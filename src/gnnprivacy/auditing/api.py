@@ -114,7 +114,8 @@ def audit_plan(plan: MechanismPlan, *, mode: str = "mechanism", runs: int = 10_0
 
     t0 = time.perf_counter()
     if plan.local is not None:
-        best = float(sum(r["epsilon"] for r in plan.local))
+        best = (float(plan.local[0]["epsilon"]) if plan.facts.get("combine") == "primary"
+                else float(sum(r["epsilon"] for r in plan.local)))
         return AuditResult(plan.method, dataset, "exact", plan.epsilon_claimed, best, None, 0,
                            1.0, plan.delta, noise_scale=noise_scale,
                            seconds=time.perf_counter() - t0,
@@ -198,7 +199,8 @@ def audit(method: str, dataset: str = "csbm", *, epsilon: float | None = None,
     mode = check_choice("mode", mode, MODES)
     noise_scale = check_positive("noise_scale", noise_scale)
     values = dict(params or {})
-    if epsilon is not None and method not in ("rgnn", "lpgnn", "ldp-naive"):
+    if epsilon is not None and method not in ("rgnn", "lpgnn", "ldp-naive", "heterorr",
+                                              "featurerr", "edgerr", "feat-multibit"):
         values["epsilon"] = epsilon
     if delta is not None:
         values["delta"] = delta
@@ -211,7 +213,9 @@ def audit(method: str, dataset: str = "csbm", *, epsilon: float | None = None,
                               confidence=confidence, seed=seed, dataset=dataset,
                               noise_scale=noise_scale)
     runs = check_int("runs", runs if runs is not None else 10_000, low=2)
-    local = method in ("rgnn", "lpgnn", "ldp-naive")
+    from gnnprivacy.auditing.plans import HETERORR_METHODS, LOCAL_METHODS
+
+    local = method in LOCAL_METHODS or method in HETERORR_METHODS
     plan = plan_for(method, method_params, GraphFacts.from_data(loaded), noise_scale=noise_scale,
                     degrees=degrees, epsilon_total=epsilon if local else None)
     return audit_plan(plan, mode=mode, runs=runs, confidence=confidence, selection=selection,

@@ -25,6 +25,10 @@ from gnnprivacy.errors import InvalidParameterError
 __all__ = ["MechanismPlan", "GraphFacts", "plan_for", "PLANNERS", "LOCAL_METHODS"]
 
 LOCAL_METHODS = ("rgnn", "lpgnn", "ldp-naive")
+#: HeteroRR (spec 001) methods with an exact audit: feature part, edge part (EdgeRR's
+#: exponential-mechanism step on a tiny graph), or both
+HETERORR_METHODS = {"heterorr": ("featurerr", "edgerr"), "featurerr": ("featurerr", None),
+                    "edgerr": (None, "edgerr"), "feat-multibit": ("multibit", None)}
 
 
 @dataclass(frozen=True)
@@ -209,6 +213,36 @@ def _plan_local(method: str, p, g: GraphFacts, noise_scale: float, degrees,
                                 "epsilon_audited_features": feats["epsilon"]})
 
 
+def _plan_heterorr(method: str, p, g: GraphFacts, noise_scale: float,
+                   epsilon_total: float | None = None) -> MechanismPlan:
+    """Exact audits of HeteroRR's parts. The two parts have different units (feature LDP,
+    edge DP) and are never added (spec 001 §4.6); the primary figure is the edge part when
+    edges are privatised (as the method's record), the other is listed beside it."""
+    from gnnprivacy.auditing.local import edge_rr_audit, feature_rr_audit, multibit_audit
+
+    if noise_scale != 1.0:
+        raise InvalidParameterError("noise_scale", "1.0 for exact audits", noise_scale)
+    feat, edge = HETERORR_METHODS[method]
+    eps_f = p.eps_f if epsilon_total is None or edge else epsilon_total
+    eps_e = p.eps_e if epsilon_total is None else epsilon_total
+    comps = []
+    if edge:
+        eps_e1 = eps_e * p.edge_split
+        e = edge_rr_audit(5, [[0, 1], [1, 2]], [[2, 3, 0], [3, 4, 4]], eps_e1=eps_e1,
+                          c_em=2.0 if p.mode == "sound" else 1.0)
+        e["note"] = ("EdgeRR's exponential-mechanism step (eps_e1 = edge_split * eps_e) by exact "
+                     "enumeration of every dendrogram of a 5-node graph")
+        comps.append(e)
+    if feat == "featurerr":
+        comps.append(feature_rr_audit(epsilon=eps_f, num_features=g.num_features, k=p.levels))
+    elif feat == "multibit":
+        comps.append(multibit_audit(epsilon=eps_f, d=g.num_features))
+    primary = comps[0]
+    return MechanismPlan(method, {}, primary["epsilon_claimed"], 0.0, None, local=comps,
+                         facts={"combine": "primary", "unit": "edge" if edge else "feature",
+                                "eps_f": eps_f, "eps_e": eps_e, "mode": p.mode})
+
+
 PLANNERS = {"heterpoisson": _plan_heterpoisson, "dpgnn": _plan_dpgnn, "dpmlp": _plan_dpmlp,
             "gap": _plan_gap}
 
@@ -226,9 +260,11 @@ def plan_for(method: str, params, facts: GraphFacts, *, noise_scale: float = 1.0
     noise_scale = check_positive("noise_scale", noise_scale)
     if method in LOCAL_METHODS:
         return _plan_local(method, params, facts, noise_scale, degrees, epsilon_total)
+    if method in HETERORR_METHODS:
+        return _plan_heterorr(method, params, facts, noise_scale, epsilon_total)
     if method not in PLANNERS:
         raise InvalidParameterError("method", f"a private method with an audit plan "
-                                    f"({', '.join(sorted(PLANNERS) + list(LOCAL_METHODS))})",
+                                    f"({', '.join(sorted(PLANNERS) + list(LOCAL_METHODS) + list(HETERORR_METHODS))})",
                                     method)
     if method == "gap":
         return PLANNERS[method](params, facts, noise_scale, degrees)
