@@ -63,6 +63,21 @@ def _prepare_local_worker(threads: int, imports: tuple[str, ...] = (), sys_path:
     prepare_worker(threads, imports, sys_path)
 
 
+def _stop_fork_server() -> None:
+    """Kill the fork server now: it holds no work, and its orderly exit (tearing down torch)
+    takes seconds, which a user who pressed Ctrl-C twice should not wait for."""
+    try:
+        import signal
+        from multiprocessing import forkserver
+
+        pid = forkserver._forkserver._forkserver_pid
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+        forkserver._forkserver._stop()  # closes its pipe, reaps it
+    except Exception:  # noqa: BLE001 - private API; the server then exits on its own a bit later
+        pass
+
+
 class Executor(ABC):
     """Common interface: a context manager with :meth:`imap_unordered`."""
 
@@ -154,7 +169,8 @@ class LocalExecutor(Executor):
             if p.is_alive():
                 p.kill()
                 p.join(1.0)
-        pool.shutdown(wait=False, cancel_futures=True)
+        pool.shutdown(wait=True, cancel_futures=True)  # workers are gone: returns at once
+        _stop_fork_server()
 
     def imap_unordered(self, fn, items):
         from concurrent.futures import as_completed
