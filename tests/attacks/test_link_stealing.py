@@ -255,3 +255,30 @@ def test_ils_attacks_on_an_inductive_model():
         m, info = run_experiment(data, LinkStealingSettings(model="sage", ils=ils, epochs=30,
                                                             patience=10))
         assert m["auc"] > 0.6 and info["attack"]["ils"] == ils
+
+
+def test_link_infiltrator_detects_links_of_a_two_layer_model():
+    from torch_geometric.data import Data
+
+    from gnnprivacy.attacks.link_stealing.infiltrator import ETA, run_link_infiltrator
+    from gnnprivacy.attacks.link_stealing.pipeline import LinkStealingSettings, TARGET_HPARAMS, _train
+    from gnnprivacy.datasets import load_dataset
+    from gnnprivacy.datasets.link_splits import attack_splits
+    from gnnprivacy.defenses import GRID
+
+    data = load_dataset("csbm", num_nodes=300)
+    sp = attack_splits(data, seed=0, setting="inductive")
+    d1 = sp.d1.to_data()
+    model = _train("sage", d1, TARGET_HPARAMS["sage"], epochs=20, patience=5, seed=0, normalize=False)
+
+    def query(xs, es):
+        return model.predict_logits(Data(x=xs, edge_index=es, num_nodes=xs.shape[0]))
+
+    out = run_link_infiltrator(query, d1.x, d1.edge_index.numpy(), sp.d4)
+    neg = sp.d4.label == 0
+    assert out.scores[neg].max() < ETA  # a is >= 3 hops from w without the edge u-w
+    assert out.metrics["auc"] > 0.9
+    defended = run_link_infiltrator(query, d1.x, d1.edge_index.numpy(), sp.d4, grid=GRID())
+    assert defended.info["per_query_grid"] and 0.0 <= defended.metrics["auc"] <= 1.0
+    with pytest.raises(InvalidParameterError, match="inductive"):
+        LinkStealingSettings(model="gcn", influence="infiltrator")

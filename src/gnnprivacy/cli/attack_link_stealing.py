@@ -29,12 +29,18 @@ _DEFENSES = ("none", "grid", "l2", "dropout", "gap", "memguard", "minmax")
               help="nhop: the n-hop-aware adaptive attacker of Table IX (attacks 3, 4, 6, 7)")
 @click.option("--ils", type=click.Choice(["none", "A2", "A9"]), default="none", show_default=True,
               help="run the inductive ILS attack A2 or A9 instead of --attack (gat, sage, gin)")
+@click.option("--influence", type=click.Choice(["none", "infiltrator"]), default="none",
+              show_default=True, help="run Link-Infiltrator (node injection; gat, sage, gin); "
+                                      "with --defense grid each answer is defended per query")
+@click.option("--query-node", type=click.Choice(["a", "w"]), default="w", show_default=True,
+              help="Link-Infiltrator's queried node (a: the paper's, needs >= 3 layers)")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--data-root", default=None, help="folder with the raw datasets")
 @click.option("--runs-dir", default="runs", show_default=True, help="where the run record is written")
 @click.option("--json", "as_json", is_flag=True, help="print the metrics as JSON on stdout")
 def link_stealing_command(dataset, model, attack, defense, theta, n_hop, grid_mode, grid_objective,
-                          defense_param, scaler_mode, adaptive, ils, seed, data_root, runs_dir, as_json):
+                          defense_param, scaler_mode, adaptive, ils, influence, query_node,
+                          seed, data_root, runs_dir, as_json):
     """Attack a GNN's posteriors to infer its training edges (He et al. 2021), with a defence."""
     from gnnprivacy.attacks.link_stealing.method import run_link_stealing
     from gnnprivacy.errors import GnnPrivacyError
@@ -45,7 +51,8 @@ def link_stealing_command(dataset, model, attack, defense, theta, n_hop, grid_mo
                                    model=model, attack=attack, defense=defense, theta=theta,
                                    n_hop=n_hop, grid_mode=grid_mode, grid_objective=grid_objective,
                                    defense_param=defense_param, scaler_mode=scaler_mode,
-                                   adaptive=adaptive, ils=ils)
+                                   adaptive=adaptive, ils=ils, influence=influence,
+                                   query_node=query_node)
     except (GnnPrivacyError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     out = {"dataset": dataset, "model": model, "attack": attack, "ils": ils, "defense": defense,
@@ -53,11 +60,12 @@ def link_stealing_command(dataset, model, attack, defense, theta, n_hop, grid_mo
     if as_json:
         click.echo(dumps(out))
         return
-    name = f"ILS {ils}" if ils != "none" else f"Attack-{attack}"
+    name = ("Link-Infiltrator" if influence != "none" else f"ILS {ils}" if ils != "none"
+            else f"Attack-{attack}")
     click.echo(f"{name} on {dataset}/{model}, defense {defense}: AUC {out['auc']:.4f} "
                f"accuracy {out['accuracy']:.4f} precision {out['precision']:.4f} recall "
                f"{out['recall']:.4f}; model accuracy {out['model_test_accuracy']:.4f}")
-    if defense == "grid":
+    if defense == "grid" and "num_core_nodes" in out:
         click.echo(f"GRID: {int(out['num_core_nodes'])} core nodes, max L1 distortion "
                    f"{out['max_l1_distortion']:.4f}, {out['grid_seconds']:.2f} s")
     click.echo(f"record: {runs_dir}/{record.run_id}.json")

@@ -45,6 +45,10 @@ class LinkStealingParams:
         "help": "none | nhop (Table IX: n-hop pairs labelled linked in the attacker's training set)"})
     ils: str = field(default="none", metadata={
         "help": "none | A2 | A9: the inductive ILS attack instead of He et al.'s (gat, sage, gin)"})
+    influence: str = field(default="none", metadata={
+        "help": "none | infiltrator: Link-Infiltrator (node injection) instead (gat, sage, gin)"})
+    query_node: str = field(default="w", metadata={
+        "help": "Link-Infiltrator's queried node: a (paper, needs >= 3 layers) | w (2 layers)"})
 
     def settings(self):
         from gnnprivacy.attacks.link_stealing.pipeline import LinkStealingSettings

@@ -62,6 +62,8 @@ class LinkStealingSettings:
     attack_epochs: int = 50
     adaptive: str = "none"
     ils: str = "none"
+    influence: str = "none"
+    query_node: str = "w"
 
     def __post_init__(self):
         check_choice("model", self.model, MODELS)
@@ -71,9 +73,11 @@ class LinkStealingSettings:
         check_int("n_hop", self.n_hop, low=2)
         check_choice("adaptive", self.adaptive, ADAPTIVE)
         check_choice("ils", self.ils, ("none", "A2", "A9"))
-        if self.ils != "none" and self.model == "gcn":
-            raise InvalidParameterError("model", "an inductive model (gat, sage, gin) for ILS attacks",
-                                        self.model)
+        check_choice("influence", self.influence, ("none", "infiltrator"))
+        check_choice("query_node", self.query_node, ("a", "w"))
+        if (self.ils != "none" or self.influence != "none") and self.model == "gcn":
+            raise InvalidParameterError("model", "an inductive model (gat, sage, gin) for ILS and "
+                                        "influence attacks", self.model)
         if self.adaptive == "nhop" and self.attack not in (3, 4, 6, 7):
             raise InvalidParameterError("attack", "3, 4, 6 or 7 (attacks trained on A*) with "
                                         "adaptive='nhop'", self.attack)
@@ -261,6 +265,29 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
     else:
         acc = _accuracy(_softmax(target, d3), d3.y, np.ones(d3.num_nodes, bool))
         metrics["model_test_accuracy"] = metrics["model_test_accuracy_clean"] = acc
+
+    if st.influence == "infiltrator":
+        from torch_geometric.data import Data
+
+        from gnnprivacy.attacks.link_stealing.infiltrator import run_link_infiltrator
+
+        grid = None
+        if st.defense == "grid":
+            from gnnprivacy.defenses import GRID
+
+            grid = GRID(theta=st.theta, n_hop=st.n_hop, mode=st.grid_mode,
+                        objective=st.grid_objective, seed=_seed(seed, "grid"))
+        elif st.defense != "none":
+            raise InvalidParameterError("defense", "none or grid (per-query) for influence attacks",
+                                        st.defense)
+        outcome = run_link_infiltrator(
+            lambda xs, es: target.predict_logits(Data(x=xs, edge_index=es, num_nodes=xs.shape[0])),
+            d1.x, d1.edge_index.numpy(), splits.d4, query_node=st.query_node, grid=grid)
+        metrics.update(outcome.metrics)
+        metrics.pop("threshold", None)
+        info["attack"] = {"influence": st.influence, **outcome.info}
+        metrics["total_seconds"] = time.perf_counter() - t0
+        return metrics, info
 
     if st.ils != "none":
         outcome = _run_ils(st, target, splits, d1, d2, released if st.defense != "none" else None,
