@@ -126,6 +126,8 @@ CASES: list[Case] = [
         "is_available() is False"),
     cli("train device", "--device cuda on CPU-only torch (dpgnn)", T + ["--method", "dpgnn", "--device", "cuda"],
         "cuda", "is_available() is False"),
+    cli("train privacy", "--secure-mode for gcn (not private)", T + ["--method", "gcn", "--secure-mode"],
+        "secure_mode", "gcn"),
     # -- train: config files -----------------------------------------------------------------
     cli("config file", "-c missing.yaml", T + ["-c", "{tmp}/missing.yaml"], "missing.yaml"),
     cli("config file", "-c with malformed YAML", T + ["-c", "{tmp}/c.yaml"], "valid YAML",
@@ -220,6 +222,13 @@ CASES: list[Case] = [
     cli("results", "--format xml", ["results", "{tmp}/runs", "--format", "xml"], "xml", setup="good_record"),
     cli("reproduce", "an unknown reproduction", ["reproduce", "nope"], "nope", "000-table2"),
     cli("reproduce", "no name", ["reproduce"], "NAME", "--list"),
+    cli("reproduce", "--runs-dir and the old --runs disagree", ["reproduce", "000-table2", "--runs-dir", "{tmp}/a",
+                                                               "--runs", "{tmp}/b"], "--runs-dir once"),
+    cli("reproduce", "-o and the old --report disagree", ["reproduce", "000-table2", "-o", "{tmp}/a",
+                                                         "--report", "{tmp}/b"], "-o/--output once"),
+    cli("results", "RUNS_DIR and --runs-dir disagree", ["results", "{tmp}/runs", "--runs-dir", "{tmp}/empty"],
+        "runs directory once", setup="good_and_empty"),
+    cli("results", "no runs directory at all", ["results"], "RUNS_DIR"),
     cli("datasets", "--data-root is a file", ["datasets", "--data-root", "{tmp}/afile"], "afile",
         files={"afile": "x"}),
 ]
@@ -258,6 +267,11 @@ def setup_corrupt_failure(tmp: Path) -> None:
 
 def setup_empty_dir(tmp: Path) -> None:
     (tmp / "empty").mkdir()
+
+
+def setup_good_and_empty(tmp: Path) -> None:
+    setup_good_record(tmp)
+    setup_empty_dir(tmp)
 
 
 def api_truncated_not_finished(tmp: Path) -> str:
