@@ -33,7 +33,15 @@ def test_tuned_malloc_stops_page_fault_churn():
         return out[0], int(out[1])
 
     applied, tuned = faults(True)
-    control_applied, untuned = faults(False)
-    assert applied == "True" and control_applied == "False"
-    assert untuned > 5 * 10_000  # control: glibc trims the freed heap, every round faults again
-    assert tuned < untuned / 20
+    assert applied == "True"
+    assert tuned < 1000  # the freed temporaries are reused: (almost) no page is faulted in
+    # Positive control: with glibc's defaults the freed heap top is trimmed and every round
+    # faults ~60,000 pages in again. Whether glibc trims here depends on the heap layout of
+    # the run, so the control gets three tries and is skipped (never passed) without churn.
+    for _ in range(3):
+        control_applied, untuned = faults(False)
+        assert control_applied == "False"
+        if untuned > 5 * 10_000:
+            assert tuned < untuned / 20
+            return
+    pytest.skip("glibc did not trim the heap in the control runs: churn not reproducible")

@@ -42,7 +42,7 @@ def toy_data(n: int = 40, d: int = 6, classes: int = 3, seed: int = 0, p: float 
 class CountingAccountant:
     """Stand-in accountant for tests about training, not accounting (the PLD is slow)."""
 
-    def __init__(self, *args):
+    def __init__(self, *args, **kwargs):
         self.count = 0
 
     def compose(self, event, count=1):
