@@ -89,6 +89,8 @@ class DPEngine:
             non-private run).
         expected_batch_size: ``B_exp`` dividing the noisy sum.
         generator: ``torch.Generator`` for the noise (required unless ``secure_mode``).
+            Seeded noise is for reproducible research only: whoever knows the seed can
+            regenerate every draw and subtract it. Use ``secure_mode`` for a release.
         secure_mode: draw the noise from the OS CSPRNG (via
             :func:`gnnprivacy.mechanisms.gaussian.gaussian_mechanism`); ``generator`` must
             then be ``None``.
