@@ -1,15 +1,27 @@
 """One-sided noise calibration: the epsilon reached never exceeds the target.
 
-Bisection on ``log(noise_multiplier)`` that keeps the *upper* end of the bracket
-feasible, and returns it after a full verification with the accountant (000 §4.3: return
-the upper end). Feasibility of the result does not depend on epsilon being monotone in
-the noise; monotonicity only makes the result near-minimal.
+A bracketing root finder on ``x = log(noise_multiplier)`` for ``f(x) = log(epsilon / target)``
+(epsilon decreases in the noise), run in two passes (spec 000 §4.3, issue 15):
 
-For events with a worst case over out-degrees (HeterPoisson under PLD), a first
-bisection uses the cheap necessary condition "the largest out-degree alone is within
-budget" (the accountant's first branch, a lower bound on the maximum); the bracket's
-lower end is then infeasible for sure, and only the upper end needs the full maximum over
-degrees. If that check fails, bisection continues with full evaluations.
+1. **coarse**: for the PLD accountant, a grid ``coarse_factor`` times coarser; this only
+   locates the root (nothing coarse is returned);
+2. **fine**: the requested accountant; the bracket ``[lo, hi]`` always keeps ``lo``
+   infeasible and ``hi`` feasible (``epsilon(hi) <= target``), and the steps are secant
+   steps aimed slightly on the feasible side (a safeguarded regula falsi: each step
+   shrinks the bracket by at least 10 %). It stops when ``hi / lo - 1 <= rtol`` and
+   returns ``hi`` after a full verification with the accountant, so the result is
+   feasible whatever the shape of epsilon in the noise; monotonicity only makes it
+   near-minimal.
+
+For events with a worst case over out-degrees (HeterPoisson under PLD) the passes use the
+cheap necessary condition "the largest out-degree alone is within budget" (the
+accountant's first branch, a lower bound on the maximum; exact when the accountant has
+verified that the largest degree dominates): the bracket's lower end is then infeasible
+for sure, and only the upper end needs the full maximum over degrees. If that check
+fails, bisection continues with full evaluations.
+
+Results are cached on disk (:mod:`gnnprivacy.accounting.disk_cache`) keyed by the
+event's parameters, so a repeated calibration costs a file read.
 """
 
 from __future__ import annotations
@@ -21,9 +33,15 @@ from typing import Optional
 from dp_accounting import dp_event
 
 from gnnprivacy._validation import check_int, check_positive, check_probability
+from gnnprivacy.accounting import disk_cache
 from gnnprivacy.accounting.accountants import make_accountant
 from gnnprivacy.accounting.events import resolve_scope
 from gnnprivacy.errors import InvalidParameterError
+
+#: the coarse pass's grid is this many times coarser than the fine one (PLD only)
+COARSE_FACTOR = 10.0
+_COARSE_RTOL = 1e-2
+_MIN_NOISE = 1e-9
 
 
 def calibrate_noise_multiplier(make_event: Callable[[float], dp_event.DpEvent], *, steps: int,
@@ -31,7 +49,8 @@ def calibrate_noise_multiplier(make_event: Callable[[float], dp_event.DpEvent], 
                                accountant: str = "pld", unit=None, relation=None,
                                initial_noise_multiplier: float = 4.0, rtol: float = 1e-3,
                                max_noise_multiplier: float = 1e6,
-                               accountant_options: Optional[dict] = None) -> float:
+                               accountant_options: Optional[dict] = None,
+                               use_disk_cache: bool = True) -> float:
     """The (near-)smallest noise multiplier z with ``epsilon(steps x make_event(z)) <= target``.
 
     Args:
@@ -46,6 +65,7 @@ def calibrate_noise_multiplier(make_event: Callable[[float], dp_event.DpEvent], 
         rtol: stop when ``upper / lower - 1 <= rtol``.
         max_noise_multiplier: give up above this noise.
         accountant_options: extra keyword options for :func:`make_accountant`.
+        use_disk_cache: read/write the result in the on-disk accounting cache.
 
     Returns:
         A noise multiplier whose epsilon, computed by the chosen accountant, is
@@ -62,57 +82,133 @@ def calibrate_noise_multiplier(make_event: Callable[[float], dp_event.DpEvent], 
     cap = check_positive("max_noise_multiplier", max_noise_multiplier)
     unit, relation = resolve_scope(make_event(start), unit, relation)
     options = dict(accountant_options or {})
+    key = None
+    if use_disk_cache:
+        key = disk_cache.key_of("calibration", repr(make_event(1.0)), repr(make_event(2.0)),
+                                steps, target, delta, accountant, unit.value, relation.value,
+                                rtol, cap, sorted((k, repr(v)) for k, v in options.items()))
+        hit = disk_cache.load_json(key)
+        if hit is not None:
+            return float(hit["noise_multiplier"])
 
-    def passes(z: float, full: bool) -> tuple[bool, bool]:
-        """(epsilon bound <= target, whether the bound was the full epsilon)."""
-        acc = make_accountant(accountant, unit=unit, relation=relation, **options)
+    def evaluate(z: float, full: bool, opts: dict) -> tuple[float, bool]:
+        """(epsilon bound, whether it is the full epsilon)."""
+        acc = make_accountant(accountant, unit=unit, relation=relation, **opts)
         acc.compose(make_event(z), steps)
+        try:
+            return _evaluate(acc, full)
+        except InvalidParameterError as err:
+            if err.name != "noise_multiplier":
+                raise
+            return math.inf, True           # too little noise to account: infeasible
+
+    def _evaluate(acc, full: bool) -> tuple[float, bool]:
         if full:
-            return acc._epsilon_checked(delta, stop_above=target) <= target, True  # noqa: SLF001
-        eps, exact = acc._first_branch_epsilon(delta)  # noqa: SLF001
-        return eps <= target, exact
+            return acc._epsilon_checked(delta, stop_above=target), True  # noqa: SLF001
+        return acc._first_branch_epsilon(delta)  # noqa: SLF001
 
-    lo, hi, verified = _bracket(passes, start, cap, target_epsilon)
-    lo, hi, verified = _bisect(passes, lo, hi, verified, rtol, full=False)
-    if verified or passes(hi, full=True)[0]:
-        return hi
-    lo, hi = hi, 2.0 * hi                                   # a smaller degree is the worst case
-    while not passes(hi, full=True)[0]:
-        lo, hi = hi, 2.0 * hi
-        if hi > cap:
-            raise InvalidParameterError("target_epsilon", f"reachable with noise multiplier <= "
-                                        f"{cap:g}", target_epsilon)
-    return _bisect(passes, lo, hi, True, rtol, full=True)[1]
+    def unreachable():
+        return InvalidParameterError("target_epsilon", f"reachable with noise multiplier <= "
+                                     f"{cap:g}", target_epsilon)
 
-
-def _bracket(passes, start: float, cap: float, target_epsilon: float):
-    """(lo infeasible, hi passing, hi verified) with hi / lo = 2; lo = 0 if all pass."""
-    ok, exact = passes(start, False)
-    if ok:
-        hi, verified = start, exact
-        while hi > 1e-9:
-            ok, exact = passes(hi / 2.0, False)
-            if not ok:
-                return hi / 2.0, hi, verified
-            hi, verified = hi / 2.0, exact
-        return 0.0, hi, verified
-    lo = start
-    while True:
-        if 2.0 * lo > cap:
-            raise InvalidParameterError("target_epsilon", f"reachable with noise multiplier <= "
-                                        f"{cap:g}", target_epsilon)
-        ok, exact = passes(2.0 * lo, False)
-        if ok:
-            return lo, 2.0 * lo, exact
-        lo *= 2.0
+    guess = start
+    if accountant == "pld":
+        vdi = options.get("value_discretization_interval")
+        if vdi is None:
+            from gnnprivacy.accounting.pld_accountant import DEFAULT_VALUE_DISCRETIZATION_INTERVAL
+            vdi = DEFAULT_VALUE_DISCRETIZATION_INTERVAL
+        coarse = {**options, "value_discretization_interval": COARSE_FACTOR * vdi}
+        found = _root(lambda z: evaluate(z, False, coarse), start, cap, target,
+                      max(_COARSE_RTOL, rtol), unreachable, grow=2.0)
+        guess = found[1]
+    lo, hi, verified = _root(lambda z: evaluate(z, False, options), guess, cap, target, rtol,
+                             unreachable, grow=4.0 if guess == start else 1.0 + 2.0 * rtol)
+    if not verified:
+        if evaluate(hi, True, options)[0] <= target:
+            verified = True
+        else:                                               # a smaller degree is the worst case
+            lo, hi = hi, 2.0 * hi
+            while evaluate(hi, True, options)[0] > target:
+                lo, hi = hi, 2.0 * hi
+                if hi > cap:
+                    raise unreachable()
+            lo, hi, _ = _root(lambda z: evaluate(z, True, options), hi, cap, target, rtol,
+                              unreachable, bracket=(lo, hi))
+    if key is not None:
+        disk_cache.save_json(key, {"noise_multiplier": hi})
+    return hi
 
 
-def _bisect(passes, lo: float, hi: float, verified: bool, rtol: float, full: bool):
-    while lo > 0.0 and hi / lo - 1.0 > rtol:
-        mid = math.sqrt(lo * hi)
-        ok, exact = passes(mid, full)
-        if ok:
-            hi, verified = mid, exact
+def _root(evaluate, start: float, cap: float, target: float, rtol: float, unreachable,
+          bracket: Optional[tuple[float, float]] = None,
+          grow: float = 4.0) -> tuple[float, float, bool]:
+    """Bracket then shrink: ``(lo infeasible or 0, hi feasible, hi's bound was exact)``.
+
+    ``evaluate(z) -> (epsilon bound, exact)``; feasible means ``bound <= target``. The
+    bracket grows from ``start`` by ``grow``, squared after each miss (at most 4x).
+    """
+    log_t = math.log(target)
+
+    def f(z):
+        eps, exact = evaluate(z)
+        if eps <= 0.0:
+            return -math.inf, exact
+        return (math.log(eps) - log_t if math.isfinite(eps) else math.inf), exact
+
+    if bracket is not None:
+        lo, hi = bracket
+        f_lo, f_hi, verified = f(lo)[0], f(hi)[0], True
+    else:
+        f0, exact0 = f(start)
+        if f0 <= 0:
+            hi, f_hi, verified = start, f0, exact0
+            lo, f_lo = None, None
+            z, factor = start, grow
+            while lo is None:
+                z, factor = z / factor, min(4.0, factor * factor)
+                if z < _MIN_NOISE:
+                    return 0.0, hi, verified
+                fz, exact = f(z)
+                if fz <= 0:
+                    hi, f_hi, verified = z, fz, exact
+                else:
+                    lo, f_lo = z, fz
         else:
-            lo = mid
+            lo, f_lo = start, f0
+            hi = None
+            z, factor = start, grow
+            while hi is None:
+                if factor * z > cap:
+                    if z < cap:
+                        fz, exact = f(cap)
+                        if fz <= 0:
+                            hi, f_hi, verified = cap, fz, exact
+                            break
+                    raise unreachable()
+                z, factor = factor * z, min(4.0, factor * factor)
+                fz, exact = f(z)
+                if fz <= 0:
+                    hi, f_hi, verified = z, fz, exact
+                else:
+                    lo, f_lo = z, fz
+    a, b = math.log(lo), math.log(hi)
+    step_in = math.log1p(rtol) / 2.0
+    aim = 1.0                       # +1: aim just above the root (feasible side), -1: below
+    while hi / lo - 1.0 > rtol:
+        width = b - a
+        if math.isfinite(f_lo) and math.isfinite(f_hi) and f_lo > f_hi:
+            x = b - f_hi * width / (f_hi - f_lo) + aim * step_in     # secant, nudged
+        else:
+            x = a + width / 2.0
+        x = min(max(x, a + 0.1 * width), b - 0.1 * width)
+        if b - x < 2.0 * step_in:                                # close the bracket from below
+            x = max(a + 0.1 * width, b - 2.0 * step_in)
+        z = math.exp(x)
+        fz, exact = f(z)
+        if fz <= 0:
+            b, hi, f_hi, verified = x, z, fz, exact
+            aim = -1.0                      # next, try to land just below the root
+        else:
+            a, lo, f_lo = x, z, fz
+            aim = 1.0
     return lo, hi, verified

@@ -10,19 +10,38 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+from dp_accounting import dp_event
+
 from gnnprivacy._validation import check_positive, check_probability
+from gnnprivacy.accounting import disk_cache
 from gnnprivacy.accounting.base import Accountant, cached
-from gnnprivacy.accounting.events import HeterPoissonDpEvent
-from gnnprivacy.accounting.heterpoisson import DEFAULT_TAIL_MASS
+from gnnprivacy.accounting.events import DpGnnDpEvent, HeterPoissonDpEvent
+from gnnprivacy.accounting.heterpoisson import (DEFAULT_TAIL_MASS, shift_distribution,
+                                                truncate_upper_tail)
 from gnnprivacy.accounting.pld_builders import event_pld, pld_support_error
+from gnnprivacy.accounting.pld_mixtures import MAX_GRID_POINTS, grid_points
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 
 #: Default PLD grid step; see ``benchmarks/bench_accounting.py`` for the speed/accuracy trade-off.
 DEFAULT_VALUE_DISCRETIZATION_INTERVAL = 1e-3
+#: the degree screen's grid is this many times coarser than the accountant's
+SCREEN_FACTOR = 10.0
 
 
 class PldAccountant(Accountant):
     """Privacy-loss-distribution accountant (the default).
+
+    Worst case over out-degrees (HeterPoisson): the maximum over the event's degree set is
+    taken after composition (000 §4.7), largest degree first. With ``degree_shortcut``
+    (default) a smaller degree is evaluated on the accountant's grid only when its
+    epsilon on a grid ``SCREEN_FACTOR`` times coarser exceeds the running maximum: every
+    pessimistic PLD (any grid step) upper-bounds the true privacy curve, so a degree whose
+    coarse epsilon is below the maximum cannot raise the true worst case. The result is a
+    sound bound that equals the full cover's (``degree_shortcut=False``) unless a
+    discretisation artefact makes a fine value exceed its own coarse bound (the tests
+    check that both agree). The one-step PLDs of HeterPoisson numerically do *not*
+    dominate each other across degrees, so no single degree can be assumed the worst.
 
     Args:
         unit: privacy unit.
@@ -30,22 +49,30 @@ class PldAccountant(Accountant):
         value_discretization_interval: PLD grid step (smaller: tighter and slower).
         heterpoisson_tail_mass: per-step probability of the largest HeterPoisson shifts
             that may be dropped and charged to delta.
+        degree_shortcut: evaluate only the largest degree where it is verified to dominate.
+        disk_cache: read/write one-step PLDs and epsilons in the on-disk cache
+            (:mod:`gnnprivacy.accounting.disk_cache`).
     """
 
     kind = "pld"
 
     def __init__(self, *, unit=PrivacyUnit.NODE, relation=NeighboringRelation.ADD_OR_REMOVE,
                  value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
-                 heterpoisson_tail_mass: float = DEFAULT_TAIL_MASS):
+                 heterpoisson_tail_mass: float = DEFAULT_TAIL_MASS,
+                 degree_shortcut: bool = True, disk_cache: bool = True):
         self._vdi = check_positive("value_discretization_interval", value_discretization_interval)
         self._tail_mass = check_probability("heterpoisson_tail_mass", heterpoisson_tail_mass,
                                             allow_one=False)
-        self._leaf_plds: dict = {}
+        self._shortcut = bool(degree_shortcut)
+        self._disk = bool(disk_cache)
         super().__init__(unit=unit, relation=relation)
 
     def options(self) -> dict:
-        return {"value_discretization_interval": self._vdi,
-                "heterpoisson_tail_mass": self._tail_mass}
+        out = {"value_discretization_interval": self._vdi,
+               "heterpoisson_tail_mass": self._tail_mass}
+        if self._leaves and self._step() != self._vdi:
+            out["effective_value_discretization_interval"] = self._step()
+        return out
 
     def _support_error(self, leaf):
         return pld_support_error(leaf, self._relation)
@@ -53,21 +80,77 @@ class PldAccountant(Accountant):
     def _invalidate(self) -> None:
         self._base = None
         self._branches: dict = {}
+        self._step_value = None
+        self._leaf_plds = {}
+
+    def _step(self) -> float:
+        """The grid step actually used: ``value_discretization_interval``, doubled until
+        every composed leaf's PLD grid fits in ``MAX_GRID_POINTS`` (large epsilons mean
+        little noise, and the grid grows with shift^2 / noise^2). A coarser pessimistic
+        PLD is still an upper bound, so this only trades tightness for time."""
+        if self._step_value is None:
+            step = self._vdi
+            for leaf, _ in self._leaves.values():
+                ratio = _shift_noise_ratio(leaf, self._tail_mass)
+                if ratio is None:
+                    continue
+                while grid_points(1.0, ratio, step) > MAX_GRID_POINTS:
+                    step *= 2.0
+            self._step_value = step
+        return self._step_value
+
+    @property
+    def effective_discretization_interval(self) -> float:
+        """The grid step of the last evaluation (see :meth:`_step`)."""
+        return self._step()
 
     def _leaf_pld(self, key: str, leaf, degree):
         cache_key = (key, degree)
         if cache_key not in self._leaf_plds:
             self._leaf_plds[cache_key] = cached(
-                ("pld", key, self._relation, self._vdi, degree, self._tail_mass),
-                lambda: event_pld(leaf, relation=self._relation,
-                                  value_discretization_interval=self._vdi, degree=degree,
-                                  tail_mass=self._tail_mass))
+                ("pld", key, self._relation, self._step(), degree, self._tail_mass),
+                lambda: self._build_leaf_pld(key, leaf, degree))
         return self._leaf_plds[cache_key]
 
-    def _degree_keys(self) -> list:
+    def _build_leaf_pld(self, key: str, leaf, degree):
+        """One-step PLD (and dropped mass), through the disk cache for costly leaves."""
+        costly = isinstance(leaf, (HeterPoissonDpEvent, DpGnnDpEvent,
+                                   dp_event.MixtureOfGaussiansDpEvent))
+        disk_key = None
+        if self._disk and costly:
+            disk_key = disk_cache.key_of("pld", key, self._relation.value, self._step(), degree,
+                                         self._tail_mass)
+            arrays = disk_cache.load_arrays(disk_key)
+            if arrays is not None:
+                try:
+                    return disk_cache.pld_from_arrays(arrays), float(arrays["dropped"][0])
+                except (KeyError, ValueError, TypeError):
+                    pass
+        pld, dropped = event_pld(leaf, relation=self._relation,
+                                 value_discretization_interval=self._step(), degree=degree,
+                                 tail_mass=self._tail_mass)
+        if disk_key is not None:
+            arrays = disk_cache.pld_to_arrays(pld)
+            if arrays is not None:
+                disk_cache.save_arrays(disk_key, dropped=np.array([dropped]), **arrays)
+        return pld, dropped
+
+    def _all_degrees(self) -> list:
         degrees = {d for leaf, _ in self._leaves.values()
                    if isinstance(leaf, HeterPoissonDpEvent) for d in leaf.degrees}
         return sorted(degrees, reverse=True) if degrees else [None]
+
+    def _degree_keys(self) -> list:
+        return self._all_degrees()
+
+    def _coarse_twin(self) -> "PldAccountant":
+        """The same composition on a grid ``SCREEN_FACTOR`` times coarser (upper bounds)."""
+        twin = PldAccountant(unit=self._unit, relation=self._relation,
+                             value_discretization_interval=SCREEN_FACTOR * self._vdi,
+                             heterpoisson_tail_mass=self._tail_mass, degree_shortcut=False,
+                             disk_cache=self._disk)
+        twin._leaves = self._leaves                                     # noqa: SLF001
+        return twin
 
     def _base_pld(self):
         if self._base is None:
@@ -93,20 +176,45 @@ class PldAccountant(Accountant):
             self._branches[degree] = (pld, dropped, eps_shift)
         return self._branches[degree]
 
+    def _branch_epsilon(self, degree, delta) -> float:
+        pld, dropped, eps_shift = self._branch(degree)
+        if dropped >= delta:
+            return math.inf
+        return pld.get_epsilon_for_delta(delta - dropped) + eps_shift
+
     def _first_branch_epsilon(self, delta):
         """Epsilon of the largest out-degree only: a lower bound on the max over degrees."""
-        exact = len(self._degree_keys()) == 1
-        return self._epsilon_checked(delta, stop_above=None if exact else -math.inf), exact
+        delta = check_probability("delta", delta)
+        degrees = self._all_degrees()
+        if len(degrees) == 1 or self._non_private or delta == 0 or not self._leaves:
+            return self.get_epsilon(delta), True
+        pure = self._pure_epsilon_sum()
+        eps = self._branch_epsilon(degrees[0], delta)
+        return (eps if pure is None else min(eps, pure)), False
+
+    def _ledger_key(self, delta) -> str:
+        leaves = sorted((key, n) for key, (_, n) in self._leaves.items())
+        return disk_cache.key_of("epsilon", leaves, float(delta), self._relation.value,
+                                 self._step(), self._tail_mass, self._shortcut)
 
     def _epsilon(self, delta, stop_above):
-        worst = 0.0
-        for degree in self._degree_keys():
-            pld, dropped, eps_shift = self._branch(degree)
-            eps = math.inf if dropped >= delta else (
-                pld.get_epsilon_for_delta(delta - dropped) + eps_shift)
-            worst = max(worst, eps)
+        disk_key = self._ledger_key(delta) if self._disk else None
+        if disk_key:
+            hit = disk_cache.load_json(disk_key)
+            if hit is not None:
+                return float(hit["epsilon"])
+        worst, complete = 0.0, True
+        degrees = self._degree_keys()
+        twin = self._coarse_twin() if self._shortcut and len(degrees) > 1 else None
+        for i, degree in enumerate(degrees):
+            if twin is not None and i > 0 and twin._branch_epsilon(degree, delta) <= worst:
+                continue        # a sound upper bound on this degree is already below the max
+            worst = max(worst, self._branch_epsilon(degree, delta))
             if stop_above is not None and worst > stop_above:
+                complete = False
                 break
+        if disk_key and complete and math.isfinite(worst):
+            disk_cache.save_json(disk_key, {"epsilon": worst})
         return worst
 
     def _delta(self, epsilon):
@@ -115,3 +223,22 @@ class PldAccountant(Accountant):
             pld, dropped, eps_shift = self._branch(degree)
             worst = max(worst, float(pld.get_delta_for_epsilon(epsilon - eps_shift)) + dropped)
         return worst
+
+
+
+
+def _shift_noise_ratio(leaf, tail_mass: float):
+    """Largest shift over noise std of a leaf's PLD (``None``: not a Gaussian family)."""
+    if isinstance(leaf, HeterPoissonDpEvent):
+        shifts, log_w = shift_distribution(leaf.sampling_probability, leaf.neighbor_multiplier,
+                                           leaf.max_degree, leaf.overlap_removal)
+        shifts = truncate_upper_tail(shifts, log_w, tail_mass)[0]
+        return float(shifts.max()) / leaf.noise_multiplier
+    if isinstance(leaf, dp_event.MixtureOfGaussiansDpEvent):
+        return float(max(leaf.sensitivities)) / leaf.standard_deviation
+    if isinstance(leaf, dp_event.GaussianDpEvent):
+        return 1.0 / leaf.noise_multiplier
+    if isinstance(leaf, dp_event.PoissonSampledDpEvent) and isinstance(
+            leaf.event, dp_event.GaussianDpEvent):
+        return 1.0 / leaf.event.noise_multiplier
+    return None

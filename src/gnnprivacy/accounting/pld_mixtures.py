@@ -24,6 +24,8 @@ from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.pld import privacy_loss_mechanism as plm
 
+from gnnprivacy.errors import InvalidParameterError
+
 _COARSE_POINTS = 8193
 _NEWTON_STEPS = 4
 _ROUNDING_STEPS = 64
@@ -108,7 +110,11 @@ class VectorizedMixtureGaussianPrivacyLoss(plm.MixtureGaussianPrivacyLoss):
         out = np.full(losses.shape, at_asymptote)
         finite = ~np.isclose(losses, asymptote)
         if finite.any():
-            out[finite] = self._bisect(losses[finite], precision)
+            try:
+                out[finite] = self._bisect(losses[finite], precision)
+            except (RuntimeError, FloatingPointError):
+                # extreme shift/noise ratios: dp_accounting's scalar (slow, exact) inverse
+                out[finite] = super().inverse_privacy_losses(losses[finite], precision)
         return out
 
     def _bisect(self, losses: np.ndarray, precision: float) -> np.ndarray:
@@ -131,20 +137,31 @@ class VectorizedMixtureGaussianPrivacyLoss(plm.MixtureGaussianPrivacyLoss):
             value, slope = self._losses(x, with_slopes=True)
             step = np.where(slope < 0, (value - losses) / np.where(slope < 0, slope, -1.0), 0.0)
             x = np.clip(x - step, left, right)
-        x = np.ceil(x / precision) * precision
-        for _ in range(_ROUNDING_STEPS):                       # loss(x) <= l must hold ...
-            bad = self._losses(x) > losses
-            if not bad.any():
-                break
-            x = np.where(bad, x + precision, x)
-        else:
-            raise RuntimeError("inverse privacy loss did not converge")
-        for _ in range(_ROUNDING_STEPS):                       # ... for the smallest such x
-            earlier = x - precision
-            ok = self._losses(earlier) <= losses
-            if not ok.any():
-                break
-            x = np.where(ok, earlier, x)
+        k = np.ceil(x / precision)
+        settled = (self._losses(k * precision) <= losses) & (
+            self._losses((k - 1.0) * precision) > losses)
+        if not settled.all():
+            # integer bisection on multiples of precision inside the coarse bracket:
+            # loss(lo_k p) > l >= loss(hi_k p), ends with the smallest such multiple
+            rest = ~settled
+            target = losses[rest]
+            lo_k = np.floor(left[rest] / precision)
+            hi_k = np.ceil(right[rest] / precision)
+            at_lo = self._losses(lo_k * precision) <= target       # clipped brackets
+            lo_k = np.where(at_lo, lo_k - 1.0, lo_k)
+            hi_k = np.where(self._losses(hi_k * precision) > target, hi_k + 1.0, hi_k)
+            for _ in range(_ROUNDING_STEPS * 2):
+                open_ = hi_k - lo_k > 1.0
+                if not open_.any():
+                    break
+                mid = np.floor((lo_k + hi_k) / 2.0)
+                ok = self._losses(mid * precision) <= target
+                hi_k = np.where(open_ & ok, mid, hi_k)
+                lo_k = np.where(open_ & ~ok, mid, lo_k)
+            else:
+                raise RuntimeError("inverse privacy loss did not converge")
+            k[rest] = hi_k
+        x = k * precision
         return x
 
 
@@ -162,6 +179,7 @@ def mixture_of_gaussians_pld(standard_deviation: float, sensitivities, sampling_
         log_mass_truncation_bound: ln of the noise mass dp_accounting may move to +inf.
     """
     vdi = value_discretization_interval
+    check_grid_size(standard_deviation, float(np.max(sensitivities)), vdi)
     simple = _as_sampled_gaussian(sensitivities, sampling_probs)
     if simple is not None:                      # one positive shift: a (subsampled) Gaussian
         shift, rate = simple
@@ -192,6 +210,34 @@ def connect_dots_mixture_pld(standard_deviation: float, sensitivities, sampling_
         pmfs.append(pld_pmf.create_pmf_pessimistic_connect_dots_fixed_gap(
             value_discretization_interval, lower, upper, deltas))
     return pld_lib.PrivacyLossDistribution(pmfs[0], pmfs[1])
+
+
+#: the largest PLD grid (points per direction) the builders accept
+MAX_GRID_POINTS = 1_000_000
+
+
+def grid_points(standard_deviation: float, max_shift: float, vdi: float) -> float:
+    """About how many grid points the PLD of a shift ``max_shift`` at noise
+    ``standard_deviation`` needs at grid step ``vdi`` (the loss range over +-11 noise
+    standard deviations, where dp_accounting truncates at mass e^-50)."""
+    ratio = max_shift / standard_deviation
+    return (ratio * ratio / 2.0 + 11.0 * ratio) * 2.0 / vdi
+
+
+def check_grid_size(standard_deviation: float, max_shift: float, vdi: float) -> None:
+    """Refuse (clearly) a PLD whose grid would not fit: large epsilons mean small noise,
+    and the grid grows with shift^2 / noise^2 (issue 10).
+
+    Raises:
+        InvalidParameterError: naming ``noise_multiplier``.
+    """
+    points = grid_points(standard_deviation, max_shift, vdi)
+    if points > MAX_GRID_POINTS:
+        raise InvalidParameterError(
+            "noise_multiplier", f"large enough for a PLD grid of at most {MAX_GRID_POINTS:.0e} "
+            f"points at grid step {vdi:g} (shift {max_shift:g} needs about {points:.1e}); use "
+            "a larger value_discretization_interval or the RDP accountant",
+            standard_deviation)
 
 
 def _as_sampled_gaussian(sensitivities, sampling_probs):

@@ -8,17 +8,28 @@ computed once per process and reused across seeds of a sweep.
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import dataclass
 
 from dp_accounting import dp_event
 
 from gnnprivacy.accounting import (Accountant, calibrate_noise_multiplier, dpgnn_event,
                                    dpsgd_event, heterpoisson_event, make_accountant)
+from gnnprivacy.accounting.pld_accountant import DEFAULT_VALUE_DISCRETIZATION_INTERVAL
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
+from gnnprivacy.errors import InvalidParameterError
 
-__all__ = ["EventFactory", "HETERPOISSON_MODES", "calibrate", "dpgnn_event_factory",
-           "dpsgd_event_factory", "heterpoisson_accountant_kind", "heterpoisson_event_factory",
-           "new_accountant"]
+__all__ = ["EventFactory", "HETERPOISSON_MODES", "MAX_PLANNED_STEPS", "accountant_options",
+           "calibrate", "check_delta", "check_plan", "check_planned_steps",
+           "dpgnn_event_factory", "dpsgd_event_factory", "heterpoisson_accountant_kind",
+           "heterpoisson_event_factory", "new_accountant"]
+
+#: a plan with more noisy steps than this is refused (with the figure), unless the steps
+#: were given explicitly
+MAX_PLANNED_STEPS = 1_000_000
+#: PLD grid step for large budgets: at most EPSILON_GRID_SHARE of the target epsilon is
+#: lost to discretisation over all steps (the pessimistic PLD stays an upper bound)
+EPSILON_GRID_SHARE = 1e-3
 
 HETERPOISSON_MODES = ("sound", "paper")
 _BUILDERS = {"heterpoisson": heterpoisson_event, "dpgnn": dpgnn_event, "dpsgd": dpsgd_event}
@@ -65,15 +76,83 @@ def dpsgd_event_factory(*, sample_rate: float) -> EventFactory:
     return EventFactory("dpsgd", (("sample_rate", sample_rate),))
 
 
+def accountant_options(kind: str, epsilon: float | None = None,
+                       steps: int | None = None) -> dict:
+    """Numerical options of the trainers' accountant for a target ``epsilon`` over ``steps``.
+
+    PLD: the default grid step (1e-3), coarsened for large budgets to
+    ``EPSILON_GRID_SHARE * epsilon / steps`` so that ``--epsilon 1000`` finishes in seconds
+    (the PLD grid grows with shift^2 / noise^2); the pessimistic estimate stays an upper
+    bound at any grid step, and the total discretisation slack is at most
+    ``EPSILON_GRID_SHARE * epsilon``.
+    """
+    if kind != "pld" or epsilon is None or steps is None:
+        return {}
+    vdi = max(DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
+              EPSILON_GRID_SHARE * float(epsilon) / max(int(steps), 1))
+    return {} if vdi == DEFAULT_VALUE_DISCRETIZATION_INTERVAL else {
+        "value_discretization_interval": vdi}
+
+
 @functools.lru_cache(maxsize=256)
 def calibrate(make_event: EventFactory, *, steps: int, epsilon: float, delta: float,
               kind: str) -> float:
     """Smallest noise multiplier (within 0.1 %) whose epsilon after ``steps`` steps is at
-    most ``epsilon`` (one-sided; cached per process)."""
+    most ``epsilon`` (one-sided; cached per process and on disk)."""
     return calibrate_noise_multiplier(make_event, steps=steps, target_epsilon=epsilon,
-                                      target_delta=delta, accountant=kind)
+                                      target_delta=delta, accountant=kind,
+                                      accountant_options=accountant_options(kind, epsilon, steps))
 
 
-def new_accountant(kind: str, unit: PrivacyUnit, relation: NeighboringRelation) -> Accountant:
-    """A fresh accountant that the engine composes one event into per executed step."""
-    return make_accountant(kind, unit=unit, relation=relation)
+def new_accountant(kind: str, unit: PrivacyUnit, relation: NeighboringRelation, *,
+                   epsilon: float | None = None, steps: int | None = None) -> Accountant:
+    """A fresh accountant that the engine composes one event into per executed step (with
+    the options :func:`calibrate` used for the same ``epsilon`` and ``steps``)."""
+    return make_accountant(kind, unit=unit, relation=relation,
+                           **accountant_options(kind, epsilon, steps))
+
+
+def check_delta(delta: float, num_units: int, *, allow_large_delta: bool = False,
+                units: str = "training nodes") -> float:
+    """Refuse ``delta >= 1 / n`` (n privacy units) unless ``allow_large_delta``.
+
+    A delta of 1/n allows a mechanism that publishes one unit's data outright with
+    probability 1/n per unit; the message is one line and says how to override.
+
+    Raises:
+        InvalidParameterError: naming ``delta``.
+    """
+    n = int(num_units)
+    if allow_large_delta or n <= 0 or delta < 1.0 / n:
+        return delta
+    raise InvalidParameterError(
+        "delta", f"< 1/n = {1.0 / n:.3g} (n = {n} {units}, the privacy units); pass "
+        "allow_large_delta=True (CLI --allow-large-delta) to accept it", delta)
+
+
+def check_planned_steps(steps: int, *, explicit: bool = False, how: str = "") -> int:
+    """Refuse a plan of more than :data:`MAX_PLANNED_STEPS` noisy steps that the user did
+    not ask for explicitly (e.g. ``--q-b 1e-6`` gives ``T = ceil(9 / q_b) = 9e6``); an
+    explicit ``steps`` above it only warns.
+
+    Raises:
+        InvalidParameterError: naming ``steps`` and the figure.
+    """
+    steps = int(steps)
+    if steps <= MAX_PLANNED_STEPS:
+        return steps
+    detail = f" ({how})" if how else ""
+    if explicit:
+        warnings.warn(f"{steps:,} noisy steps requested{detail}; accounting and training "
+                      "will be slow", stacklevel=3)
+        return steps
+    raise InvalidParameterError(
+        "steps", f"at most {MAX_PLANNED_STEPS:,} planned noisy steps{detail}; raise the "
+        "sampling rate or pass steps explicitly", steps)
+
+
+def check_plan(*, delta: float, num_units: int, steps: int, explicit_steps: bool = False,
+               allow_large_delta: bool = False, how: str = "") -> None:
+    """Both checks every private trainer runs before calibrating (issue 10)."""
+    check_delta(delta, num_units, allow_large_delta=allow_large_delta)
+    check_planned_steps(steps, explicit=explicit_steps, how=how)
