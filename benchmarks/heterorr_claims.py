@@ -11,7 +11,7 @@ Run (one part at a time, appends JSON lines to --out)::
 ``feature``: FeatureRR vs the six feature LDP baselines at equal eps_f (edges clean);
 ``edge``: EdgeRR (rho = 0.3, public edges kept) vs LapGraph, privHRG (and EdgeRand where
 its output fits) at equal eps_e, features clean. Each cell is one release + one GCN
-(2 layers, hidden 32, Adam 0.01, <= 150 epochs, patience 30; small for a shared 2-core box) through
+(2 layers, hidden 32, Adam 0.01, <= 150 epochs, patience 30, no dropout as in [R]; small for a shared 2-core box) through
 :func:`gnnprivacy.ldp.heterorr.pipeline.release`, the same code ``gnnprivacy train`` runs.
 ``summary`` prints every cell (mean +- sd over seeds) and a paired two-tailed t-test of the
 first method against the best other one over the (eps, seed) cells (spec E21).
@@ -48,7 +48,8 @@ def run(args) -> None:
     from gnnprivacy.ldp.heterorr.pipeline import release
 
     data = load_dataset(args.dataset, root=args.root)
-    params = HeteroRRParams(epochs=args.epochs, hidden=args.hidden, patience=args.patience)
+    params = HeteroRRParams(epochs=args.epochs, hidden=args.hidden, patience=args.patience,
+                            dropout=args.dropout)
     methods = args.methods or (FEATURE if args.part == "feature" else EDGE)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -145,6 +146,7 @@ def main() -> None:
         p.add_argument("--epochs", type=int, default=150)
         p.add_argument("--hidden", type=int, default=32)
         p.add_argument("--patience", type=int, default=30)
+        p.add_argument("--dropout", type=float, default=0.0)
         p.add_argument("--out", required=True)
     s = sub.add_parser("summary")
     s.add_argument("paths", nargs="+")

@@ -14,7 +14,8 @@ import click
 @click.command("linkteller")
 @click.option("--dataset", required=True, help="dataset name (e.g. cora, facebook)")
 @click.option("--method", default="gcn", show_default=True,
-              help="victim: gcn (non-private) or a HeteroRR method (edgerr, heterorr, "
+              help="victim: gcn (non-private, true graph), gcn-public (public edges only: what "
+                   "the adversary could learn without any private edge) or a HeteroRR method (edgerr, heterorr, "
                    "edge-lapgraph, edge-privhrg, edge-rand, featurerr, feat-*)")
 @click.option("--eps-e", type=float, default=None, help="edge budget (default 1.0)")
 @click.option("--eps-f", type=float, default=None, help="feature budget (default 1.0)")
@@ -43,14 +44,18 @@ def linkteller_command(dataset, method, eps_e, eps_f, private_edge_frac, seed, n
                                                          fit_release, train_gcn)
     from gnnprivacy.errors import UnknownNameError
 
-    if method != "gcn" and method not in METHODS:
-        raise UnknownNameError("method", method, ["gcn", *METHODS])
+    if method not in ("gcn", "gcn-public") and method not in METHODS:
+        raise UnknownNameError("method", method, ["gcn", "gcn-public", *METHODS])
     data = load_dataset(dataset, root=data_root)
     kw = {k: v for k, v in (("eps_e", eps_e), ("eps_f", eps_f)) if v is not None}
     params = HeteroRRParams(private_edge_frac=private_edge_frac, mcmc_steps=mcmc_steps, **kw)
     ctx = RunContext(config=None, params=params, data=data, seed=seed)
-    fm, em = ("clean", "clean") if method == "gcn" else METHODS[method][:2]
+    fm, em = ("clean", "clean") if method.startswith("gcn") else METHODS[method][:2]
     rel = fit_release(ctx, fm, em)
+    if method == "gcn-public":
+        from gnnprivacy.ldp.heterorr.edge_rr import to_edge_index
+
+        rel.data.edge_index = to_edge_index(rel.public_edges)
     trainer = train_gcn(rel.data, params, generator=ctx.torch_generator("train"))
     model, edge_index = trainer.model_, rel.data.edge_index
 
