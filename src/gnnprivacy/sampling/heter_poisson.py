@@ -24,6 +24,7 @@ from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.sampling._graph import clean_graph, gather_segments, node_mask
 from gnnprivacy.sampling.counter_rng import CounterRandom, uniform_like
+from gnnprivacy.sampling.minibatch import poisson_subset
 from gnnprivacy.sampling.star_batch import StarBatch
 
 #: counter-mode stream ids (domain separation between the two kinds of trials)
@@ -31,6 +32,12 @@ STREAM_CENTRAL = 1
 STREAM_NEIGHBOR = 2
 
 _WHERE = "HeterPoissonSampler"
+
+
+def _check_torch_generator(generator: object) -> None:
+    if not isinstance(generator, torch.Generator):
+        raise InvalidParameterError("generator", "a torch.Generator or a CounterRandom",
+                                    type(generator).__name__, where=f"{_WHERE}.sample")
 
 
 class HeterPoissonSampler:
@@ -155,7 +162,11 @@ class HeterPoissonSampler:
             A :class:`StarBatch`, centres ascending, peripherals grouped by sub-graph.
         """
         cand = self.candidate_nodes
-        centers = cand[uniform_like(generator, STREAM_CENTRAL, cand) < self.q_b]
+        if isinstance(generator, CounterRandom):            # keyed trial per candidate
+            centers = cand[uniform_like(generator, STREAM_CENTRAL, cand) < self.q_b]
+        else:                                               # O(batch): binomial count + subset
+            _check_torch_generator(generator)
+            centers = cand[poisson_subset(cand.numel(), self.q_b, generator)]
         edge_ids, sub = gather_segments(self._rowptr, centers)
         src = self._src[edge_ids]
         if isinstance(generator, CounterRandom):
@@ -164,10 +175,9 @@ class HeterPoissonSampler:
             u = uniform_like(generator, STREAM_NEIGHBOR, src)
         kept = (u < self._keep_prob[edge_ids]).nonzero().flatten()
         src, sub = src[kept], sub[kept]
-        if self.enforce_no_overlap:
-            is_center = torch.zeros(self.num_nodes, dtype=torch.bool)
-            is_center[centers] = True
-            not_center = (~is_center[src]).nonzero().flatten()
+        if self.enforce_no_overlap and centers.numel() and src.numel():
+            pos = torch.searchsorted(centers, src).clamp_(max=centers.numel() - 1)
+            not_center = (centers[pos] != src).nonzero().flatten()   # centres are ascending
             src, sub = src[not_center], sub[not_center]
         return StarBatch(centers, src, sub, int(centers.numel()))
 

@@ -25,6 +25,49 @@ def _check_generator(generator: object, where: str) -> torch.Generator:
     return generator
 
 
+def uniform_subset(num_items: int, size: int, generator: torch.Generator) -> Tensor:
+    """A uniformly random ``size``-subset of ``0..num_items-1``, in uniformly random order,
+    in O(size) expected time and memory (never a permutation of all items when
+    ``size <= num_items / 2``).
+
+    iid uniform draws are taken in rounds and the first ``size`` distinct values, in order
+    of first appearance, are returned: by exchangeability that set is a uniform subset and
+    its order a uniform order. Above ``num_items / 2`` a permutation costs O(size) anyway.
+    """
+    if size <= 0:
+        return torch.zeros(0, dtype=torch.long)
+    if 2 * size > num_items:
+        return torch.randperm(num_items, generator=generator)[:size]
+    draws = torch.zeros(0, dtype=torch.long)
+    while True:
+        need = size - (int(torch.unique(draws).numel()) if draws.numel() else 0)
+        if need <= 0:
+            break
+        extra = need + need // 2 + 16
+        draws = torch.cat([draws, torch.randint(num_items, (extra,), generator=generator)])
+    values, inverse = torch.unique(draws, return_inverse=True)
+    first = torch.full((values.numel(),), draws.numel(), dtype=torch.long)
+    first.scatter_reduce_(0, inverse, torch.arange(draws.numel()), reduce="amin")
+    order = torch.argsort(first)[:size]
+    return values[order]
+
+
+def poisson_subset(num_items: int, rate: float, generator: torch.Generator) -> Tensor:
+    """Poisson sampling of ``0..num_items-1`` at ``rate``, ascending, in O(batch) time.
+
+    Exactly the distribution of ``nonzero(rand(num_items) < rate)``: the count is
+    ``Binomial(num_items, rate)`` and, given the count, the subset is uniform.
+    """
+    if rate >= 1.0:
+        return torch.arange(num_items)
+    if num_items == 0 or rate <= 0.0:
+        return torch.zeros(0, dtype=torch.long)
+    count = int(torch.binomial(torch.tensor([float(num_items)], dtype=torch.float64),
+                               torch.tensor([float(rate)], dtype=torch.float64),
+                               generator=generator).item())
+    return torch.sort(uniform_subset(num_items, count, generator)).values
+
+
 def poisson_node_batch(nodes: Tensor, *, rate: float, generator: torch.Generator) -> Tensor:
     """Poisson-subsample ``nodes``: keep each independently with probability ``rate``.
 
@@ -49,7 +92,7 @@ def poisson_node_batch(nodes: Tensor, *, rate: float, generator: torch.Generator
     _check_generator(generator, where)
     if not isinstance(nodes, Tensor) or nodes.dim() != 1:
         raise InvalidParameterError("nodes", "a 1-D tensor", type(nodes).__name__, where=where)
-    return nodes[torch.rand(nodes.numel(), generator=generator, dtype=torch.float64) < q]
+    return nodes[poisson_subset(nodes.numel(), q, generator)]
 
 
 class NodeBatchSampler:
@@ -81,12 +124,12 @@ class NodeBatchSampler:
         return self.batch_size / self.num_items
 
     def sample(self, generator: torch.Generator) -> Tensor:
-        """Positions of one step's batch (int64, ascending for Poisson, random order for fixed)."""
+        """Positions of one step's batch (int64, ascending for Poisson, random order for fixed),
+        drawn in O(batch) time (:func:`uniform_subset`, :func:`poisson_subset`)."""
         _check_generator(generator, "NodeBatchSampler.sample")
         if self.sampling == "fixed":
-            return torch.randperm(self.num_items, generator=generator)[: self.batch_size]
-        keep = torch.rand(self.num_items, generator=generator, dtype=torch.float64) < self.sample_rate
-        return keep.nonzero().flatten()
+            return uniform_subset(self.num_items, self.batch_size, generator)
+        return poisson_subset(self.num_items, self.sample_rate, generator)
 
     def accounting_params(self) -> dict:
         """``num_train``, ``batch_size``, ``sample_rate`` and ``sampling`` for the accountant."""
