@@ -28,7 +28,7 @@ browser:
 	  else echo "chromium not installed (needs root + apt-get): screenshot tests will skip"; fi; }
 
 demo: $(STAMP)
-	$(VENV)/bin/gnnprivacy demo --runs runs/demo --report reports/demo
+	$(VENV)/bin/gnnprivacy demo --runs-dir runs/demo -o reports/demo
 
 test: $(STAMP) browser
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=15

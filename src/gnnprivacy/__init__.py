@@ -7,6 +7,10 @@ The public API (loaded on first use, so ``import gnnprivacy`` stays instant)::
     result.epsilon, result.delta, result.metrics["test_accuracy"], result.record
     gp.account("dpsgd", sample_rate=0.01, noise_multiplier=1.0, steps=1000, delta=1e-5)
     gp.methods(); gp.datasets(); gp.load_dataset("cora", root="...")
+    gp.audit("heterpoisson", "facebook", epsilon=2.0)     # empirical epsilon lower bound
+    gp.assess(result.record)                              # privacy report card
+    gp.tune("tune.yaml")                                  # tuning with the selection counted
+    gp.attack_link_stealing("cora", attack=6, defense="grid")
 
 Sub-packages (imports point down only): ``accounting`` (privacy events, accountants,
 calibration; no torch), ``mechanisms``, ``datasets``, ``sampling``, ``nn``, ``training``,
@@ -31,6 +35,10 @@ _API = {
     "validate_data": "gnnprivacy.datasets",
     "read_record": "gnnprivacy.reporting.record",
     "RunRecord": "gnnprivacy.reporting.record",
+    "audit": "gnnprivacy.auditing.api",
+    "assess": ("gnnprivacy.auditing.report_card", "report_card"),
+    "tune": "gnnprivacy.experiments.tune",
+    "attack_link_stealing": ("gnnprivacy.attacks.link_stealing.method", "run_link_stealing"),
 }
 
 __all__ = ["__version__", *_API]
@@ -38,7 +46,8 @@ __all__ = ["__version__", *_API]
 
 def __getattr__(name: str):
     if name in _API:
-        value = getattr(importlib.import_module(_API[name]), name)
+        module, attribute = _API[name] if isinstance(_API[name], tuple) else (_API[name], name)
+        value = getattr(importlib.import_module(module), attribute)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'gnnprivacy' has no attribute {name!r}")

@@ -149,3 +149,20 @@ def test_train_on_planetoid_cora_loaded_by_user_code(tmp_path):
         if method not in ("gcn", "rgnn"):
             assert result.epsilon <= 8.0
     assert accs["gcn"] > 0.7, accs
+
+
+def test_every_capability_of_the_cli_has_a_top_level_function():
+    """train/account/audit/assess/tune/attack: the CLI's code path, reachable as gp.NAME."""
+    import inspect
+
+    from gnnprivacy.attacks.link_stealing.method import run_link_stealing
+    from gnnprivacy.auditing.api import audit
+    from gnnprivacy.auditing.report_card import report_card
+    from gnnprivacy.experiments.tune import tune
+
+    assert gp.audit is audit and gp.assess is report_card and gp.tune is tune
+    assert gp.attack_link_stealing is run_link_stealing
+    for name in ("train", "account", "audit", "assess", "tune", "attack_link_stealing"):
+        assert inspect.getdoc(getattr(gp, name)), name
+    with pytest.raises(AttributeError, match="no attribute"):
+        gp.not_a_function  # noqa: B018

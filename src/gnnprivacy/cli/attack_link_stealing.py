@@ -35,8 +35,8 @@ _DEFENSES = ("none", "grid", "l2", "dropout", "gap", "memguard", "minmax")
 @click.option("--query-node", type=click.Choice(["a", "w"]), default="w", show_default=True,
               help="Link-Infiltrator's queried node (a: the paper's, needs >= 3 layers)")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--data-root", default=None, help="folder with the raw datasets")
-@click.option("--runs-dir", default="runs", show_default=True, help="where the run record is written")
+@click.option("--data-root", type=click.Path(file_okay=False), default=None, help="folder with the raw datasets")
+@click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True, help="where the run record is written")
 @click.option("--json", "as_json", is_flag=True, help="print the metrics as JSON on stdout")
 def link_stealing_command(dataset, model, attack, defense, theta, n_hop, grid_mode, grid_objective,
                           defense_param, scaler_mode, adaptive, ils, influence, query_node,

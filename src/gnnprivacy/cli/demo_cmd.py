@@ -72,7 +72,7 @@ def plain_table(rows: list[tuple[str, ...]]) -> str:
 def demo_command(epsilon: float, seed: int, runs_dir: str, runs_alias: str | None,
                  report_dir: str, report_alias: str | None, quiet: bool, graph: str) -> None:
     """Privatize and train on a synthetic graph; print epsilon beside accuracy; write a report."""
-    from gnnprivacy.cli.progress import progress_factory
+    from gnnprivacy.cli.progress import progress_factory, quiet_mode
     from gnnprivacy.experiments.runner import run
 
     runs_dir = runs_alias or runs_dir
@@ -81,7 +81,7 @@ def demo_command(epsilon: float, seed: int, runs_dir: str, runs_alias: str | Non
     say = (lambda m: None) if quiet else (lambda m: click.echo(m, err=not tty))
     say(f"gnnprivacy demo: CSBM graph ({graph}), target epsilon {epsilon:g}")
     rows = []
-    with progress_factory(enabled=not quiet and sys.stderr.isatty()) as progress:
+    with quiet_mode(quiet), progress_factory(enabled=not quiet) as progress:
         for (method, role, _), values in zip(DEMO_RUNS, demo_runs(epsilon, seed, runs_dir, graph)):
             say(f"  training {method} ({role}) ...")
             rows.append(_row(role, run(values, progress=progress)))

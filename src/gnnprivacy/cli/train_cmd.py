@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 
 import click
 
@@ -45,13 +44,14 @@ def _train(config_file, print_config, as_json, quiet, **options):
     if print_config:
         _print_resolved(config, params)
         return
-    from gnnprivacy.cli.progress import progress_factory
+    from gnnprivacy.cli.progress import progress_factory, quiet_mode
     from gnnprivacy.experiments.runner import run
 
     log = (lambda m: None) if quiet else (lambda m: click.echo(m, err=True))
     resolved = config_to_dict(config, params)
     try:
-        with progress_factory(enabled=not quiet and sys.stderr.isatty()) as progress:
+        # a bar on a terminal, plain "[progress] step t/T, elapsed, ETA" lines in logs
+        with quiet_mode(quiet), progress_factory(enabled=not quiet) as progress:
             record = run(resolved, progress=progress, log=log)
     except GnnPrivacyError as exc:
         raise click.ClickException(str(exc)) from None

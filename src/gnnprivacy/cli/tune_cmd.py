@@ -10,9 +10,10 @@ from gnnprivacy.errors import GnnPrivacyError
 @click.command("tune")
 @click.option("--config", "-c", "config_file", required=True, type=click.Path(dir_okay=False),
               help="tune YAML file (base, grid, epsilon, trials, score_noise, seed, compare)")
-@click.option("--runs", "runs_dir", default="runs", show_default=True,
+@click.option("--runs-dir", "--runs", "runs_dir", default="runs", show_default=True,
+              type=click.Path(file_okay=False),
               help="where the tune record (tune-NAME.json) and the trial records go")
-@click.option("--data-root", default=None, help="dataset folder (overrides base.data_root)")
+@click.option("--data-root", type=click.Path(file_okay=False), default=None, help="dataset folder (overrides base.data_root)")
 @click.option("--compare/--no-compare", default=None,
               help="also select without accounting (every setting at the full epsilon)")
 @click.option("--plan", "plan_only", is_flag=True,
