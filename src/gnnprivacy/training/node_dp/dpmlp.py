@@ -84,6 +84,7 @@ class DPMLPTrainer(NodeDPTrainer):
                  noise_multiplier: float | None = None,
                  generator: torch.Generator | int | None = None,
                  progress: Callable[[str, int], object] | None = None,
+                 allow_large_delta: bool = False,
                  secure_mode: bool = False, device: str | torch.device = "cpu",
                  checkpoint_path: str | None = None, checkpoint_every: int = 100,
                  resume: bool = False):
@@ -107,6 +108,7 @@ class DPMLPTrainer(NodeDPTrainer):
                                  else check_real("noise_multiplier", noise_multiplier, low=0.0))
         self.generator = generator
         self.progress = progress
+        self.allow_large_delta = bool(allow_large_delta)
 
     def _fit(self, data: Data, gens: dict[str, torch.Generator]) -> None:
         inductive = is_inductive(data)
@@ -116,6 +118,10 @@ class DPMLPTrainer(NodeDPTrainer):
         q = min(1.0, self.batch_size / n_train)
         delta = self.delta if self.delta is not None else default_delta_dpmlp(n_train)
         self.steps_planned_ = self.steps or math.ceil(self.epochs / q)
+        _privacy.check_plan(delta=delta, num_units=n_train, steps=self.steps_planned_,
+                            explicit_steps=self.steps is not None,
+                            allow_large_delta=self.allow_large_delta,
+                            how=f"T = ceil(epochs / q) with q = {q:g}")
         make_event = _privacy.dpsgd_event_factory(sample_rate=q)
         self.noise_multiplier_ = (self.noise_multiplier if self.noise_multiplier is not None
                                   else _privacy.calibrate(make_event, steps=self.steps_planned_,
@@ -129,7 +135,9 @@ class DPMLPTrainer(NodeDPTrainer):
         self.model_ = mlp(x.shape[1], self.hidden_channels, self.num_classes_, self.num_layers,
                           self.activation).to(dev)
         self.accountant_ = _privacy.new_accountant("pld", PrivacyUnit.NODE,
-                                                   NeighboringRelation.ADD_OR_REMOVE)
+                                                   NeighboringRelation.ADD_OR_REMOVE,
+                                                   epsilon=self.epsilon,
+                                                   steps=self.steps_planned_)
         engine = DPEngine(self.model_, make_optimizer(self.optimizer, self.model_.parameters(),
                                                       lr=self.lr),
                           clip_norm=self.clip_norm, noise_multiplier=self.noise_multiplier_,

@@ -115,6 +115,7 @@ class HeterPoissonTrainer(NodeDPTrainer):
                  feature_norm: str = "auto", noise_multiplier: float | None = None,
                  generator: torch.Generator | int | None = None,
                  progress: Callable[[str, int], object] | None = None,
+                 allow_large_delta: bool = False,
                  secure_mode: bool = False, device: str | torch.device = "cpu",
                  checkpoint_path: str | None = None, checkpoint_every: int = 100,
                  resume: bool = False):
@@ -146,6 +147,7 @@ class HeterPoissonTrainer(NodeDPTrainer):
                                  else check_real("noise_multiplier", noise_multiplier, low=0.0))
         self.generator = generator
         self.progress = progress
+        self.allow_large_delta = bool(allow_large_delta)
 
     # ------------------------------------------------------------------ fit
     def _sampler(self, graph: Data, inductive: bool) -> HeterPoissonSampler:
@@ -165,6 +167,10 @@ class HeterPoissonTrainer(NodeDPTrainer):
         delta = self.delta if self.delta is not None else default_delta_heterpoisson(n_full)
         self.q_b_ = self.q_b if self.q_b is not None else min(1.0, 4096.0 / n_full)
         self.steps_planned_ = self.steps or math.ceil(self.epochs / self.q_b_)
+        _privacy.check_plan(delta=delta, num_units=int(graph.train_mask.sum()),
+                            steps=self.steps_planned_, explicit_steps=self.steps is not None,
+                            allow_large_delta=self.allow_large_delta,
+                            how=f"T = ceil(epochs / q_b) with q_b = {self.q_b_:g}")
         sampler = self._sampler(graph, inductive)
         d_max = sampler.max_out_degree if self.degree_public else graph.num_nodes - 1
         make_event = _privacy.heterpoisson_event_factory(
@@ -184,7 +190,9 @@ class HeterPoissonTrainer(NodeDPTrainer):
                               hidden_channels=self.hidden_channels,
                               update_layers=self.update_layers).to(dev)
         self.accountant_ = _privacy.new_accountant(kind, PrivacyUnit.NODE,
-                                                   NeighboringRelation.ADD_OR_REMOVE)
+                                                   NeighboringRelation.ADD_OR_REMOVE,
+                                                   epsilon=self.epsilon,
+                                                   steps=self.steps_planned_)
         event = make_event(self.noise_multiplier_)
         self.expected_batch_size_ = self.q_b_ * int(graph.train_mask.sum())
         engine = DPEngine(self.model_, make_optimizer("adam", self.model_.parameters(), lr=self.lr),
