@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-FEATURE = ["featurerr", "duchi", "piecewise", "hybrid", "three-output", "pm-sub", "multibit"]
-EDGE = ["edgerr", "lapgraph", "privhrg", "edgerand"]
+FEATURE = ["featurerr", "featurerr-centered", "duchi", "piecewise", "hybrid", "three-output", "pm-sub", "multibit", "clean"]
+EDGE = ["edgerr", "lapgraph", "privhrg", "edgerand", "clean"]
 
 
 def _seed_for(seed: int):
@@ -107,28 +107,38 @@ def summary(paths) -> None:
                 cells.append(f"{np.mean(v):.4f} +- {np.std(v, ddof=1) if len(v) > 1 else 0:.4f}"
                              f" ({len(v)})" if v else "n/a")
             print(f"| {m} | " + " | ".join(cells) + " |")
-        first = methods[0]
-        others = [m for m in methods[1:]]
+        ours = [m for m in methods if m in ("featurerr", "featurerr-centered", "edgerr")]
+        others = [m for m in methods if m not in ours and m != "clean"]
         if not others:
             continue
         means = {m: np.mean([a for (mm, _, _), a in acc.items() if mm == m and a is not None]
                             or [math.nan]) for m in others}
         best = max(others, key=lambda m: -math.inf if math.isnan(means[m]) else means[m])
-        for rival in dict.fromkeys([best] + (["lapgraph"] if "lapgraph" in others else [])):
-            pairs = [(acc[(first, e, s)], acc[(rival, e, s)]) for (m, e, s) in acc
-                     if m == first and acc.get((rival, e, s)) is not None
-                     and acc[(first, e, s)] is not None]
-            if len(pairs) < 2:
-                continue
-            a, b = np.array(pairs).T
-            t = stats.ttest_rel(a, b)
-            wins = sum(np.mean([x for (mm, ee, _), x in acc.items() if mm == first and ee == e])
-                       > np.mean([x for (mm, ee, _), x in acc.items() if mm == rival and ee == e
-                                  and x is not None]) for e in eps_grid)
-            print(f"\n{first} vs {rival}: mean gap {np.mean(a - b):+.4f} (absolute), "
-                  f"{np.mean(a - b) / np.mean(b):+.2%} (relative), paired two-tailed t-test "
-                  f"over {len(a)} (eps, seed) cells: t = {t.statistic:.3f}, p = {t.pvalue:.3g}; "
-                  f"{first} ahead on {wins} of {len(eps_grid)} eps values")
+        for first in ours:
+            for rival in dict.fromkeys([best] + (["lapgraph"] if "lapgraph" in others else [])):
+                _paired(acc, first, rival, eps_grid)
+
+
+def _paired(acc, first, rival, eps_grid) -> None:
+    from scipy import stats
+
+    pairs = [(acc[(first, e, s)], acc[(rival, e, s)]) for (m, e, s) in acc
+             if m == first and acc.get((rival, e, s)) is not None
+             and acc[(first, e, s)] is not None]
+    if len(pairs) < 2:
+        return
+    a, b = np.array(pairs).T
+    t = stats.ttest_rel(a, b)
+
+    def mean(m, e):
+        return np.mean([x for (mm, ee, _), x in acc.items() if mm == m and ee == e
+                        and x is not None])
+
+    wins = sum(mean(first, e) > mean(rival, e) for e in eps_grid)
+    print(f"\n{first} vs {rival}: mean gap {np.mean(a - b):+.4f} (absolute), "
+          f"{np.mean(a - b) / np.mean(b):+.2%} (relative), paired two-tailed t-test "
+          f"over {len(a)} (eps, seed) cells: t = {t.statistic:.3f}, p = {t.pvalue:.3g}; "
+          f"{first} ahead on {wins} of {len(eps_grid)} eps values")
 
 
 def main() -> None:
