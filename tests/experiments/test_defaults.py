@@ -43,15 +43,23 @@ def test_explicit_values_win_and_epochs_disable_the_step_rule():
     assert (kw["batch_size"], kw["lr"], kw["hidden_channels"]) == (500, 0.1, 7)
     kw = kwargs("dpgnn", 11_000, epochs=3)
     assert kw["steps"] is None and kw["epochs"] == 3  # the trainer's T = ceil(3 N / m)
-    kw = kwargs("heterpoisson", 2708, q_b=0.5)
+    kw = kwargs("heterpoisson", 2708, q_b=0.5, epochs=9)
     assert kw["q_b"] == 0.5 and kw["steps"] == math.ceil(9 / 0.5)
 
 
-def test_heterpoisson_auto_equals_paper_on_mid_sized_graphs_and_caps_small_ones():
-    kw = kwargs("heterpoisson", 11_001, 13_752)
-    assert kw["q_b"] == pytest.approx(4096 / 13_752) and kw["steps"] == math.ceil(9 * 13_752 / 4096)
-    kw = kwargs("heterpoisson", 2_166, 2_708)  # cora: the paper rate would be 1 (no sampling)
+def test_heterpoisson_auto_rate_and_steps():
+    kw = kwargs("heterpoisson", 11_001, 13_752)  # computers 80/20: the paper's rate
+    assert kw["q_b"] == pytest.approx(4096 / 13_752) and kw["steps"] == defaults.MIN_STEPS
+    kw = kwargs("heterpoisson", 27_594, 34_493)  # physics: the paper's rate, 25 epochs
+    assert kw["q_b"] == pytest.approx(4096 / 34_493) and kw["steps"] == math.ceil(25 * 34_493 / 4096)
+    kw = kwargs("heterpoisson", 2_166, 2_708)  # cora 80/20: the paper rate would be 1
     assert kw["q_b"] == defaults.MAX_RATE_HETERPOISSON
+    kw = kwargs("heterpoisson", 140, 2_708)  # cora's public split: full batches
+    assert kw["q_b"] == 1.0 and kw["steps"] == defaults.MIN_STEPS
+    kw = kwargs("heterpoisson", 140, 2_708, epochs=9)  # explicit epochs: the paper's T
+    assert kw["steps"] == 9
+    kw = kwargs("heterpoisson", 11_001, 13_752, preset="paper")
+    assert kw["q_b"] is None and kw["steps"] is None and kw["epochs"] == 9
 
 
 def test_paper_preset_and_unknown_preset():

@@ -35,8 +35,8 @@ TARGET = 8.0
 #: method -> (event factory, steps, delta, accountant, relation, pinned z, pinned epsilon)
 PLANS = {
     "heterpoisson": (_privacy.heterpoisson_event_factory(
-        q_b=0.3, M=1.0, max_out_degree=299, overlap_removal=True, mode="sound"),
-        30, 300 ** -1.1, "pld", NeighboringRelation.ADD_OR_REMOVE),
+        q_b=1.0, M=1.0, max_out_degree=299, overlap_removal=True, mode="sound"),
+        100, 300 ** -1.1, "pld", NeighboringRelation.ADD_OR_REMOVE),
     "dpgnn": (_privacy.dpgnn_event_factory(num_train=150, batch_size=37, max_degree=3,
                                            sampling="fixed"),
               50, 1 / 1500, "rdp", NeighboringRelation.REPLACE),
@@ -44,7 +44,7 @@ PLANS = {
               NeighboringRelation.ADD_OR_REMOVE),
 }
 PINS = {   # method: (noise multiplier, epsilon)
-    "heterpoisson": (2.2953923416317896, 7.992582524114518),
+    "heterpoisson": (4.614827852637104, 7.996222260606055),
     "dpgnn": (1.3174353290456473, 7.9957492519401665),
     "dpmlp": (1.4119534730114458, 7.993750208202437),
 }
@@ -114,7 +114,8 @@ def test_default_hyperparameters_behind_the_plans():
                                                         HeterPoissonParams)
 
     hp = HeterPoissonParams().trainer_kwargs(150, 300)
-    assert (hp["epsilon"], hp["q_b"], hp["M"], hp["accounting"]) == (8.0, 0.3, 1.0, "sound")
+    assert (hp["epsilon"], hp["q_b"], hp["M"], hp["accounting"]) == (8.0, 1.0, 1.0, "sound")
+    assert hp["steps"] == PLANS["heterpoisson"][1]
     gnn = DPGNNParams().trainer_kwargs(150, 300)
     assert (gnn["max_degree"], gnn["batch_size"], gnn["sampling"]) == (3, 37, "fixed")
     mlp = DPMLPParams().trainer_kwargs(150, 300)

@@ -52,8 +52,9 @@ class HeterPoissonParams:
     q_b: float | None = field(default=None, metadata={
         "help": "central sampling rate in (0,1] (default 4096/|V|)"})
     M: float = field(default=1.0, metadata={"help": "HeterPoisson neighbour multiplier M (>= 1)"})
-    epochs: int = field(default=9, metadata={
-        "help": "training epochs (heterpoisson: T = ceil(epochs / q_b) noisy steps)"})
+    epochs: int | None = field(default=None, metadata={
+        "help": "training epochs (heterpoisson: T = ceil(epochs / q_b) noisy steps; default: "
+                "preset)"})
     steps: int | None = field(default=None, metadata={
         "help": "number of noisy steps T (overrides epochs)"})
     clip_norm: float = field(default=0.5, metadata={"help": "per-subgraph gradient clip bound"})
