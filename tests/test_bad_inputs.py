@@ -121,6 +121,8 @@ CASES: list[Case] = [
         "delta", "1/n", "--allow-large-delta"),
     cli("train privacy", "--delta 0.5 (dpmlp)", T + ["--method", "dpmlp", "--delta", "0.5"], "delta", "1/n"),
     cli("train privacy", "--delta 0 (dpmlp)", T + ["--method", "dpmlp", "--delta", "0"], "delta", "(0, 1)"),
+    cli("train privacy", "--q-b 1e-6 (heterpoisson: under one central node per step)",
+        T + ["--method", "heterpoisson", "--q-b", "1e-6"], "q_b", "expected", "nodes per step"),
     cli("train device", "--device banana", T + ["--device", "banana"], "device", "banana"),
     cli("train device", "--device cuda on CPU-only torch (gcn)", T + ["--device", "cuda"], "cuda",
         "is_available() is False"),

@@ -151,8 +151,29 @@ def check_planned_steps(steps: int, *, explicit: bool = False, how: str = "") ->
         "sampling rate or pass steps explicitly", steps)
 
 
+def check_expected_batch(rate: float, num_units: int, *, name: str = "q_b") -> float:
+    """Refuse a sampling rate whose expected batch is below one unit: every step would then
+    add noise to (almost always) nothing, and the run would train nothing while spending
+    its budget. The message gives the figure.
+
+    Raises:
+        InvalidParameterError: naming the rate.
+    """
+    expected = float(rate) * int(num_units)
+    if num_units > 0 and expected < 1.0:
+        raise InvalidParameterError(
+            name, f"a rate giving at least one sampled node per step (>= 1/{int(num_units)} "
+            f"for {int(num_units)} training nodes)",
+            f"{rate:g}, an expected {expected:.3g} nodes per step")
+    return rate
+
+
 def check_plan(*, delta: float, num_units: int, steps: int, explicit_steps: bool = False,
-               allow_large_delta: bool = False, how: str = "") -> None:
-    """Both checks every private trainer runs before calibrating (issue 10)."""
+               allow_large_delta: bool = False, how: str = "",
+               sample_rate: float | None = None, rate_name: str = "q_b") -> None:
+    """The checks every private trainer runs before calibrating (issue 10): delta < 1/n, a
+    bounded step count, and (when given) a sampling rate that samples someone."""
     check_delta(delta, num_units, allow_large_delta=allow_large_delta)
+    if sample_rate is not None:
+        check_expected_batch(sample_rate, num_units, name=rate_name)
     check_planned_steps(steps, explicit=explicit_steps, how=how)

@@ -170,7 +170,8 @@ class HeterPoissonTrainer(NodeDPTrainer):
         _privacy.check_plan(delta=delta, num_units=int(graph.train_mask.sum()),
                             steps=self.steps_planned_, explicit_steps=self.steps is not None,
                             allow_large_delta=self.allow_large_delta,
-                            how=f"T = ceil(epochs / q_b) with q_b = {self.q_b_:g}")
+                            how=f"T = ceil(epochs / q_b) with q_b = {self.q_b_:g}",
+                            sample_rate=self.q_b_)
         sampler = self._sampler(graph, inductive)
         d_max = sampler.max_out_degree if self.degree_public else graph.num_nodes - 1
         make_event = _privacy.heterpoisson_event_factory(
