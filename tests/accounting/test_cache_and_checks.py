@@ -47,8 +47,9 @@ def test_epsilon_is_cached_on_disk(monkeypatch):
 
 
 def test_cache_can_be_disabled(monkeypatch, tmp_path):
-    monkeypatch.setenv("GNNPRIVACY_CACHE", "off")
+    monkeypatch.setenv("GNNPRIVACY_ACCOUNTING_CACHE", "off")
     assert disk_cache.cache_dir() is None
+    monkeypatch.delenv("GNNPRIVACY_ACCOUNTING_CACHE")
     monkeypatch.setenv("GNNPRIVACY_CACHE", str(tmp_path))
     disk_cache.save_json("k", {"a": 1})
     assert disk_cache.load_json("k") == {"a": 1}

@@ -5,4 +5,4 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def _no_accounting_cache(monkeypatch):
-    monkeypatch.setenv("GNNPRIVACY_CACHE", "off")
+    monkeypatch.setenv("GNNPRIVACY_ACCOUNTING_CACHE", "off")

@@ -1,7 +1,10 @@
 """On-disk cache of accounting results: one-step PLDs, calibrations, composed epsilons.
 
-Location: ``$GNNPRIVACY_CACHE/accounting`` if the variable is set, else
-``~/.cache/gnnprivacy/accounting``; ``GNNPRIVACY_CACHE=off`` (or ``0``/``none``) disables it.
+Location: ``$GNNPRIVACY_ACCOUNTING_CACHE`` if set, else ``$GNNPRIVACY_CACHE/accounting``
+(the folder the dataset cache shares), else ``~/.cache/gnnprivacy/accounting``;
+``GNNPRIVACY_ACCOUNTING_CACHE=off`` (or ``0``/``none``) disables it. (The switch has its own
+variable: ``GNNPRIVACY_CACHE`` names a folder, and ``off`` there would be a folder ``./off``
+for the dataset cache.)
 Entries are keyed by a SHA-256 of the event's parameters, the numerical options, this
 module's :data:`CACHE_VERSION` and dp_accounting's version, so a change of any of them
 misses the cache instead of reading a stale value.
@@ -24,17 +27,22 @@ import numpy as np
 
 #: bump whenever an accounting formula or its numerics change, to invalidate old entries
 CACHE_VERSION = 1
-ENV = "GNNPRIVACY_CACHE"
+ENV = "GNNPRIVACY_ACCOUNTING_CACHE"
+SHARED_ENV = "GNNPRIVACY_CACHE"
 _OFF = {"off", "0", "none", "false", "no"}
 
 
 def cache_dir() -> Optional[Path]:
     """The cache directory (created on demand), or ``None`` when disabled or unwritable."""
-    root = os.environ.get(ENV)
-    if root is not None and root.strip().lower() in _OFF:
+    own = os.environ.get(ENV)
+    if own is not None and own.strip().lower() in _OFF:
         return None
-    base = Path(root).expanduser() if root else Path.home() / ".cache" / "gnnprivacy"
-    path = base / "accounting"
+    if own:
+        path = Path(own).expanduser()
+    else:
+        shared = os.environ.get(SHARED_ENV)
+        base = Path(shared).expanduser() if shared else Path.home() / ".cache" / "gnnprivacy"
+        path = base / "accounting"
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError:
