@@ -14,7 +14,8 @@ def test_demo_shows_both_dpmlp_baselines_in_a_plain_table(tmp_path):
          "--runs-dir", str(tmp_path / "runs"), "-o", str(tmp_path / "report")],
         capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
+    table, card = out.stdout.split("## Privacy report card")
+    lines = table.strip().splitlines()
     assert lines[0].startswith("Privacy vs utility")
     header, rule, *rows = lines[1:]
     assert header.split()[:2] == ["method", "role"] and set(rule) <= {"-", " "}
@@ -25,4 +26,7 @@ def test_demo_shows_both_dpmlp_baselines_in_a_plain_table(tmp_path):
     assert acc["naive DP, configured"] > acc["naive DP, paper defaults"]
     assert "node / add_or_remove" in roles["node-level DP GNN"]
     assert not any("│" in line or "┃" in line for line in lines)  # no box drawing in a pipe
-    assert (tmp_path / "report" / "report.html").is_file()
+    assert "heterpoisson on csbm" in card and "Audited epsilon (lower bound)" in card
+    assert "Membership inference" in card
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert "Privacy report card" in html  # the card is a section of the HTML report

@@ -19,12 +19,16 @@ The card puts the evidence for a claimed ε side by side:
 from __future__ import annotations
 
 import html
+import json
 import math
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["report_card", "card_to_markdown", "card_to_html", "retrain_from_record"]
+__all__ = ["report_card", "card_to_markdown", "card_to_html", "retrain_from_record", "save_card",
+           "load_cards"]
 
 _RUN_ONLY = ("runs_dir", "resume", "device")
 
@@ -204,7 +208,8 @@ def _rows(card: dict) -> list[tuple[str, str]]:
         a = card["audit"]
         rows.append(("Audited epsilon (lower bound)",
                      f"{_fmt(a['epsilon_lower_bound'])} ({a['mode']}, {a['runs']} runs/world, "
-                     f"{a['confidence']:.0%}); GDP {_fmt(a['epsilon_lower_bound_gdp'])}"
+                     f"{a['confidence']:.0%}); GDP estimate {_fmt(a['epsilon_lower_bound_gdp'])} "
+                     "(assumes a Gaussian trade-off curve: an estimate, not a bound)"
                      + ("  EXCEEDS THE CLAIM" if a["violation"] else "")))
     for name, m in card.get("membership", {}).items():
         rows.append((f"Membership inference ({name.replace('_', ' ')})",
@@ -236,3 +241,27 @@ def card_to_html(card: dict) -> str:
             f"{html.escape(card['method'])} on {html.escape(card['dataset'])}</h2>"
             f"<p>Run <code>{html.escape(card['run_id'])}</code></p><table>{body}</table>"
             f"</section>")
+
+
+CARDS_DIR = "cards"  #: report cards live in RUNS/cards/<run_id>.json, beside the records
+
+
+def save_card(card: dict, runs_dir: str | os.PathLike) -> Path:
+    """Write ``card`` to ``<runs_dir>/cards/<run_id>.json``, where ``gnnprivacy report``
+    (and :func:`gnnprivacy.reporting.html.write_report`) picks it up as a report section."""
+    from gnnprivacy.reporting.record import write_json_atomic
+
+    return write_json_atomic(Path(runs_dir) / CARDS_DIR / f"{card['run_id']}.json", card)
+
+
+def load_cards(runs_dir: str | os.PathLike) -> list[dict]:
+    """The cards saved under ``runs_dir`` (sorted by run id; unreadable files skipped)."""
+    from gnnprivacy.reporting.record import _decode
+
+    out = []
+    for path in sorted((Path(runs_dir) / CARDS_DIR).glob("*.json")):
+        try:
+            out.append(_decode(json.loads(path.read_text())))
+        except (OSError, ValueError):
+            continue
+    return out

@@ -27,11 +27,17 @@ import click
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "html"]), default="text",
               show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the card as JSON.")
+@click.option("--no-save", is_flag=True,
+              help="Do not keep the card beside the record (RUNS/cards/<run_id>.json, where "
+                   "`gnnprivacy report` shows it as a section).")
 def assess_command(record, data_root, audit_runs, lira_models, no_link_stealing, no_baseline,
-                   seed, fmt, as_json) -> None:
+                   seed, fmt, as_json, no_save) -> None:
     """Privacy report card: claimed epsilon (unit, relation, scope), audited epsilon,
     membership-inference and link-stealing AUCs, utility against a non-private baseline."""
-    from gnnprivacy.auditing.report_card import card_to_html, card_to_markdown, report_card
+    from pathlib import Path
+
+    from gnnprivacy.auditing.report_card import (card_to_html, card_to_markdown, report_card,
+                                                 save_card)
     from gnnprivacy.errors import GnnPrivacyError
 
     try:
@@ -40,6 +46,8 @@ def assess_command(record, data_root, audit_runs, lira_models, no_link_stealing,
                            baseline=not no_baseline, seed=seed)
     except (GnnPrivacyError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
+    if not no_save:
+        save_card(card, Path(record).parent)
     if as_json:
         click.echo(json.dumps(card, indent=2, default=str))
     elif fmt == "html":

@@ -177,6 +177,13 @@ def _write_atomic(path: Path, data: bytes) -> Path:
     return path
 
 
+def _card_sections(runs_dir) -> list[tuple[str, str]]:
+    """(Markdown, HTML) of the privacy report cards saved under ``runs_dir/cards``."""
+    from gnnprivacy.auditing.report_card import card_to_html, card_to_markdown, load_cards
+
+    return [(card_to_markdown(c), card_to_html(c)) for c in load_cards(runs_dir)]
+
+
 def write_report(runs_dir: str | os.PathLike, out_dir: str | os.PathLike, *, title: str = "gnnprivacy report",
                  metrics: tuple[str, ...] = ("test_accuracy",), reference_ids: list[str] | None = None) -> list[Path]:
     """Write ``report.md`` (+ ``plots/``) and ``report.html`` into ``out_dir``; returns their paths.
@@ -194,8 +201,14 @@ def write_report(runs_dir: str | os.PathLike, out_dir: str | os.PathLike, *, tit
             for old in (out / "plots").glob("*.png"):
                 if old.name not in current:
                     old.unlink()
-        md = _write_atomic(out / "report.md", render_markdown(report).encode("utf-8"))
-        page = _write_atomic(out / "report.html", render_html(report).encode("utf-8"))
+        md_text, html_text = render_markdown(report), render_html(report)
+        cards = _card_sections(runs_dir)
+        if cards:
+            md_text += "\n" + "\n".join(c[0] for c in cards)
+            html_text = html_text.replace("\n</body></html>", "\n" + "\n".join(c[1] for c in cards)
+                                          + "\n</body></html>", 1)
+        md = _write_atomic(out / "report.md", md_text.encode("utf-8"))
+        page = _write_atomic(out / "report.html", html_text.encode("utf-8"))
     except OSError as exc:
         raise InvalidParameterError("output", f"a writable directory ({exc.strerror})", str(out)) from None
     return [md, page]
