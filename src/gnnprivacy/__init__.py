@@ -39,6 +39,7 @@ _API = {
     "assess": ("gnnprivacy.auditing.report_card", "report_card"),
     "tune": "gnnprivacy.experiments.tune",
     "attack_link_stealing": ("gnnprivacy.attacks.link_stealing.method", "run_link_stealing"),
+    "attack_linkteller": ("gnnprivacy.experiments.linkteller_run", "run_linkteller"),
 }
 
 __all__ = ["__version__", *_API]

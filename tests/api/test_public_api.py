@@ -162,7 +162,11 @@ def test_every_capability_of_the_cli_has_a_top_level_function():
 
     assert gp.audit is audit and gp.assess is report_card and gp.tune is tune
     assert gp.attack_link_stealing is run_link_stealing
-    for name in ("train", "account", "audit", "assess", "tune", "attack_link_stealing"):
+    from gnnprivacy.experiments.linkteller_run import run_linkteller
+
+    assert gp.attack_linkteller is run_linkteller
+    for name in ("train", "account", "audit", "assess", "tune", "attack_link_stealing",
+                 "attack_linkteller"):
         assert inspect.getdoc(getattr(gp, name)), name
     with pytest.raises(AttributeError, match="no attribute"):
         gp.not_a_function  # noqa: B018

@@ -27,50 +27,24 @@ import click
 @click.option("--negatives", default="non_edges", show_default=True,
               help="non_edges (exclude public edges, spec E19) | non_private ([R])")
 @click.option("--mcmc-steps", type=int, default=None, help="EdgeRR/privHRG MCMC moves")
-@click.option("--data-root", default=None, help="dataset root (default $GNNPRIVACY_DATA)")
+@click.option("--data-root", type=click.Path(file_okay=False), default=None,
+              help="dataset root (default $GNNPRIVACY_DATA)")
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
 def linkteller_command(dataset, method, eps_e, eps_f, private_edge_frac, seed, n_targets,
                        delta_inf, negatives, mcmc_steps, data_root, as_json):
     """LinkTeller influence attack (Wu et al. S&P 2022) on private edges."""
     import json
 
-    import numpy as np
-    import torch
+    from gnnprivacy.errors import GnnPrivacyError
+    from gnnprivacy.experiments.linkteller_run import run_linkteller
 
-    from gnnprivacy.attacks.linkteller import linkteller_attack
-    from gnnprivacy.datasets import load_dataset
-    from gnnprivacy.experiments.context import RunContext
-    from gnnprivacy.experiments.methods.heterorr import (METHODS, HeteroRRParams,
-                                                         fit_release, train_gcn)
-    from gnnprivacy.errors import UnknownNameError
-
-    if method not in ("gcn", "gcn-public") and method not in METHODS:
-        raise UnknownNameError("method", method, ["gcn", "gcn-public", *METHODS])
-    data = load_dataset(dataset, root=data_root)
-    kw = {k: v for k, v in (("eps_e", eps_e), ("eps_f", eps_f)) if v is not None}
-    params = HeteroRRParams(private_edge_frac=private_edge_frac, mcmc_steps=mcmc_steps, **kw)
-    ctx = RunContext(config=None, params=params, data=data, seed=seed)
-    fm, em = ("clean", "clean") if method.startswith("gcn") else METHODS[method][:2]
-    rel = fit_release(ctx, fm, em)
-    if method == "gcn-public":
-        from gnnprivacy.ldp.heterorr.edge_rr import to_edge_index
-
-        rel.data.edge_index = to_edge_index(rel.public_edges)
-    trainer = train_gcn(rel.data, params, generator=ctx.torch_generator("train"))
-    model, edge_index = trainer.model_, rel.data.edge_index
-
-    def predict(x):
-        return torch.softmax(model(x, edge_index), dim=1)
-
-    result = linkteller_attack(predict, rel.data.x, num_nodes=data.num_nodes,
-                               private_edges=rel.private_edges, public_edges=rel.public_edges,
-                               n_targets=n_targets, delta=delta_inf, negatives=negatives,
-                               generator=np.random.default_rng(ctx.seed_for("linkteller")))
-    result.update(dataset=dataset, method=method, seed=seed,
-                  model_test_accuracy=trainer.evaluate(rel.data, "test_mask")["accuracy"],
-                  epsilon_edges=rel.privacy["epsilon_edges"],
-                  epsilon_features=rel.privacy["epsilon_features"],
-                  private_edge_frac=private_edge_frac)
+    try:
+        result = run_linkteller(dataset, method=method, eps_e=eps_e, eps_f=eps_f,
+                                private_edge_frac=private_edge_frac, seed=seed,
+                                n_targets=n_targets, delta=delta_inf, negatives=negatives,
+                                mcmc_steps=mcmc_steps, data_root=data_root)
+    except GnnPrivacyError as exc:
+        raise click.ClickException(str(exc)) from None
     if as_json:
         click.echo(json.dumps(result, default=float))
     else:
