@@ -7,11 +7,10 @@ subcommand, add one line to :data:`COMMANDS` (``name: ("module:attribute", "one-
 
 from __future__ import annotations
 
-import importlib
-
 import click
 
 from gnnprivacy import __version__
+from gnnprivacy.cli.lazy import LazyGroup
 
 #: subcommand -> ("module:attribute" of its click command, short help shown by --help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -30,7 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("gnnprivacy.cli.report_cmd:report_command",
                "Write a Markdown + HTML report of a runs directory."),
     "attack": ("gnnprivacy.cli.attack_cmd:attack_command",
-               "Run an attack (link stealing, LinkTeller, membership) and record it."),
+               "Run an attack (link stealing, LinkTeller) against a trained model."),
     "reproduce": ("gnnprivacy.cli.reproduce_cmd:reproduce_command",
                   "Reproduce a paper's table from a bundled configuration."),
     "assess": ("gnnprivacy.cli.assess_cmd:assess_command",
@@ -41,32 +40,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-class LazyGroup(click.Group):
-    """A click group whose subcommands are imported on first use."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(set(COMMANDS) | set(super().list_commands(ctx)))
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        command = super().get_command(ctx, cmd_name)
-        if command is not None or cmd_name not in COMMANDS:
-            return command
-        module_name, _, attribute = COMMANDS[cmd_name][0].partition(":")
-        command = getattr(importlib.import_module(module_name), attribute)
-        self.add_command(command, cmd_name)
-        return command
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        # Short help from the table, so --help imports no subcommand module.
-        rows = [(name, COMMANDS[name][1]) for name in sorted(COMMANDS)]
-        rows += [(name, cmd.get_short_help_str(70)) for name, cmd in sorted(self.commands.items())
-                 if name not in COMMANDS and not cmd.hidden]
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(sorted(rows))
+class _MainGroup(LazyGroup):
+    table = COMMANDS
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_MainGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="gnnprivacy")
 def main() -> None:
     """Privacy-preserving graph learning: train, account, sweep and report on GNNs."""

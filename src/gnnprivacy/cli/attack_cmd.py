@@ -6,9 +6,9 @@ a line to :data:`ATTACKS` (``name: ("module:attribute", "one-line help")``).
 
 from __future__ import annotations
 
-import importlib
-
 import click
+
+from gnnprivacy.cli.lazy import LazyGroup
 
 #: attack subcommand -> ("module:attribute" of its click command, short help)
 ATTACKS: dict[str, tuple[str, str]] = {
@@ -18,26 +18,11 @@ ATTACKS: dict[str, tuple[str, str]] = {
 }
 
 
-class _LazyAttackGroup(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(set(ATTACKS) | set(super().list_commands(ctx)))
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        command = super().get_command(ctx, cmd_name)
-        if command is not None or cmd_name not in ATTACKS:
-            return command
-        module_name, _, attribute = ATTACKS[cmd_name][0].partition(":")
-        command = getattr(importlib.import_module(module_name), attribute)
-        self.add_command(command, cmd_name)
-        return command
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, help_text) for name, (_, help_text) in sorted(ATTACKS.items())]
-        if rows:
-            with formatter.section("Attacks"):
-                formatter.write_dl(rows)
+class _LazyAttackGroup(LazyGroup):
+    table = ATTACKS
+    section = "Attacks"
 
 
 @click.group("attack", cls=_LazyAttackGroup)
 def attack_command() -> None:
-    """Run an attack (link stealing, LinkTeller, membership inference) and record it."""
+    """Run an attack (link stealing, LinkTeller) against a trained model."""
