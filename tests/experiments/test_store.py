@@ -218,3 +218,23 @@ def test_runs_dir_is_checked_before_training(tmp_path):
         runner.load_run_data = original
     assert calls == []  # refused before loading data or training
     assert check_runs_dir(tmp_path / "new" / "dir").is_dir()
+
+
+def test_unlocked_staging_folder_of_a_dead_process_is_cleaned_at_once(tmp_path):
+    """A worker SIGKILLed between mkdir and locking leaves a folder without .lock: its pid
+    (in the name) is gone, so the restart cleans it without waiting for the grace period."""
+    import socket
+    import subprocess
+    import sys
+
+    from gnnprivacy.experiments.store import STAGING_DIR, ResultStore
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    host = socket.gethostname()
+    base = tmp_path / STAGING_DIR
+    (base / f"r1.{host}.{dead}.abcd1234").mkdir(parents=True)           # owner gone
+    (base / f"r2.{host}.{os.getpid()}.abcd1234").mkdir()                 # owner alive (us)
+    (base / f"r3.some-other-host.{dead}.abcd1234").mkdir()                # unknown: keep
+    assert ResultStore(tmp_path).clean_stale_staging(grace_seconds=3600) == 1
+    assert sorted(p.name.split(".")[0] for p in base.iterdir()) == ["r2", "r3"]

@@ -286,7 +286,8 @@ class ResultStore:
         """Remove staging folders whose owner died (their ``.lock`` is free); returns how many.
 
         A folder without a lock file (its owner died between ``mkdir`` and locking) is removed
-        once older than ``grace_seconds``. Without ``fcntl`` (Windows) nothing is removed.
+        at once when its name says it belongs to a process of this host that no longer
+        exists, else once older than ``grace_seconds``. Without ``fcntl`` (Windows) nothing is removed.
         """
         base, removed = self.root / STAGING_DIR, 0
         if fcntl is None or not base.is_dir():
@@ -294,7 +295,8 @@ class ResultStore:
         for entry in base.iterdir():
             lock = entry / ".lock"
             if not lock.exists():
-                if time.time() - entry.stat().st_mtime > grace_seconds:
+                if (_owner_is_dead(entry.name)
+                        or time.time() - entry.stat().st_mtime > grace_seconds):
                     shutil.rmtree(entry, ignore_errors=True)
                     removed += 1
                 continue
@@ -482,3 +484,19 @@ def filter_rows(rows: list[dict[str, Any]], filters: list[str] | tuple[str, ...]
             raise UnknownNameError("filter key", key, sorted(columns))
         resolved.append((column, value))
     return [r for r in rows if all(column in r and _matches(r[column], value) for column, value in resolved)]
+
+
+def _owner_is_dead(staging_name: str) -> bool:
+    """Whether a staging folder named ``<run_id>.<host>.<pid>.<rand>`` belongs to a process
+    of this host that has exited (``False`` when unsure: another host, or an odd name)."""
+    head, _, _rand = staging_name.rpartition(".")
+    head, _, pid = head.rpartition(".")
+    if not pid.isdigit() or not head.endswith("." + socket.gethostname()):
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
