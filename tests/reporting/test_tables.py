@@ -1,5 +1,7 @@
 """Report tables: layout (rows = dataset/method, columns = epsilon), paper values beside ours."""
 
+import math
+
 from gnnprivacy.experiments.store import ResultStore
 from gnnprivacy.reporting.aggregate import group_rows
 from gnnprivacy.reporting.reference_values import load_references
@@ -53,3 +55,18 @@ def test_fmt_summary():
 
     assert fmt_summary(summarize([0.5, 0.7]), 100).startswith("60.0 ± 14.1 (n=2) [")
     assert fmt_summary(summarize([0.5]), 100, ci=False) == "50.0 (n=1)"
+
+
+def test_private_method_without_an_epsilon_option_sits_in_its_spent_budget_column():
+    """rgnn has eps_x / eps_y, no `epsilon`: it must not land under "∞ (non-private)"."""
+    from gnnprivacy.reporting.aggregate import Group, Summary
+    from gnnprivacy.reporting.tables import _col_value
+
+    def group(attrs, eps):
+        return Group(attrs, ["r"], {}, Summary(1, eps, 0.0, eps, eps), None)
+
+    assert _col_value(group({"method": "rgnn", "private": True}, 8.0), "epsilon") == "8"
+    assert _col_value(group({"method": "dpmlp", "private": True, "epsilon": 4.0}, 3.99),
+                      "epsilon") == "4"
+    assert _col_value(group({"method": "gcn", "private": False}, math.inf),
+                      "epsilon") == "∞ (non-private)"

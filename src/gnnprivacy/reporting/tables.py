@@ -128,7 +128,14 @@ def _col_value(g: Group, key: str | None) -> str:
         return "all"
     value = g.get(key)
     if value is None:
-        return "∞ (non-private)" if not g.get("private", True) or key == "epsilon" else "–"
+        if not g.get("private", True):
+            return "∞ (non-private)"
+        spent = g.epsilon.mean if g.epsilon is not None else math.nan
+        if key == "epsilon" and math.isfinite(spent):
+            # a private method without an `epsilon` option (rgnn: eps_x, eps_y): the budget it
+            # spent, to two significant digits, so it stands beside the targets it matches
+            return fmt_value(key, float(f"{spent:.2g}"))
+        return "∞ (non-private)" if key == "epsilon" else "–"
     return fmt_value(key, value)
 
 
