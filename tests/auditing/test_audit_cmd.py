@@ -34,5 +34,7 @@ def test_audit_rgnn_paper_mode_is_exceeded():
 def test_audit_text_and_errors():
     assert "lower bound" in _run("--method", "dpmlp", "--dataset", "csbm", "--runs", "200",
                                  "-p", "steps=5")
-    result = CliRunner().invoke(main, ["audit", "--method", "gcn", "--dataset", "csbm"])
+    result = CliRunner().invoke(main, ["audit", "--method", "gcn", "--dataset", "csbm",
+                                       "--epsilon", "2"])
     assert result.exit_code != 0
+    assert "private method" in result.output and "heterpoisson" in result.output

@@ -198,6 +198,7 @@ def audit(method: str, dataset: str = "csbm", *, epsilon: float | None = None,
     """
     mode = check_choice("mode", mode, MODES)
     noise_scale = check_positive("noise_scale", noise_scale)
+    _check_auditable(method)
     values = dict(params or {})
     if epsilon is not None and method not in ("rgnn", "lpgnn", "ldp-naive", "heterorr",
                                               "featurerr", "edgerr", "feat-multibit"):
@@ -221,6 +222,18 @@ def audit(method: str, dataset: str = "csbm", *, epsilon: float | None = None,
     return audit_plan(plan, mode=mode, runs=runs, confidence=confidence, selection=selection,
                       num_thresholds=num_thresholds, generator=seed, dataset=dataset,
                       noise_scale=noise_scale)
+
+
+def _check_auditable(method: str) -> None:
+    """A non-private method has no epsilon to audit: say so (and list those that have one)."""
+    from gnnprivacy.errors import InvalidParameterError
+    from gnnprivacy.experiments.registry import get_method, list_methods
+
+    if not get_method(method).private:  # unknown names raise, listing the methods
+        private = [m.name for m in list_methods() if m.private]
+        raise InvalidParameterError(
+            "method", f"a private method (one with an epsilon to audit): one of {private}",
+            method)
 
 
 def _resolve_only(method: str, dataset: str, values: dict):
