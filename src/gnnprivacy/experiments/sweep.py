@@ -144,14 +144,7 @@ class SweepSpec:
 
     def cells(self) -> list[dict[str, Any]]:
         """The grid cells (cartesian product, first key varying slowest), mappings merged."""
-        keys = list(self.grid)
-        out = []
-        for combo in itertools.product(*(self.grid[k] for k in keys)):
-            cell: dict[str, Any] = {}
-            for key, value in zip(keys, combo):
-                cell.update(value if isinstance(value, Mapping) else {key: value})
-            out.append(cell)
-        return out
+        return grid_cells(self.grid)
 
     @classmethod
     def from_dict(cls, data: Any, *, source: str = "sweep") -> SweepSpec:
@@ -436,3 +429,16 @@ def run_sweep(spec: SweepSpec, *, runs_dir: str | Path, executor: str = "local",
             if bar is not None:
                 bar.update(1)
     return result
+
+
+def grid_cells(grid: Mapping[str, list]) -> list[dict[str, Any]]:
+    """Cartesian product of ``grid`` (first key varying slowest); a value that is a mapping
+    is merged into the cell (so one grid axis can set several keys together)."""
+    keys = list(grid)
+    out = []
+    for combo in itertools.product(*(grid[k] for k in keys)):
+        cell: dict[str, Any] = {}
+        for key, value in zip(keys, combo):
+            cell.update(value if isinstance(value, Mapping) else {key: value})
+        out.append(cell)
+    return out

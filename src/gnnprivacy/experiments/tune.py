@@ -43,7 +43,6 @@ Privacy:
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -103,15 +102,10 @@ class TuneSpec:
         self.distribution()  # validates trials
 
     def settings(self) -> list[dict[str, Any]]:
-        """The grid's settings (cartesian product; mapping values are merged)."""
-        keys = list(self.grid)
-        out = []
-        for combo in itertools.product(*(self.grid[k] for k in keys)):
-            cell: dict[str, Any] = {}
-            for key, value in zip(keys, combo):
-                cell.update(value if isinstance(value, Mapping) else {key: value})
-            out.append(cell)
-        return out
+        """The grid's settings (cartesian product; mapping values are merged), as a sweep's."""
+        from gnnprivacy.experiments.sweep import grid_cells
+
+        return grid_cells(self.grid)
 
     def distribution(self):
         """The trial-count distribution."""
