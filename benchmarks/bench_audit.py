@@ -14,10 +14,16 @@ Usage::
     python benchmarks/bench_audit.py [--runs 10000] [--dataset facebook] [--data-root ../shared/datasets]
         [--grid-dataset cora] [--skip-grid]
     python benchmarks/bench_audit.py --mia [--mia-datasets cora,facebook] [--mia-models 8]
+        [--mia-query full|0hop|full+0hop] [--mia-per-node-variance] [--mia-methods gcn,rgnn]
 
 ``--mia`` instead runs the membership-inference acceptance: LiRA (and the shadow attack) on
-the non-private GCN of each dataset, and on every sound private method at epsilon 2 on the
-first dataset (AUC must stay within 0.5 +- 0.03).
+the non-private GCN of each dataset, and on every sound private method that trains a node
+classifier at epsilon 2 on the first dataset (AUC must stay within 0.5 +- 0.03): the node-DP
+methods (heterpoisson, dpgnn, dpmlp, gap sound) in the ``induced`` game, the local-DP
+methods (rgnn, lpgnn, ldp-naive, sound budget ``m eps_x + eps_y`` with m = 10, eps_x = 0.1,
+eps_y = 1) in the transductive ``labels`` game, beside the non-private GCN in that game.
+``--mia-query`` is the attacker's query graph (local-DP methods: always ``full``, their
+predictions are transductive); ``--mia-methods`` keeps only the listed methods.
 """
 
 from __future__ import annotations
@@ -46,6 +52,9 @@ def main() -> None:
     ap.add_argument("--mia", action="store_true")
     ap.add_argument("--mia-datasets", default="cora,facebook")
     ap.add_argument("--mia-models", type=int, default=8)
+    ap.add_argument("--mia-query", default="full")
+    ap.add_argument("--mia-per-node-variance", action="store_true")
+    ap.add_argument("--mia-methods", default=None)
     args = ap.parse_args()
     if args.mia:
         _mia(args)
@@ -78,18 +87,27 @@ def main() -> None:
 
 
 def _mia(args) -> None:
-    from gnnprivacy.attacks.membership import run_membership
+    from gnnprivacy.attacks.membership import TRANSDUCTIVE_METHODS, run_membership
 
     datasets = args.mia_datasets.split(",")
-    jobs = [("gcn", d, {}) for d in datasets]
-    jobs += [(m, datasets[0], {"epsilon": 2.0}) for m in ("heterpoisson", "dpgnn", "dpmlp",
-                                                             "gap")]
-    for method, dataset, params in jobs:
+    ldp = {"eps_x": 0.1, "eps_y": 1.0}           # m = 10: sound budget 10 * 0.1 + 1 = 2
+    jobs = [("gcn", d, {}, None) for d in datasets]
+    jobs += [(m, datasets[0], {"epsilon": 2.0}, None) for m in ("heterpoisson", "dpgnn", "dpmlp",
+                                                                   "gap")]
+    jobs += [("gcn", datasets[0], {}, "labels")]
+    jobs += [(m, datasets[0], ldp, "labels") for m in TRANSDUCTIVE_METHODS]
+    keep = None if args.mia_methods is None else set(args.mia_methods.split(","))
+    for method, dataset, params, game in jobs:
+        if keep is not None and method not in keep:
+            continue
+        query = "full" if method in TRANSDUCTIVE_METHODS else args.mia_query
         t = time.perf_counter()
         r = run_membership(method, dataset, data_root=args.data_root,
-                           num_models=args.mia_models, params=params)
+                           num_models=args.mia_models, params=params, query=query, game=game,
+                           fixed_variance=not args.mia_per_node_variance)
         li, sh = r["lira"], r["shadow"]
-        print(f"{method:<13} {dataset:<9} eps {r['claimed_epsilon']:<8.3g} LiRA AUC "
+        print(f"{method:<13} {dataset:<9} {r['game']:<7} q={r['query']:<9} "
+              f"eps {r['claimed_epsilon']:<8.3g} LiRA AUC "
               f"{li['auc']:.3f} [{li['auc_ci95']['low']:.3f}, {li['auc_ci95']['high']:.3f}] "
               f"TPR@1% {li['tpr_at_1pct_fpr']:.3f} TPR@0.1% {li['tpr_at_0.1pct_fpr']:.4f}  "
               f"shadow AUC {sh['auc']:.3f}  non-member acc {r['nonmember_accuracy']:.3f}  "
