@@ -156,3 +156,15 @@ def test_paper_mode_calibration_with_rdp():
                                    accountant="rdp", accountant_options=options, rtol=1e-2)
     assert 0.97 * 3.80 <= 0.5 * z <= 1.03 * 3.80
     _check_calibration(z, make, "rdp", 50, 2.0, 1.634e-5, 1e-2, **options)
+
+
+def test_calibration_without_the_full_check_rests_on_the_largest_degree():
+    """full_check=False: feasible for the largest degree, near-minimal, and (here, as for
+    every HeterPoisson plan measured) within budget over every covering degree."""
+    delta = 22470 ** -1.1
+    kwargs = dict(steps=50, target_epsilon=4.0, target_delta=delta, rtol=1e-2,
+                  use_disk_cache=False)
+    z = calibrate_noise_multiplier(_hp_maker, full_check=False, **kwargs)
+    acc = make_accountant("pld").compose(_hp_maker(z), 50)
+    assert acc._first_branch_epsilon(delta)[0] <= 4.0
+    _check_calibration(z, _hp_maker, "pld", 50, 4.0, delta, 1e-2)

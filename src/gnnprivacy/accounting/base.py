@@ -17,6 +17,7 @@ from __future__ import annotations
 import abc
 import json
 import math
+import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Optional, Union
@@ -212,13 +213,20 @@ _CACHE: "OrderedDict[tuple, object]" = OrderedDict()
 _CACHE_SIZE = 64
 
 
+_CACHE_LOCK = threading.Lock()
+
+
 def cached(cache_key: tuple, compute):
-    """Process-wide LRU of one-step PLDs / RDP curves (never mutated, safe to share)."""
-    if cache_key in _CACHE:
-        _CACHE.move_to_end(cache_key)
-        return _CACHE[cache_key]
+    """Process-wide LRU of one-step PLDs / RDP curves (never mutated, safe to share; the
+    bookkeeping is locked because a background epsilon (:mod:`~gnnprivacy.accounting.
+    prefetch`) may use it beside the caller's thread)."""
+    with _CACHE_LOCK:
+        if cache_key in _CACHE:
+            _CACHE.move_to_end(cache_key)
+            return _CACHE[cache_key]
     value = compute()
-    _CACHE[cache_key] = value
-    if len(_CACHE) > _CACHE_SIZE:
-        _CACHE.popitem(last=False)
+    with _CACHE_LOCK:
+        _CACHE[cache_key] = value
+        if len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
     return value

@@ -3,15 +3,23 @@
 A bracketing root finder on ``x = log(noise_multiplier)`` for ``f(x) = log(epsilon / target)``
 (epsilon decreases in the noise), run in two passes (spec 000 §4.3, issue 15):
 
-1. **coarse**: for the PLD accountant, a grid ``coarse_factor`` times coarser; this only
-   locates the root (nothing coarse is returned);
+1. **coarse**: for the PLD accountant, grids ``COARSE_FACTORS`` (100 then 10) times
+   coarser, each pass starting where the previous one ended; they only locate the root
+   (nothing coarse is returned);
 2. **fine**: the requested accountant; the bracket ``[lo, hi]`` always keeps ``lo``
    infeasible and ``hi`` feasible (``epsilon(hi) <= target``), and the steps are secant
    steps aimed slightly on the feasible side (a safeguarded regula falsi: each step
    shrinks the bracket by at least 10 %). It stops when ``hi / lo - 1 <= rtol`` and
    returns ``hi`` after a full verification with the accountant, so the result is
    feasible whatever the shape of epsilon in the noise; monotonicity only makes it
-   near-minimal.
+   near-minimal. Started from the coarse root, its first step down is exactly ``rtol``,
+   so a good coarse root needs two fine evaluations.
+
+``full_check=False`` skips that full verification where the bracket rests on the largest
+out-degree only: the caller must then check the full epsilon before releasing anything
+(the HeterPoisson trainer computes it in a background thread while it trains, see
+:mod:`~gnnprivacy.accounting.prefetch`, and re-calibrates with the full check if it
+fails).
 
 For events with a worst case over out-degrees (HeterPoisson under PLD) the passes use the
 cheap necessary condition "the largest out-degree alone is within budget" (the
@@ -38,9 +46,9 @@ from gnnprivacy.accounting.accountants import make_accountant
 from gnnprivacy.accounting.events import resolve_scope
 from gnnprivacy.errors import InvalidParameterError
 
-#: the coarse pass's grid is this many times coarser than the fine one (PLD only)
-COARSE_FACTOR = 10.0
-_COARSE_RTOL = 1e-2
+#: the coarse passes' grids are these many times coarser than the fine one (PLD only)
+COARSE_FACTORS = (100.0, 10.0)
+_COARSE_RTOLS = (5e-2, 1e-2)
 _MIN_NOISE = 1e-9
 
 
@@ -50,7 +58,7 @@ def calibrate_noise_multiplier(make_event: Callable[[float], dp_event.DpEvent], 
                                initial_noise_multiplier: float = 4.0, rtol: float = 1e-3,
                                max_noise_multiplier: float = 1e6,
                                accountant_options: Optional[dict] = None,
-                               use_disk_cache: bool = True) -> float:
+                               use_disk_cache: bool = True, full_check: bool = True) -> float:
     """The (near-)smallest noise multiplier z with ``epsilon(steps x make_event(z)) <= target``.
 
     Args:
@@ -66,6 +74,9 @@ def calibrate_noise_multiplier(make_event: Callable[[float], dp_event.DpEvent], 
         max_noise_multiplier: give up above this noise.
         accountant_options: extra keyword options for :func:`make_accountant`.
         use_disk_cache: read/write the result in the on-disk accounting cache.
+        full_check: verify the result with the full epsilon (every covering degree).
+            ``False``: where only the largest degree was evaluated the caller must check
+            the full epsilon at the result before releasing anything.
 
     Returns:
         A noise multiplier whose epsilon, computed by the chosen accountant, is
@@ -86,7 +97,8 @@ def calibrate_noise_multiplier(make_event: Callable[[float], dp_event.DpEvent], 
     if use_disk_cache:
         key = disk_cache.key_of("calibration", repr(make_event(1.0)), repr(make_event(2.0)),
                                 steps, target, delta, accountant, unit.value, relation.value,
-                                rtol, cap, sorted((k, repr(v)) for k, v in options.items()))
+                                rtol, cap, sorted((k, repr(v)) for k, v in options.items()),
+                                "calibration-v2" if full_check else "calibration-v2-first")
         hit = disk_cache.load_json(key)
         if hit is not None:
             return float(hit["noise_multiplier"])
@@ -117,13 +129,25 @@ def calibrate_noise_multiplier(make_event: Callable[[float], dp_event.DpEvent], 
         if vdi is None:
             from gnnprivacy.accounting.pld_accountant import DEFAULT_VALUE_DISCRETIZATION_INTERVAL
             vdi = DEFAULT_VALUE_DISCRETIZATION_INTERVAL
-        coarse = {**options, "value_discretization_interval": COARSE_FACTOR * vdi}
-        found = _root(lambda z: evaluate(z, False, coarse), start, cap, target,
-                      max(_COARSE_RTOL, rtol), unreachable, grow=2.0)
-        guess = found[1]
+        grow, slope = 2.0, None
+        for factor, coarse_rtol in zip(COARSE_FACTORS, _COARSE_RTOLS):
+            coarse = {**options, "value_discretization_interval": factor * vdi}
+            found = _root(lambda z, c=coarse: evaluate(z, False, c), guess, cap, target,
+                          max(coarse_rtol, rtol), unreachable, grow=grow, with_slope=True)
+            guess, grow, slope = found[1], 1.0 + 2.0 * coarse_rtol, found[3]
+        if slope is not None and slope < 0:
+            # the fine epsilon sits below the coarse one by about a constant factor near the
+            # root: one fine evaluation at the coarse root, then a Newton step on log-log
+            # with the coarse slope, aimed rtol/2 inside the feasible side
+            f0 = math.log(max(evaluate(guess, False, options)[0], 1e-300)) - math.log(target)
+            if math.isfinite(f0):
+                guess = guess * math.exp(-f0 / slope) * (1.0 + 0.5 * rtol)
+    # from the predicted root, the first step is exactly rtol (just inside it after rounding)
     lo, hi, verified = _root(lambda z: evaluate(z, False, options), guess, cap, target, rtol,
-                             unreachable, grow=4.0 if guess == start else 1.0 + 2.0 * rtol)
-    if not verified:
+                             unreachable, grow=4.0 if guess == start else 1.0 + rtol * (1 - 1e-6))[:3]
+    if not verified and not full_check:
+        pass                                # the caller checks the full epsilon (see above)
+    elif not verified:
         if evaluate(hi, True, options)[0] <= target:
             verified = True
         else:                                               # a smaller degree is the worst case
@@ -132,17 +156,19 @@ def calibrate_noise_multiplier(make_event: Callable[[float], dp_event.DpEvent], 
                 lo, hi = hi, 2.0 * hi
                 if hi > cap:
                     raise unreachable()
-            lo, hi, _ = _root(lambda z: evaluate(z, True, options), hi, cap, target, rtol,
-                              unreachable, bracket=(lo, hi))
+            lo, hi = _root(lambda z: evaluate(z, True, options), hi, cap, target, rtol,
+                           unreachable, bracket=(lo, hi))[:2]
     if key is not None:
         disk_cache.save_json(key, {"noise_multiplier": hi})
     return hi
 
 
 def _root(evaluate, start: float, cap: float, target: float, rtol: float, unreachable,
-          bracket: Optional[tuple[float, float]] = None,
-          grow: float = 4.0) -> tuple[float, float, bool]:
-    """Bracket then shrink: ``(lo infeasible or 0, hi feasible, hi's bound was exact)``.
+          bracket: Optional[tuple[float, float]] = None, grow: float = 4.0,
+          with_slope: bool = False) -> tuple:
+    """Bracket then shrink: ``(lo infeasible or 0, hi feasible, hi's bound was exact,
+    slope)``; ``slope`` (with ``with_slope``) is d log(epsilon) / d log(noise) across the
+    final bracket (``None`` where it is not finite).
 
     ``evaluate(z) -> (epsilon bound, exact)``; feasible means ``bound <= target``. The
     bracket grows from ``start`` by ``grow``, squared after each miss (at most 4x).
@@ -167,7 +193,7 @@ def _root(evaluate, start: float, cap: float, target: float, rtol: float, unreac
             while lo is None:
                 z, factor = z / factor, min(4.0, factor * factor)
                 if z < _MIN_NOISE:
-                    return 0.0, hi, verified
+                    return 0.0, hi, verified, None
                 fz, exact = f(z)
                 if fz <= 0:
                     hi, f_hi, verified = z, fz, exact
@@ -211,4 +237,7 @@ def _root(evaluate, start: float, cap: float, target: float, rtol: float, unreac
         else:
             a, lo, f_lo = x, z, fz
             aim = 1.0
-    return lo, hi, verified
+    slope = None
+    if with_slope and math.isfinite(f_lo) and math.isfinite(f_hi) and b > a:
+        slope = (f_hi - f_lo) / (b - a)
+    return lo, hi, verified, slope

@@ -9,12 +9,13 @@ composition (000 §4.7, §9 A3).
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 from dp_accounting import dp_event
 
 from gnnprivacy._validation import check_positive, check_probability
-from gnnprivacy.accounting import disk_cache
+from gnnprivacy.accounting import disk_cache, pld_fast, prefetch
 from gnnprivacy.accounting.base import Accountant, cached
 from gnnprivacy.accounting.events import DpGnnDpEvent, HeterPoissonDpEvent
 from gnnprivacy.accounting.heterpoisson import (DEFAULT_TAIL_MASS, shift_distribution,
@@ -157,7 +158,7 @@ class PldAccountant(Accountant):
             base = None
             for key, (leaf, n) in self._leaves.items():
                 if not isinstance(leaf, HeterPoissonDpEvent):
-                    pld = self._leaf_pld(key, leaf, None)[0].self_compose(n)
+                    pld = pld_fast.self_compose(self._leaf_pld(key, leaf, None)[0], n)
                     base = pld if base is None else base.compose(pld)
             self._base = base
         return self._base
@@ -169,7 +170,7 @@ class PldAccountant(Accountant):
             for key, (leaf, n) in self._leaves.items():
                 if isinstance(leaf, HeterPoissonDpEvent):
                     leaf_pld, tau = self._leaf_pld(key, leaf, min(degree, leaf.max_degree))
-                    composed = leaf_pld.self_compose(n)
+                    composed = pld_fast.self_compose(leaf_pld, n)
                     pld = composed if pld is None else pld.compose(composed)
                     dropped += n * tau
                     eps_shift += -n * math.log1p(-tau)
@@ -180,7 +181,7 @@ class PldAccountant(Accountant):
         pld, dropped, eps_shift = self._branch(degree)
         if dropped >= delta:
             return math.inf
-        return pld.get_epsilon_for_delta(delta - dropped) + eps_shift
+        return pld_fast.epsilon_for_delta(pld, delta - dropped) + eps_shift
 
     def _first_branch_epsilon(self, delta):
         """Epsilon of the largest out-degree only: a lower bound on the max over degrees."""
@@ -197,8 +198,23 @@ class PldAccountant(Accountant):
         return disk_cache.key_of("epsilon", leaves, float(delta), self._relation.value,
                                  self._step(), self._tail_mass, self._shortcut)
 
+    def prefetch_epsilon(self, delta: float):
+        """Start ``get_epsilon(delta)`` of what is composed now in a background thread
+        (:mod:`~gnnprivacy.accounting.prefetch`); an accountant that later holds the same
+        composition and asks for the same delta waits for that result. Returns the
+        :class:`concurrent.futures.Future`."""
+        delta = check_probability("delta", delta)
+        return prefetch.submit(self._ledger_key(delta), lambda: self.get_epsilon(delta))
+
     def _epsilon(self, delta, stop_above):
-        disk_key = self._ledger_key(delta) if self._disk else None
+        key = self._ledger_key(delta)
+        pending = prefetch.lookup(key)
+        if pending is not None and not _in_prefetch_thread():
+            try:
+                return pending.result()
+            except Exception:                   # noqa: BLE001 - compute it here instead
+                pass
+        disk_key = key if self._disk else None
         if disk_key:
             hit = disk_cache.load_json(disk_key)
             if hit is not None:
@@ -225,6 +241,10 @@ class PldAccountant(Accountant):
         return worst
 
 
+
+
+def _in_prefetch_thread() -> bool:
+    return threading.current_thread().name == "gnnprivacy-epsilon"
 
 
 def _shift_noise_ratio(leaf, tail_mass: float):

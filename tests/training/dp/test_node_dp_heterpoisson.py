@@ -87,7 +87,7 @@ def test_fit_accounts_every_executed_step():
 def test_calibration_is_requested_for_planned_steps(monkeypatch, fake_accounting):
     calls = []
 
-    def fake_calibrate(make_event, *, steps, epsilon, delta, kind):
+    def fake_calibrate(make_event, *, steps, epsilon, delta, kind, full_check=True):
         calls.append((make_event, steps, epsilon, delta, kind))
         return 3.0
 
@@ -254,3 +254,38 @@ def test_amazon_computers_utility_at_epsilon_8():
     acc = ours.score(data)["test_accuracy"]
     assert ours.epsilon_ <= 8.0
     assert acc >= 0.796 and acc > naive.score(data)["test_accuracy"]
+
+
+def test_deferred_full_check_failure_trains_again_with_a_checked_noise(monkeypatch, tmp_path):
+    """The calibration rests on the largest out-degree and the full epsilon is computed in
+    the background; if that full epsilon exceeds the target, fit() trains again with a
+    noise calibrated on every degree (control: an optimistic first-branch bound makes the
+    deferred noise too small, as a smaller worst-case degree would)."""
+    from gnnprivacy.accounting import PldAccountant, prefetch
+
+    monkeypatch.setenv("GNNPRIVACY_ACCOUNTING_CACHE", "off")
+    _privacy.calibrate.cache_clear()
+    prefetch.clear()
+    original = PldAccountant._first_branch_epsilon
+    monkeypatch.setattr(PldAccountant, "_first_branch_epsilon",
+                        lambda self, delta: (0.7 * original(self, delta)[0], False))
+    data = toy_data(n=60)
+    with pytest.warns(RuntimeWarning, match="re-calibrating on every degree"):
+        tr = HeterPoissonTrainer("gcn", epsilon=4.0, steps=10, q_b=0.5,
+                                 generator=0).fit(data)
+    assert tr.epsilon_ <= 4.0
+    assert tr._strict_calibration and not tr._deferred_check_
+    assert tr.steps_ == 10
+    _privacy.calibrate.cache_clear()
+    prefetch.clear()
+
+
+def test_deferred_full_check_passes_silently():
+    import warnings
+
+    _privacy.calibrate.cache_clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        tr = HeterPoissonTrainer("gcn", epsilon=4.0, steps=10, q_b=0.5, generator=0).fit(
+            toy_data(n=60))
+    assert tr._deferred_check_ and tr.epsilon_ <= 4.0

@@ -22,7 +22,7 @@ from gnnprivacy.errors import InvalidParameterError
 __all__ = ["EventFactory", "HETERPOISSON_MODES", "MAX_PLANNED_STEPS", "accountant_options",
            "calibrate", "check_delta", "check_plan", "check_planned_steps",
            "dpgnn_event_factory", "dpsgd_event_factory", "heterpoisson_accountant_kind",
-           "heterpoisson_event_factory", "new_accountant"]
+           "heterpoisson_event_factory", "new_accountant", "prefetch_final_epsilon"]
 
 #: a plan with more noisy steps than this is refused (with the figure), unless the steps
 #: were given explicitly
@@ -96,12 +96,31 @@ def accountant_options(kind: str, epsilon: float | None = None,
 
 @functools.lru_cache(maxsize=256)
 def calibrate(make_event: EventFactory, *, steps: int, epsilon: float, delta: float,
-              kind: str) -> float:
+              kind: str, full_check: bool = True) -> float:
     """Smallest noise multiplier (within 0.1 %) whose epsilon after ``steps`` steps is at
-    most ``epsilon`` (one-sided; cached per process and on disk)."""
+    most ``epsilon`` (one-sided; cached per process and on disk).
+
+    ``full_check=False``: where the calibration only evaluated the largest out-degree, the
+    caller must confirm the full epsilon before releasing anything (see
+    :func:`prefetch_final_epsilon`)."""
     return calibrate_noise_multiplier(make_event, steps=steps, target_epsilon=epsilon,
                                       target_delta=delta, accountant=kind,
-                                      accountant_options=accountant_options(kind, epsilon, steps))
+                                      accountant_options=accountant_options(kind, epsilon, steps),
+                                      full_check=full_check)
+
+
+def prefetch_final_epsilon(kind: str, unit: PrivacyUnit, relation: NeighboringRelation, *,
+                           event: dp_event.DpEvent, steps: int, delta: float,
+                           epsilon: float | None = None):
+    """Start, in a background thread, the epsilon that an accountant made by
+    :func:`new_accountant` will report after composing ``event`` ``steps`` times; that
+    accountant's ``get_epsilon(delta)`` then waits for this result instead of computing it
+    (PLD only; returns the future, or ``None`` for other accountants)."""
+    acc = new_accountant(kind, unit, relation, epsilon=epsilon, steps=steps)
+    if not hasattr(acc, "prefetch_epsilon"):
+        return None
+    acc.compose(event, steps)
+    return acc.prefetch_epsilon(delta)
 
 
 def new_accountant(kind: str, unit: PrivacyUnit, relation: NeighboringRelation, *,

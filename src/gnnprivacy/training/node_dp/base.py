@@ -24,6 +24,7 @@ Run-time options shared by every trainer (:meth:`NodeDPTrainer._set_runtime`):
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,8 @@ class NodeDPTrainer:
     checkpoint_path: str | None = None
     checkpoint_every: int = 100
     resume: bool = False
+    #: calibrate with the full check up front (set by fit() for a second attempt)
+    _strict_calibration: bool = False
 
     def _set_runtime(self, *, secure_mode: bool = False, device: str | torch.device = "cpu",
                      checkpoint_path: str | os.PathLike | None = None,
@@ -102,12 +105,35 @@ class NodeDPTrainer:
         self._gens_initial = {k: g.get_state() for k, g in gens.items() if g is not None}
         cuda = [self.device_.index or 0] if self.device_.type == "cuda" else []
         with torch.random.fork_rng(devices=cuda):
-            torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=gens["init"])))
+            seed = int(torch.randint(0, 2**62, (1,), generator=gens["init"]))
+            torch.manual_seed(seed)
+            self._strict_calibration = False
             self._fit(data, gens)
+            if self._deferred_check_failed():
+                # the noise was calibrated on the largest out-degree and the full epsilon
+                # (every covering degree, computed during training) exceeds the target:
+                # nothing of this run is kept; calibrate with the full check, train again
+                # (the check depends on public parameters only)
+                warnings.warn(f"{self.name}: epsilon {self.epsilon_:.6g} at the noise "
+                              f"calibrated on the largest out-degree exceeds the target "
+                              f"{self.epsilon:g}; re-calibrating on every degree and "
+                              "training again", RuntimeWarning, stacklevel=2)
+                for k, state in self._gens_initial.items():
+                    gens[k].set_state(state)
+                torch.manual_seed(seed)
+                self._strict_calibration = True
+                self._resume_state = None
+                self._fit(data, gens)
         self.info_ = {**getattr(self, "info_", {}), "device": device_name(self.device_)}
         if hasattr(self, "privacy_info_"):
             self.privacy_info_["secure_mode"] = self.secure_mode
         return self
+
+    def _deferred_check_failed(self) -> bool:
+        """A calibration checked only on the largest degree gave more than the target."""
+        return (getattr(self, "_deferred_check_", False)
+                and getattr(self, "epsilon", None) is not None
+                and self.epsilon_ > float(self.epsilon))
 
     def _run_fingerprint(self, data: Data) -> str:
         """What a checkpoint must match: the trainer's settings, the seed and the data."""

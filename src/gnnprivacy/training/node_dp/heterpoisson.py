@@ -178,10 +178,22 @@ class HeterPoissonTrainer(NodeDPTrainer):
             q_b=self.q_b_, M=self.M, max_out_degree=d_max,
             overlap_removal=self.enforce_no_overlap, mode=self.accounting)
         kind = _privacy.heterpoisson_accountant_kind(self.accounting)
-        self.noise_multiplier_ = (self.noise_multiplier if self.noise_multiplier is not None
+        calibrated = self.noise_multiplier is None
+        # the calibration rests on the largest out-degree; the full epsilon over every
+        # covering degree is computed in the background while training runs, and fit()
+        # trains again with a fully checked noise if it exceeds the target
+        self._deferred_check_ = calibrated and kind == "pld" and not self._strict_calibration
+        self.noise_multiplier_ = (self.noise_multiplier if not calibrated
                                   else _privacy.calibrate(make_event, steps=self.steps_planned_,
                                                           epsilon=self.epsilon, delta=delta,
-                                                          kind=kind))
+                                                          kind=kind,
+                                                          full_check=not self._deferred_check_))
+        if self._deferred_check_:
+            _privacy.prefetch_final_epsilon(kind, PrivacyUnit.NODE,
+                                            NeighboringRelation.ADD_OR_REMOVE,
+                                            event=make_event(self.noise_multiplier_),
+                                            steps=self.steps_planned_, delta=delta,
+                                            epsilon=self.epsilon)
         public = None if inductive else ~graph.train_mask
         self.feature_norm_ = FeatureNorm(self.feature_norm).fit(graph.x, public)
         dev = self.device_

@@ -1,0 +1,60 @@
+"""Epsilons computed in a background thread while the caller trains (issue 15).
+
+A calibrated HeterPoisson run needs, before anything is released, the epsilon of the
+planned steps maximised over every covering out-degree; the calibration itself only
+needs the largest degree (a lower bound on the maximum, see
+:mod:`~gnnprivacy.accounting.calibration`). :func:`prefetch_epsilon` starts the full
+maximum in a daemon thread and registers it under the accountant's ledger key; when the
+trainer's own accountant asks for the same epsilon after the last step it waits for that
+result instead of computing it again (same inputs, same code: the value is identical).
+Nothing is released before that answer: a trainer whose deferred check fails
+re-calibrates with the full check and trains again (the check depends on public
+parameters only, so the discarded run leaks nothing).
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+from typing import Callable, Optional
+
+_LOCK = threading.Lock()
+_PENDING: dict[str, Future] = {}
+_MAX_PENDING = 32
+
+
+def submit(key: str, compute: Callable[[], float]) -> Future:
+    """Run ``compute`` in a daemon thread under ``key`` (once per key while pending)."""
+    with _LOCK:
+        if key in _PENDING:
+            return _PENDING[key]
+        future: Future = Future()
+        _PENDING[key] = future
+        while len(_PENDING) > _MAX_PENDING:                # forget the oldest finished ones
+            oldest = next((k for k, f in _PENDING.items() if f.done()), None)
+            if oldest is None:
+                break
+            del _PENDING[oldest]
+
+    def work():
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(float(compute()))
+        except BaseException as err:                       # noqa: BLE001 - handed to waiter
+            future.set_exception(err)
+
+    threading.Thread(target=work, name="gnnprivacy-epsilon", daemon=True).start()
+    return future
+
+
+def lookup(key: str) -> Optional[Future]:
+    """The background computation registered under ``key``, if any."""
+    with _LOCK:
+        return _PENDING.get(key)
+
+
+def clear() -> None:
+    """Forget every registered computation (tests)."""
+    with _LOCK:
+        _PENDING.clear()

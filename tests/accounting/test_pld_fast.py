@@ -1,0 +1,96 @@
+"""The vectorised PLD operations equal dp_accounting's, and the background epsilon is the one
+the accountant reports."""
+
+import math
+import threading
+
+import numpy as np
+import pytest
+
+from gnnprivacy.accounting import PldAccountant, heterpoisson_event, pld_fast, prefetch
+from gnnprivacy.accounting.heterpoisson import shift_distribution, truncate_upper_tail
+from gnnprivacy.accounting.pld_mixtures import mixture_of_gaussians_pld
+
+
+def _mixtures():
+    rng = np.random.default_rng(1)
+    out = []
+    while len(out) < 8:
+        q, degree, z = rng.uniform(0.02, 1), int(rng.integers(1, 2000)), rng.uniform(1.5, 6)
+        shifts, log_w = shift_distribution(q, 1.0, degree)
+        shifts, weights, _ = truncate_upper_tail(shifts, log_w, 1e-30)
+        if len(shifts) > 1:
+            out.append(mixture_of_gaussians_pld(z, shifts, weights,
+                                                value_discretization_interval=1e-2))
+    return out
+
+
+@pytest.mark.parametrize("steps", [1, 7, 150])
+def test_self_compose_is_the_library_one(steps):
+    for pld in _mixtures():
+        ref, ours = pld.self_compose(steps), pld_fast.self_compose(pld, steps)
+        for a, b in ((ref._pmf_remove, ours._pmf_remove), (ref._pmf_add, ours._pmf_add)):
+            assert a._lower_loss == b._lower_loss
+            np.testing.assert_allclose(b._probs, a._probs, rtol=1e-12, atol=1e-300)
+            assert b._infinity_mass == a._infinity_mass
+
+
+def test_epsilon_for_delta_is_the_library_one():
+    for pld in _mixtures():
+        composed = pld.self_compose(40)
+        for delta in (1e-2, 1e-5, 1e-9, 1e-14):
+            ref = composed.get_epsilon_for_delta(delta)
+            ours = pld_fast.epsilon_for_delta(composed, delta)
+            if math.isinf(ref):
+                assert math.isinf(ours)
+            else:
+                assert ours == pytest.approx(ref, rel=1e-9, abs=1e-12)
+
+
+def test_positive_control_a_wrong_truncation_bound_is_seen():
+    """The comparison above can fail: a bound one Chernoff order too loose changes the PMF."""
+    pld = _mixtures()[0]
+    probs = pld._pmf_remove._probs
+    lower, upper = pld_fast.convolve_bounds(probs, 30, pld_fast.SELF_COMPOSE_TAIL)
+    lower_loose, upper_loose = pld_fast.convolve_bounds(probs, 30, 1e-3)
+    assert (lower, upper) != (lower_loose, upper_loose)
+
+
+def test_prefetched_epsilon_is_what_the_accountant_reports():
+    prefetch.clear()
+    event = heterpoisson_event(q_b=0.3, M=1.0, max_out_degree=64,
+                               noise_multiplier=3.0)
+    plain = PldAccountant(disk_cache=False).compose(event, 20).get_epsilon(1e-5)
+    background = PldAccountant(disk_cache=False).compose(event, 20)
+    future = background.prefetch_epsilon(1e-5)
+    assert future.result(timeout=120) == plain
+    later = PldAccountant(disk_cache=False)
+    for _ in range(20):                                 # composed step by step, like a trainer
+        later.compose(event)
+    assert later.get_epsilon(1e-5) == plain
+    prefetch.clear()
+
+
+def test_the_accountant_waits_for_the_registered_result():
+    """Control: the accountant really takes the registered value (a marker here)."""
+    prefetch.clear()
+    event = heterpoisson_event(q_b=0.3, M=1.0, max_out_degree=8,
+                               noise_multiplier=3.0)
+    acc = PldAccountant(disk_cache=False).compose(event, 5)
+    release = threading.Event()
+
+    def slow():
+        release.wait(30)
+        return 123.0
+
+    prefetch.submit(acc._ledger_key(1e-5), slow)
+    out = {}
+    waiter = threading.Thread(target=lambda: out.setdefault("eps", acc.get_epsilon(1e-5)))
+    waiter.start()
+    waiter.join(0.2)
+    assert waiter.is_alive()                            # blocked on the pending result
+    release.set()
+    waiter.join(30)
+    assert out["eps"] == 123.0
+    prefetch.clear()
+    assert PldAccountant(disk_cache=False).compose(event, 5).get_epsilon(1e-5) != 123.0
