@@ -94,3 +94,29 @@ def test_the_accountant_waits_for_the_registered_result():
     assert out["eps"] == 123.0
     prefetch.clear()
     assert PldAccountant(disk_cache=False).compose(event, 5).get_epsilon(1e-5) != 123.0
+
+
+def test_a_forked_child_does_not_wait_for_its_parents_threads():
+    """After fork the registry is empty and the PLD pool is rebuilt: the child computes."""
+    import multiprocessing as mp
+
+    from gnnprivacy.accounting.pld_mixtures import _pool
+
+    _pool()                                              # the parent's pool exists
+    event = heterpoisson_event(q_b=0.3, M=1.0, max_out_degree=8, noise_multiplier=3.0)
+    acc = PldAccountant(disk_cache=False).compose(event, 5)
+    never = threading.Event()
+    prefetch.submit(acc._ledger_key(1e-5), lambda: never.wait(60) and 0.0)
+    ctx = mp.get_context("fork")
+    with ctx.Pool(1) as pool:
+        eps = pool.apply_async(_child_epsilon, (event,)).get(timeout=120)
+    assert 0 < eps < 100
+    never.set()
+    prefetch.clear()
+
+
+def _child_epsilon(event):
+    from gnnprivacy.accounting.pld_mixtures import mixture_of_gaussians_pld  # noqa: F401
+    # the same composition as the parent's pending one: without the fork guard this
+    # would wait forever on a thread that does not exist in the child
+    return PldAccountant(disk_cache=False).compose(event, 5).get_epsilon(1e-5)

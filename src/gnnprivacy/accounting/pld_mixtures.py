@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 from dp_accounting.pld import common as pld_common
@@ -280,13 +281,16 @@ def connect_dots_mixture_pld(standard_deviation: float, sensitivities, sampling_
 #: grids at least this large build their two directions in two threads
 _THREADED_GRID_POINTS = 5_000
 _POOL = None
+_POOL_PID = None
 
 
 def _pool():
-    global _POOL
-    if _POOL is None:
+    """Two worker threads, made again in a forked child (which has none of them)."""
+    global _POOL, _POOL_PID
+    if _POOL is None or _POOL_PID != os.getpid():
         from concurrent.futures import ThreadPoolExecutor
         _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gnnprivacy-pld")
+        _POOL_PID = os.getpid()
     return _POOL
 
 

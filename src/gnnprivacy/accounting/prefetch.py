@@ -14,6 +14,7 @@ parameters only, so the discarded run leaks nothing).
 
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import Future
 from typing import Callable, Optional
@@ -58,3 +59,15 @@ def clear() -> None:
     """Forget every registered computation (tests)."""
     with _LOCK:
         _PENDING.clear()
+
+
+def _forget_after_fork() -> None:
+    """A forked child has none of its parent's threads: waiting on their futures would
+    block forever, so the child starts with an empty registry (and a fresh lock)."""
+    global _LOCK
+    _LOCK = threading.Lock()
+    _PENDING.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
