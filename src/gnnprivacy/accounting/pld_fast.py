@@ -86,6 +86,9 @@ def convolve_bounds(probs: np.ndarray, num_times: int, tail_mass_truncation: flo
 
 
 def _self_compose_pmf(pmf, num_times: int, tail_mass_truncation: float):
+    if (type(pmf) is pld_pmf.SparsePLDPmf and num_times > 1
+            and pmf.size ** num_times > pld_pmf._MAX_PMF_SPARSE_SIZE):      # noqa: SLF001
+        pmf = pmf.to_dense_pmf()              # what the library does next, on the fast path
     if not _is_dense(pmf) or num_times <= 0:
         return pmf.self_compose(num_times, tail_mass_truncation)
     probs = pmf._probs                                                            # noqa: SLF001

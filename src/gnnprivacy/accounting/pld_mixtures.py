@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 from dp_accounting.pld import common as pld_common
@@ -171,6 +170,14 @@ class VectorizedMixtureGaussianPrivacyLoss(plm.MixtureGaussianPrivacyLoss):
             lo *= 2.0
         while self._losses(np.array([hi]))[0] > losses[0]:      # need loss(hi) <= every l
             hi *= 2.0
+        # narrow [lo, hi] to the x range of the targets first (a 257-point scan), so the
+        # bracketing grid is dense where the targets are and Newton starts closer
+        scan = np.linspace(lo, hi, 257)
+        scan_losses = self._losses(scan)
+        first = max(int(np.searchsorted(-scan_losses, -losses[-1], side="left")) - 1, 0)
+        last = min(int(np.searchsorted(-scan_losses, -losses[0], side="right")), len(scan) - 1)
+        if last > first:
+            lo, hi = scan[first], scan[last]
         grid = np.linspace(lo, hi, _COARSE_POINTS)
         grid_losses = self._losses(grid)                        # non-increasing
         idx = np.clip(np.searchsorted(-grid_losses, -losses, side="left"), 1, len(grid) - 1)
@@ -253,11 +260,9 @@ def connect_dots_mixture_pld(standard_deviation: float, sensitivities, sampling_
                              value_discretization_interval: float,
                              log_mass_truncation_bound: float = -50.0
                              ) -> pld_lib.PrivacyLossDistribution:
-    """The MoG PLD by the general connect-the-dots builder (no special cases).
-
-    The two directions are independent and mostly numpy work that releases the GIL: on a
-    large grid they are built in two threads."""
-    def build(adjacency):
+    """The MoG PLD by the general connect-the-dots builder (no special cases)."""
+    pmfs = []
+    for adjacency in (plm.AdjacencyType.REMOVE, plm.AdjacencyType.ADD):
         loss = VectorizedMixtureGaussianPrivacyLoss(
             standard_deviation, sensitivities, sampling_probs, pessimistic_estimate=True,
             log_mass_truncation_bound=log_mass_truncation_bound, adjacency_type=adjacency)
@@ -266,32 +271,9 @@ def connect_dots_mixture_pld(standard_deviation: float, sensitivities, sampling_
         upper = math.ceil(bounds.epsilon_upper / value_discretization_interval)
         grid = np.arange(lower, upper + 1) * value_discretization_interval
         deltas = loss.get_delta_for_epsilon(grid)
-        return pld_pmf.create_pmf_pessimistic_connect_dots_fixed_gap(
-            value_discretization_interval, lower, upper, deltas)
-
-    directions = (plm.AdjacencyType.REMOVE, plm.AdjacencyType.ADD)
-    if grid_points(standard_deviation, float(np.max(sensitivities)),
-                   value_discretization_interval) < _THREADED_GRID_POINTS:
-        pmfs = [build(a) for a in directions]
-    else:
-        pmfs = list(_pool().map(build, directions))
+        pmfs.append(pld_pmf.create_pmf_pessimistic_connect_dots_fixed_gap(
+            value_discretization_interval, lower, upper, deltas))
     return pld_lib.PrivacyLossDistribution(pmfs[0], pmfs[1])
-
-
-#: grids at least this large build their two directions in two threads
-_THREADED_GRID_POINTS = 5_000
-_POOL = None
-_POOL_PID = None
-
-
-def _pool():
-    """Two worker threads, made again in a forked child (which has none of them)."""
-    global _POOL, _POOL_PID
-    if _POOL is None or _POOL_PID != os.getpid():
-        from concurrent.futures import ThreadPoolExecutor
-        _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gnnprivacy-pld")
-        _POOL_PID = os.getpid()
-    return _POOL
 
 
 #: the largest PLD grid (points per direction) the builders accept
