@@ -48,7 +48,8 @@ from gnnprivacy.errors import InvalidParameterError
 
 #: the coarse passes' grids are these many times coarser than the fine one (PLD only)
 COARSE_FACTORS = (100.0, 10.0)
-_COARSE_RTOLS = (5e-2, 1e-2)
+#: their tolerances (the last is the caller's rtol: the fine root sits next to it)
+_COARSE_RTOLS = (5e-2, 0.0)
 _MIN_NOISE = 1e-9
 
 
@@ -130,18 +131,16 @@ def calibrate_noise_multiplier(make_event: Callable[[float], dp_event.DpEvent], 
             from gnnprivacy.accounting.pld_accountant import DEFAULT_VALUE_DISCRETIZATION_INTERVAL
             vdi = DEFAULT_VALUE_DISCRETIZATION_INTERVAL
         grow, slope = 2.0, None
-        for factor, coarse_rtol in zip(COARSE_FACTORS, _COARSE_RTOLS):
+        for factor, pass_rtol in zip(COARSE_FACTORS, _COARSE_RTOLS):
+            pass_rtol = max(pass_rtol, rtol)
             coarse = {**options, "value_discretization_interval": factor * vdi}
+            if slope is not None and slope < 0:
+                guess = _newton_guess(lambda z, c=coarse: evaluate(z, False, c), guess,
+                                      slope, target, pass_rtol)
+                grow = 1.0 + pass_rtol * (1 - 1e-6)
             found = _root(lambda z, c=coarse: evaluate(z, False, c), guess, cap, target,
-                          max(coarse_rtol, rtol), unreachable, grow=grow, with_slope=True)
-            guess, grow, slope = found[1], 1.0 + 2.0 * coarse_rtol, found[3]
-        if slope is not None and slope < 0:
-            # the fine epsilon sits below the coarse one by about a constant factor near the
-            # root: one fine evaluation at the coarse root, then a Newton step on log-log
-            # with the coarse slope, aimed rtol/2 inside the feasible side
-            f0 = math.log(max(evaluate(guess, False, options)[0], 1e-300)) - math.log(target)
-            if math.isfinite(f0):
-                guess = guess * math.exp(-f0 / slope) * (1.0 + 0.5 * rtol)
+                          pass_rtol, unreachable, grow=grow, with_slope=True)
+            guess, slope = found[1], found[3] if found[3] is not None else slope
     # from the predicted root, the first step is exactly rtol (just inside it after rounding)
     lo, hi, verified = _root(lambda z: evaluate(z, False, options), guess, cap, target, rtol,
                              unreachable, grow=4.0 if guess == start else 1.0 + rtol * (1 - 1e-6))[:3]
@@ -161,6 +160,16 @@ def calibrate_noise_multiplier(make_event: Callable[[float], dp_event.DpEvent], 
     if key is not None:
         disk_cache.save_json(key, {"noise_multiplier": hi})
     return hi
+
+
+def _newton_guess(evaluate, z: float, slope: float, target: float, rtol: float) -> float:
+    """One evaluation at the previous pass's root, then a Newton step on log-log with the
+    previous pass's slope, aimed ``rtol / 2`` inside the feasible side (near the root a
+    finer grid lowers epsilon by about a constant factor)."""
+    eps = evaluate(z)[0]
+    if not (math.isfinite(eps) and eps > 0):
+        return z
+    return z * math.exp(-(math.log(eps) - math.log(target)) / slope) * (1.0 + 0.5 * rtol)
 
 
 def _root(evaluate, start: float, cap: float, target: float, rtol: float, unreachable,
