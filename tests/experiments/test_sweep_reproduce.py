@@ -1,5 +1,7 @@
 """The packaged reproduction sweeps resolve against the method registry (a wrong key fails here)."""
 
+import dataclasses
+
 import pytest
 from click.testing import CliRunner
 
@@ -8,7 +10,7 @@ from gnnprivacy.experiments.reproduce import get_reproduction, list_reproduction
 from gnnprivacy.experiments.sweep import expand_sweep
 from gnnprivacy.reporting.reference_values import load_references
 
-NAMES = ["000-table2", "002-table", "003-tables", "004-table2", "utility-defaults"]
+NAMES = ["000-table2", "001-figures", "002-table", "003-tables", "004-table2", "utility-defaults"]
 
 
 def test_the_reproductions_are_packaged():
@@ -39,6 +41,27 @@ def test_the_grids_are_the_papers():
     assert [m["method"] for m in t4.full.grid["method"]] == ["rgnn", "lpgnn", "ldp-naive"] and t4.full.seeds == 5
     assert t4.full.grid["dataset"] == ("cora", "citeseer", "facebook", "german")
     assert t4.quick.seeds == 1 and t2.quick.seeds == 1
+
+
+def test_001_figures_puts_each_mechanism_on_its_own_budget():
+    """Feature mechanisms vary eps_f only, edge mechanisms eps_e only (each takes no option
+    of the other part), the non-private GCN once per dataset and seed."""
+    from gnnprivacy.experiments.registry import get_method
+
+    f1 = get_reproduction("001-figures")
+    cells = f1.full.cells()
+    feat = {c["method"] for c in cells if "eps_f" in c}
+    edge = {c["method"] for c in cells if "eps_e" in c}
+    assert feat == {"featurerr", "feat-duchi", "feat-piecewise", "feat-hybrid",
+                    "feat-three-output", "feat-pm-sub", "feat-multibit"}
+    assert edge == {"edgerr", "edge-privhrg", "edge-rand", "edge-lapgraph"}
+    assert not any("eps_f" in c and "eps_e" in c for c in cells)
+    for m in feat:
+        assert "eps_e" not in {f.name for f in dataclasses.fields(get_method(m).params)}
+    for m in edge:
+        assert "eps_f" not in {f.name for f in dataclasses.fields(get_method(m).params)}
+    assert f1.full.grid["dataset"] == ("cora", "citeseer", "facebook", "twitch-en")
+    assert f1.count() == 4 * (7 * 4 + 4 * 4 + 1) * 5 and f1.references == ()
 
 
 def test_reproduce_list_and_errors():

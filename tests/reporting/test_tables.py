@@ -70,3 +70,28 @@ def test_private_method_without_an_epsilon_option_sits_in_its_spent_budget_colum
                       "epsilon") == "4"
     assert _col_value(group({"method": "gcn", "private": False}, math.inf),
                       "epsilon") == "∞ (non-private)"
+
+
+def test_feature_and_edge_budgets_get_their_own_tables():
+    """Feature mechanisms (eps_f) and edge mechanisms (eps_e) protect different parts: they are
+    tabulated on separate budget axes, the non-private baseline beside each; a sweep with one
+    kind (or with neither) is left as one part."""
+    from gnnprivacy.reporting.aggregate import Group, Summary
+    from gnnprivacy.reporting.tables import budget_partitions
+
+    def group(attrs, eps, acc):
+        return Group(attrs, ["r"], {"test_accuracy": Summary(1, acc, math.nan, math.nan, math.nan)},
+                     Summary(1, eps, 0.0, eps, eps), None)
+
+    feats = [group({"method": "featurerr", "private": True, "eps_f": e}, e, 0.5) for e in (1, 10)]
+    edges = [group({"method": "edgerr", "private": True, "eps_e": e}, e, 0.6) for e in (0.1, 1)]
+    clean = group({"method": "gcn", "private": False}, math.inf, 0.9)
+    parts = budget_partitions(feats + edges + [clean])
+    assert [sorted(g.get("method") for g in p) for p in parts] == [
+        ["featurerr", "featurerr", "gcn"], ["edgerr", "edgerr", "gcn"]]
+    headers = [results_tables(p, "test_accuracy")[0].header for p in parts]
+    assert headers == [["method", "eps_f = 1", "eps_f = 10", "eps_f = ∞ (non-private)"],
+                       ["method", "eps_e = 0.1", "eps_e = 1", "eps_e = ∞ (non-private)"]]
+    assert budget_partitions(feats + [clean]) == [feats + [clean]]
+    other = [group({"method": "dpmlp", "private": True, "epsilon": 4}, 4, 0.7), clean]
+    assert budget_partitions(other) == [other]

@@ -223,8 +223,9 @@ def _plan_heterorr(method: str, p, g: GraphFacts, noise_scale: float,
     if noise_scale != 1.0:
         raise InvalidParameterError("noise_scale", "1.0 for exact audits", noise_scale)
     feat, edge = HETERORR_METHODS[method]
-    eps_f = p.eps_f if epsilon_total is None or edge else epsilon_total
-    eps_e = p.eps_e if epsilon_total is None else epsilon_total
+    # a feature-only method has no edge options and an edge-only one no feature options
+    eps_f = getattr(p, "eps_f", None) if epsilon_total is None or edge else epsilon_total
+    eps_e = getattr(p, "eps_e", None) if epsilon_total is None else epsilon_total
     comps = []
     if edge:
         eps_e1 = eps_e * p.edge_split
@@ -240,7 +241,8 @@ def _plan_heterorr(method: str, p, g: GraphFacts, noise_scale: float,
     primary = comps[0]
     return MechanismPlan(method, {}, primary["epsilon_claimed"], 0.0, None, local=comps,
                          facts={"combine": "primary", "unit": "edge" if edge else "feature",
-                                "eps_f": eps_f, "eps_e": eps_e, "mode": p.mode})
+                                "eps_f": eps_f if feat else None, "eps_e": eps_e if edge else None,
+                                "mode": getattr(p, "mode", None)})
 
 
 PLANNERS = {"heterpoisson": _plan_heterpoisson, "dpgnn": _plan_dpgnn, "dpmlp": _plan_dpmlp,

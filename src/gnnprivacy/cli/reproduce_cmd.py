@@ -55,7 +55,7 @@ def reproduce_command(name, list_only, quick, runs_dir, runs_alias, report_dir, 
                                data_root=data_root, quiet=quiet)
     try:
         paths = write_report(runs_dir, report_dir, title=f"Reproduction {spec.name}: {repro.description}",
-                             reference_ids=list(repro.references) or None)
+                             reference_ids=list(repro.references))  # none: no paper table
     except GnnPrivacyError as exc:
         raise click.ClickException(f"no report: {exc}") from None
     for p in paths:

@@ -64,7 +64,8 @@ def build_report(runs_dir: str | os.PathLike, *, title: str = "gnnprivacy report
     from gnnprivacy.reporting.aggregate import group_rows
     from gnnprivacy.reporting.plots import privacy_utility_plots
     from gnnprivacy.reporting.reference_values import load_references
-    from gnnprivacy.reporting.tables import comparison_tables, privacy_table, results_tables
+    from gnnprivacy.reporting.tables import (budget_partitions, comparison_tables, privacy_table,
+                                             results_tables)
 
     store = ResultStore(runs_dir)
     with warnings.catch_warnings():
@@ -87,8 +88,12 @@ def build_report(runs_dir: str | os.PathLike, *, title: str = "gnnprivacy report
         report.notes.insert(0, QUICK_NOTE + ".")
         report.title = f"{report.title} {QUICK_BADGE}"
     if not refs:
-        report.notes.append("No published table concerns these datasets; no reference values are shown.")
-    ours = [t for m in metrics for t in results_tables(groups, m, refs)]
+        report.notes.append("No published table concerns these datasets; no reference values are shown."
+                            if reference_ids is None else
+                            "This reproduction has no published table to compare with (the paper "
+                            "gives its results as plots only); no reference values are shown.")
+    parts = budget_partitions(groups)
+    ours = [t for m in metrics for part in parts for t in results_tables(part, m, refs)]
     report.sections.append(("Results (ours, aggregated over seeds)", ours))
     compared = comparison_tables(groups, refs)
     if compared:
@@ -99,7 +104,8 @@ def build_report(runs_dir: str | os.PathLike, *, title: str = "gnnprivacy report
     except ImportError:
         report.notes.append("Plots skipped: matplotlib is not installed (pip install 'gnnprivacy[report]').")
     else:
-        report.plots = [p for m in metrics for p in privacy_utility_plots(groups, m, refs)]
+        report.plots = [p for m in metrics for part in parts
+                        for p in privacy_utility_plots(part, m, refs)]
     return report
 
 

@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from gnnprivacy.reporting.aggregate import Group, Summary, constant_keys, varying_keys
 from gnnprivacy.reporting.reference_values import ReferenceTable, ReferenceValue
 
-COLUMN_KEYS = ("epsilon", "eps_y", "eps_x")
+COLUMN_KEYS = ("epsilon", "eps_y", "eps_x", "eps_f", "eps_e")
+#: budgets of mechanisms that protect different parts (features, edges): never one axis
+_PART_KEYS = ("eps_f", "eps_e")
 QUICK_BADGE = "[QUICK — reduced run, not comparable to the paper]"
 QUICK_NOTE = ("QUICK: these runs come from a `--quick` reproduction (fewer seeds, steps and budgets); "
               "they check that the pipeline works and are not comparable to the published numbers")
@@ -73,6 +75,21 @@ def fmt_value(key: str, value) -> str:
 def matching_references(group: Group, references: list[ReferenceTable], metric: str) -> list[ReferenceValue]:
     """Published values (for ``metric``) whose configuration matches ``group``."""
     return [v for t in references if t.metric == metric for v in t.values() if v.matches(group.attrs)]
+
+
+def budget_partitions(groups: list[Group]) -> list[list[Group]]:
+    """``groups`` split by the part-budgets they carry (``eps_f`` for feature mechanisms,
+    ``eps_e`` for edge mechanisms, both for HeteroRR), so that each part gets its own tables
+    and plots with its own budget axis; groups carrying none of them (non-private baselines
+    included) join every part. One part, unchanged, when at most one kind is present."""
+    kinds: dict[tuple, list[Group]] = {}
+    for g in groups:
+        kinds.setdefault(tuple(k for k in _PART_KEYS if g.get(k) is not None), []).append(g)
+    parts = [members for kind, members in kinds.items() if kind]
+    if len(parts) <= 1:
+        return [groups]
+    rest = kinds.get((), [])
+    return [members + rest for members in parts]
 
 
 def budget_key(groups: list[Group], keys: list[str]) -> str | None:

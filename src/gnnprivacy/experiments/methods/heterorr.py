@@ -25,33 +25,14 @@ from gnnprivacy._validation import (check_choice, check_int, check_positive, che
 from gnnprivacy.experiments.context import MethodResult, RunContext
 from gnnprivacy.experiments.registry import register_method
 
-__all__ = ["HeteroRRParams", "METHODS", "fit_release", "train_gcn"]
+__all__ = ["EdgeParams", "FeatureParams", "HeteroRRParams", "METHODS", "fit_release",
+           "train_gcn"]
 
 
 @dataclass(frozen=True)
-class HeteroRRParams:
-    """Hyperparameters shared by HeteroRR and its baselines."""
+class _TrainParams:
+    """The GCN trained on the released graph (post-processing)."""
 
-    eps_f: float = field(default=1.0, metadata={
-        "help": "feature LDP budget per node (FeatureRR / feature baselines; > 0)"})
-    eps_e: float = field(default=1.0, metadata={
-        "help": "edge DP budget (EdgeRR: private edges; edge baselines: all edges; > 0)"})
-    private_edge_frac: float = field(default=0.3, metadata={
-        "help": "rho: fraction of edges declared private (random split, in [0, 1])"})
-    levels: int = field(default=10, metadata={"help": "FeatureRR levels k (>= 2)"})
-    gamma: float = field(default=0.5, metadata={
-        "help": "FeatureRR importance/sensitivity weight gamma in [0, 1]"})
-    score_source: str = field(default="public_nodes", metadata={
-        "help": "FeatureRR importance: public_nodes (sound) | uniform | private (paper, "
-                "heuristic)"})
-    public_node_frac: float = field(default=0.1, metadata={
-        "help": "fraction of nodes declared public for the importance scores"})
-    edge_split: float = field(default=0.5, metadata={
-        "help": "eps_e1 / eps_e for EdgeRR and privHRG (MCMC share)"})
-    mode: str = field(default="sound", metadata={
-        "help": "EdgeRR: sound (joint acceptance, c_em=2, V-bar=V) | paper"})
-    mcmc_steps: int | None = field(default=None, metadata={
-        "help": "MCMC moves (default ceil(50 n / 65536) * 65536)"})
     epochs: int = field(default=300, metadata={"help": "maximum training epochs"})
     lr: float = field(default=0.01, metadata={"help": "Adam learning rate"})
     weight_decay: float = field(default=5e-4, metadata={"help": "Adam weight decay"})
@@ -60,24 +41,71 @@ class HeteroRRParams:
     patience: int = field(default=50, metadata={"help": "early-stopping patience"})
 
     def __post_init__(self):
-        check_positive("eps_f", self.eps_f)
-        check_positive("eps_e", self.eps_e)
-        check_probability("private_edge_frac", self.private_edge_frac)
-        check_int("levels", self.levels, low=2)
-        check_probability("gamma", self.gamma)
-        check_choice("score_source", self.score_source, ("public_nodes", "uniform", "private"))
-        check_probability("public_node_frac", self.public_node_frac, allow_zero=False)
-        check_real("edge_split", self.edge_split, low=0.0, high=1.0, low_open=True,
-                   high_open=True)
-        check_choice("mode", self.mode, ("sound", "paper"))
-        if self.mcmc_steps is not None:
-            check_int("mcmc_steps", self.mcmc_steps, low=0)
         check_int("epochs", self.epochs, low=1)
         check_positive("lr", self.lr)
         check_real("weight_decay", self.weight_decay, low=0.0)
         check_int("hidden", self.hidden, low=1)
         check_probability("dropout", self.dropout, allow_one=False)
         check_int("patience", self.patience, low=1)
+
+
+@dataclass(frozen=True)
+class FeatureParams(_TrainParams):
+    """A feature mechanism (FeatureRR or a feature baseline); edges are released clean."""
+
+    eps_f: float = field(default=1.0, metadata={
+        "help": "feature LDP budget per node (FeatureRR / feature baselines; > 0)"})
+    levels: int = field(default=10, metadata={"help": "FeatureRR levels k (>= 2)"})
+    gamma: float = field(default=0.5, metadata={
+        "help": "FeatureRR importance/sensitivity weight gamma in [0, 1]"})
+    score_source: str = field(default="public_nodes", metadata={
+        "help": "FeatureRR importance: public_nodes (sound) | uniform | private (paper, "
+                "heuristic)"})
+    public_node_frac: float = field(default=0.1, metadata={
+        "help": "fraction of nodes declared public for the importance scores"})
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_positive("eps_f", self.eps_f)
+        check_int("levels", self.levels, low=2)
+        check_probability("gamma", self.gamma)
+        check_choice("score_source", self.score_source, ("public_nodes", "uniform", "private"))
+        check_probability("public_node_frac", self.public_node_frac, allow_zero=False)
+
+
+@dataclass(frozen=True)
+class EdgeParams(_TrainParams):
+    """An edge mechanism (EdgeRR or an edge baseline); features are released clean."""
+
+    eps_e: float = field(default=1.0, metadata={
+        "help": "edge DP budget (EdgeRR: private edges; edge baselines: all edges; > 0)"})
+    private_edge_frac: float = field(default=0.3, metadata={
+        "help": "rho: fraction of edges declared private (random split, in [0, 1])"})
+    edge_split: float = field(default=0.5, metadata={
+        "help": "eps_e1 / eps_e for EdgeRR and privHRG (MCMC share)"})
+    mode: str = field(default="sound", metadata={
+        "help": "EdgeRR: sound (joint acceptance, c_em=2, V-bar=V) | paper"})
+    mcmc_steps: int | None = field(default=None, metadata={
+        "help": "MCMC moves (default ceil(50 n / 65536) * 65536)"})
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_positive("eps_e", self.eps_e)
+        check_probability("private_edge_frac", self.private_edge_frac)
+        check_real("edge_split", self.edge_split, low=0.0, high=1.0, low_open=True,
+                   high_open=True)
+        check_choice("mode", self.mode, ("sound", "paper"))
+        if self.mcmc_steps is not None:
+            check_int("mcmc_steps", self.mcmc_steps, low=0)
+
+
+@dataclass(frozen=True)
+class HeteroRRParams(FeatureParams, EdgeParams):
+    """HeteroRR: a feature and an edge mechanism (every option of both)."""
+
+    def __post_init__(self):
+        FeatureParams.__post_init__(self)
+        EdgeParams.__post_init__(self)
 
 
 #: method name -> (feature method, edge method, description)
@@ -101,15 +129,17 @@ def fit_release(ctx: RunContext, feature_method: str, edge_method: str):
     """Release the graph as ``ctx.params`` describe (seeded from ``ctx``)."""
     from gnnprivacy.ldp.heterorr.pipeline import release
 
-    p: HeteroRRParams = ctx.params
+    p = ctx.params
+    # a feature-only method has no edge options and vice versa: the release then takes the
+    # clean side's defaults, which it does not use
+    own = {f: getattr(p, f) for f in ("eps_f", "eps_e", "private_edge_frac", "levels", "gamma",
+                                      "score_source", "public_node_frac", "edge_split", "mode",
+                                      "mcmc_steps") if hasattr(p, f)}
     return release(ctx.data, feature_method=feature_method, edge_method=edge_method,
-                   eps_f=p.eps_f, eps_e=p.eps_e, private_edge_frac=p.private_edge_frac,
-                   levels=p.levels, gamma=p.gamma, score_source=p.score_source,
-                   public_node_frac=p.public_node_frac, edge_split=p.edge_split, mode=p.mode,
-                   mcmc_steps=p.mcmc_steps, seed_for=ctx.seed_for)
+                   seed_for=ctx.seed_for, **own)
 
 
-def train_gcn(data, p: HeteroRRParams, *, generator, progress=None, device="cpu"):
+def train_gcn(data, p: _TrainParams, *, generator, progress=None, device="cpu"):
     """A 2-layer GCN trained (non-privately: post-processing) on the released graph."""
     from gnnprivacy.training.nonprivate import FullBatchTrainer
 
@@ -130,8 +160,13 @@ def _fit(ctx: RunContext, name: str) -> MethodResult:
         if bool(rel.data[f"{split}_mask"].any()):
             for key, value in trainer.evaluate(rel.data, f"{split}_mask").items():
                 metrics[f"{split}_{key}"] = value
-    pr = rel.privacy
-    epsilon = pr["epsilon_edges"] if edge_method != "clean" else pr["epsilon_features"]
+    part = "edges" if edge_method != "clean" else "features"
+    epsilon = rel.privacy[f"epsilon_{part}"]
+    # the record's epsilon is one part's: its relation (and unit) is that part's; both parts'
+    # stay under relations / units
+    pr = {**rel.privacy, "relations": rel.privacy.get("relation"), "units": rel.privacy.get("unit"),
+          "relation": (rel.privacy.get("relation") or {}).get(part),
+          "unit": (rel.privacy.get("unit") or {}).get(part), "epsilon_part": part}
     ctx.log(f"{name}: eps_f={pr['epsilon_features']:.4g} (LDP), eps_e={pr['epsilon_edges']:.4g}"
             f" (edge), test accuracy {metrics.get('test_accuracy', float('nan')):.4f}")
     ledger = {"features": rel.feature_accountant.to_dict(delta=0.0),
@@ -141,8 +176,16 @@ def _fit(ctx: RunContext, name: str) -> MethodResult:
                         privacy=pr, info=info)
 
 
+def params_of(name: str) -> type:
+    """The options a method takes: both sides for heterorr, one side for the others."""
+    feature_method, edge_method, _ = METHODS[name]
+    if feature_method != "clean" and edge_method != "clean":
+        return HeteroRRParams
+    return FeatureParams if feature_method != "clean" else EdgeParams
+
+
 def _register(name: str) -> None:
-    @register_method(name, params=HeteroRRParams, private=True, description=METHODS[name][2])
+    @register_method(name, params=params_of(name), private=True, description=METHODS[name][2])
     def fit(ctx: RunContext) -> MethodResult:
         return _fit(ctx, name)
 
