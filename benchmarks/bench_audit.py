@@ -15,6 +15,8 @@ Usage::
         [--grid-dataset cora] [--skip-grid]
     python benchmarks/bench_audit.py --mia [--mia-datasets cora,facebook] [--mia-models 8]
         [--mia-query full|0hop|full+0hop] [--mia-per-node-variance] [--mia-methods gcn,rgnn]
+    python benchmarks/bench_audit.py --mia-variants [--mia-datasets facebook] [--mia-models 64]
+        [--mia-gcn-params dropout=0,weight_decay=0] [--mia-games labels]
 
 ``--mia`` instead runs the membership-inference acceptance: LiRA (and the shadow attack) on
 the non-private GCN of each dataset, and on every sound private method that trains a node
@@ -24,6 +26,12 @@ methods (rgnn, lpgnn, ldp-naive, sound budget ``m eps_x + eps_y`` with m = 10, e
 eps_y = 1) in the transductive ``labels`` game, beside the non-private GCN in that game.
 ``--mia-query`` is the attacker's query graph (local-DP methods: always ``full``, their
 predictions are transductive); ``--mia-methods`` keeps only the listed methods.
+
+``--mia-variants`` trains the non-private GCN of each dataset once (``--mia-games labels``:
+in the transductive game), in blocks of 8 models
+(each block balanced, so every prefix is a valid game), with both queries, and prints LiRA
+after every block for each query (full, 0hop, full+0hop) and variance (global, per node):
+the attack's dependence on the number of models, the query graph and the variance model.
 """
 
 from __future__ import annotations
@@ -55,7 +63,16 @@ def main() -> None:
     ap.add_argument("--mia-query", default="full")
     ap.add_argument("--mia-per-node-variance", action="store_true")
     ap.add_argument("--mia-methods", default=None)
+    ap.add_argument("--mia-variants", action="store_true")
+    ap.add_argument("--mia-games", default=None,
+                    help="keep only jobs of these games (induced, labels); --mia-variants: "
+                         "the game to train (default induced)")
+    ap.add_argument("--mia-gcn-params", default="",
+                    help="non-private GCN parameters, e.g. dropout=0,weight_decay=0")
     args = ap.parse_args()
+    if args.mia_variants:
+        _mia_variants(args)
+        return
     if args.mia:
         _mia(args)
         return
@@ -86,19 +103,29 @@ def main() -> None:
     print(_row("rgnn (paper eps_X, exact enumeration)", r, r.seconds))
 
 
+def _gcn_params(args) -> dict:
+    import json
+
+    pairs = [kv.split("=", 1) for kv in args.mia_gcn_params.split(",") if kv]
+    return {k: json.loads(v) for k, v in pairs}
+
+
 def _mia(args) -> None:
     from gnnprivacy.attacks.membership import TRANSDUCTIVE_METHODS, run_membership
 
     datasets = args.mia_datasets.split(",")
     ldp = {"eps_x": 0.1, "eps_y": 1.0}           # m = 10: sound budget 10 * 0.1 + 1 = 2
-    jobs = [("gcn", d, {}, None) for d in datasets]
+    gcn = _gcn_params(args)
+    jobs = [("gcn", d, gcn, None) for d in datasets]
     jobs += [(m, datasets[0], {"epsilon": 2.0}, None) for m in ("heterpoisson", "dpgnn", "dpmlp",
                                                                    "gap")]
-    jobs += [("gcn", datasets[0], {}, "labels")]
+    jobs += [("gcn", datasets[0], gcn, "labels")]
     jobs += [(m, datasets[0], ldp, "labels") for m in TRANSDUCTIVE_METHODS]
     keep = None if args.mia_methods is None else set(args.mia_methods.split(","))
     for method, dataset, params, game in jobs:
         if keep is not None and method not in keep:
+            continue
+        if args.mia_games is not None and (game or "induced") not in args.mia_games.split(","):
             continue
         query = "full" if method in TRANSDUCTIVE_METHODS else args.mia_query
         t = time.perf_counter()
@@ -112,6 +139,60 @@ def _mia(args) -> None:
               f"TPR@1% {li['tpr_at_1pct_fpr']:.3f} TPR@0.1% {li['tpr_at_0.1pct_fpr']:.4f}  "
               f"shadow AUC {sh['auc']:.3f}  non-member acc {r['nonmember_accuracy']:.3f}  "
               f"models {r['num_models']}  {time.perf_counter() - t:6.1f}s", flush=True)
+
+
+def _mia_variants(args, block: int = 8) -> None:
+    import numpy as np
+
+    from gnnprivacy.attacks.membership import MembershipGame, lira, train_membership_models
+    from gnnprivacy.datasets import load_dataset
+
+    for dataset in args.mia_datasets.split(","):
+        data = load_dataset(dataset, root=args.data_root, seed=0)
+        blocks, t = [], time.perf_counter()
+        for b in range(max(1, args.mia_models // block)):
+            blocks.append(train_membership_models("gcn", data, num_models=block, seed=b,
+                                                   queries="full+0hop", params=_gcn_params(args),
+                                                   game=(args.mia_games or "induced")))
+            g = MembershipGame(
+                "gcn", np.concatenate([x.memberships for x in blocks]),
+                np.concatenate([x.phi for x in blocks]), np.zeros((1, 1, 1)), float("inf"),
+                utility=sum((x.utility for x in blocks), []),
+                extra_phi={"0hop": np.concatenate([x.extra_phi["0hop"] for x in blocks])})
+            k = g.memberships.shape[0]
+            print(f"gcn {dataset} ({blocks[0].game} game): {k} models, non-member accuracy (full) "
+                  f"{np.mean(g.utility):.3f}, {time.perf_counter() - t:.0f}s", flush=True)
+            for query in ("full", "0hop", "full+0hop"):
+                for fixed in (True, False):
+                    li = lira(g, query=query, fixed_variance=fixed, n_boot=100)
+                    print(f"  K={k:<3d} query={query:<9} variance={'global' if fixed else 'per-node':<8}"
+                          f" LiRA AUC {li['auc']:.3f} [{li['auc_ci95']['low']:.3f}, "
+                          f"{li['auc_ci95']['high']:.3f}] TPR@1% {li['tpr_at_1pct_fpr']:.3f} "
+                          f"TPR@0.1% {li['tpr_at_0.1pct_fpr']:.4f}", flush=True)
+        for query in ("full", "0hop"):
+            auc, effect = _oracle(g.memberships, g.phi_of(query))
+            print(f"  ceiling, query={query}: oracle AUC {auc:.3f} (per-node IN/OUT means and "
+                  f"variances from all {k} models, target included: optimistic); median "
+                  f"|mu_in - mu_out| / sd = {effect:.3f}; p_y > 1/2 on "
+                  f"{(g.phi_of(query) > 0)[g.memberships].mean():.3f} of members, "
+                  f"{(g.phi_of(query) > 0)[~g.memberships].mean():.3f} of non-members",
+                  flush=True)
+
+
+def _oracle(m, phi):
+    """AUC of the likelihood ratio with each node's IN/OUT means and pooled variance taken
+    from every model (the target's own output included: an optimistic ceiling for LiRA)."""
+    import numpy as np
+
+    from gnnprivacy.attacks.metrics import attack_metrics
+
+    mu_in = (phi * m).sum(0) / m.sum(0)
+    mu_out = (phi * ~m).sum(0) / (~m).sum(0)
+    resid = phi - np.where(m, mu_in, mu_out)
+    sd = np.sqrt((resid ** 2).sum(0) / (m.shape[0] - 2)) + 1e-6
+    score = 0.5 * (((phi - mu_out) / sd) ** 2 - ((phi - mu_in) / sd) ** 2)
+    auc = attack_metrics(score.ravel(), m.ravel().astype(int))["auc"]
+    return auc, float(np.median(np.abs(mu_in - mu_out) / sd))
 
 
 if __name__ == "__main__":

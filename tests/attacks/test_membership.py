@@ -159,3 +159,23 @@ def test_labels_game_split_and_ldp_method():
         train_membership_models("rgnn", data, num_models=2, queries="0hop")
     with pytest.raises(InvalidParameterError):
         train_membership_models("gcn", data, num_models=2, game="edges")
+
+
+def test_query_reachable_from_assess_cli(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from gnnprivacy.cli import main
+    from gnnprivacy.experiments.runner import run
+
+    rec = run({"method": "dpmlp", "dataset": "csbm", "dataset_args": "num_nodes=120",
+               "epsilon": 2.0, "steps": 5, "runs_dir": str(tmp_path)})
+    args = ["assess", str(tmp_path / f"{rec.run_id}.json"), "--audit-runs", "200",
+            "--no-link-stealing", "--no-baseline", "--no-save", "--lira-models", "4"]
+    result = CliRunner().invoke(main, args + ["--lira-query", "full+0hop", "--json"])
+    assert result.exit_code == 0, result.output
+    lira_card = json.loads(result.output)["membership"]["lira"]
+    assert lira_card["query"] == "full+0hop" and lira_card["game"] == "induced"
+    bad = CliRunner().invoke(main, args + ["--lira-query", "3hop"])
+    assert bad.exit_code != 0 and "query" in bad.output

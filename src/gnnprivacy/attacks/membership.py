@@ -133,7 +133,8 @@ class MembershipGame:
     """``K`` trained models with their member sets and their outputs on every node.
 
     ``phi`` and ``posteriors`` belong to the first query (``query``); ``extra_phi`` holds
-    ``φ`` of the further queries by name.
+    ``φ`` of the further queries by name. ``utility``: each model's accuracy on its
+    non-members under the full-graph query (the method's own inference).
     """
 
     method: str
@@ -244,9 +245,9 @@ def train_membership_models(method: str, data, *, num_models: int = 16, params=N
                 claimed = float(trainer.epsilon_)
         for q in queries:
             phis[q].append(_phi(outputs[q], data.y))
-        logits = outputs[queries[0]]
-        posts.append(torch.softmax(logits.double(), 1).numpy())
-        utility.append(float((logits.argmax(1) == data.y)[~mask].float().mean()))
+        posts.append(torch.softmax(outputs[queries[0]].double(), 1).numpy())
+        full = outputs["full"] if "full" in outputs else node_logits(trainer, _query(data, mask))
+        utility.append(float((full.argmax(1) == data.y)[~mask].float().mean()))
         if progress is not None:
             progress(k)
     return MembershipGame(method, members, np.stack(phis[queries[0]]), np.stack(posts), claimed,
@@ -381,7 +382,7 @@ def run_membership(method: str, dataset: str, *, data_root=None, num_models: int
     Args:
         method, dataset, data_root, split_seed, data: what to attack (``data`` overrides the
             loaded dataset).
-        num_models: ``K`` trained models (each node IN for ``K // 2``).
+        num_models: ``K >= 4`` trained models (each node IN for ``K // 2``).
         params: the method's parameters (a dict of its fields).
         seed: memberships, training and bootstrap seed.
         targets: how many models serve as LiRA target (default all).
@@ -392,11 +393,12 @@ def run_membership(method: str, dataset: str, *, data_root=None, num_models: int
         game: ``"induced"`` or ``"labels"`` (default: by method, see
             :func:`train_membership_models`).
     """
+    check_int("num_models", num_models, low=4)  # LiRA: IN and OUT shadows for every node
+    queries = parse_queries(query)
     if data is None:
         from gnnprivacy.datasets import load_dataset
 
         data = load_dataset(dataset, root=data_root, seed=split_seed)
-    queries = parse_queries(query)
     game_ = train_membership_models(method, data, num_models=num_models, params=params, seed=seed,
                                     queries=queries, game=game)
     return {"method": method, "dataset": dataset, "num_models": num_models,

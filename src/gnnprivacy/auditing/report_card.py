@@ -112,7 +112,8 @@ def _baseline(record, data, *, seed: int) -> dict:
 
 def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_000,
                 lira_models: int = 0, link_stealing: bool = True, baseline: bool = True,
-                seed: int = 0) -> dict[str, Any]:
+                seed: int = 0, lira_query: str = "full", lira_fixed_variance: bool = True,
+                lira_game: str | None = None) -> dict[str, Any]:
     """The privacy report card of a run record (a :class:`RunRecord` or a path to one).
 
     Args:
@@ -120,6 +121,8 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
         data_root: dataset root (default: the record's).
         audit_runs: runs per world of the mechanism-only audit.
         lira_models: train this many models for LiRA (0: skip; expensive).
+        lira_query, lira_fixed_variance, lira_game: LiRA's query graph(s), variance and
+            membership game (:func:`gnnprivacy.attacks.membership.run_membership`).
         link_stealing: run the link-stealing attack when the unit covers edges (retrains the
             record's model with its seeds).
         baseline: train a non-private GCN on the same split for the utility comparison.
@@ -165,9 +168,11 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
         from gnnprivacy.attacks.membership import run_membership
 
         mia = run_membership(record.method, record.dataset, data_root=root,
-                             num_models=lira_models, params=method_params, seed=seed)
+                             num_models=lira_models, params=method_params, seed=seed,
+                             query=lira_query, fixed_variance=lira_fixed_variance, game=lira_game)
         card.setdefault("membership", {})["lira"] = {
-            k: mia["lira"][k] for k in ("auc", "accuracy", "tpr_at_1pct_fpr", "tpr_at_0.1pct_fpr")}
+            k: mia["lira"][k] for k in ("auc", "accuracy", "tpr_at_1pct_fpr", "tpr_at_0.1pct_fpr",
+                                        "query", "game")}
         card["membership"]["lira"]["auc_ci95"] = [mia["lira"]["auc_ci95"]["low"],
                                                   mia["lira"]["auc_ci95"]["high"]]
     covers_edges = (p.get("unit") in ("node", "edge")) or not private
@@ -214,7 +219,8 @@ def _rows(card: dict) -> list[tuple[str, str]]:
     for name, m in card.get("membership", {}).items():
         rows.append((f"Membership inference ({name.replace('_', ' ')})",
                      f"AUC {_fmt(m['auc'])}, TPR@1%FPR {_fmt(m['tpr_at_1pct_fpr'])}, "
-                     f"TPR@0.1%FPR {_fmt(m['tpr_at_0.1pct_fpr'])}"))
+                     f"TPR@0.1%FPR {_fmt(m['tpr_at_0.1pct_fpr'])}"
+                     + (f" (query {m['query']}, {m['game']} game)" if "query" in m else "")))
     if "link_stealing" in card:
         ls = card["link_stealing"]
         rows.append(("Link stealing", f"AUC {_fmt(ls['auc'])} ({ls['attack']}, {ls['pairs']} pairs)"))

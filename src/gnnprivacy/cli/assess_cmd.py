@@ -21,6 +21,12 @@ import click
               help="Runs per world of the mechanism-only audit.")
 @click.option("--lira-models", type=click.IntRange(min=0), default=0, show_default=True,
               help="Train this many models for LiRA (0: skip; expensive).")
+@click.option("--lira-query", default="full", show_default=True,
+              help="LiRA's query graph: full | 0hop (each node alone) | full+0hop.")
+@click.option("--lira-per-node-variance", is_flag=True,
+              help="LiRA with per-node variances (for many models) instead of a global one.")
+@click.option("--lira-game", type=click.Choice(["induced", "labels"]), default=None,
+              help="Membership game (default: labels for the local-DP methods, else induced).")
 @click.option("--no-link-stealing", is_flag=True, help="Skip the link-stealing attack.")
 @click.option("--no-baseline", is_flag=True, help="Skip the non-private baseline.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
@@ -30,8 +36,9 @@ import click
 @click.option("--no-save", is_flag=True,
               help="Do not keep the card beside the record (RUNS/cards/<run_id>.json, where "
                    "`gnnprivacy report` shows it as a section).")
-def assess_command(record, data_root, audit_runs, lira_models, no_link_stealing, no_baseline,
-                   seed, fmt, as_json, no_save) -> None:
+def assess_command(record, data_root, audit_runs, lira_models, lira_query,
+                   lira_per_node_variance, lira_game, no_link_stealing, no_baseline, seed, fmt,
+                   as_json, no_save) -> None:
     """Privacy report card: claimed epsilon (unit, relation, scope), audited epsilon,
     membership-inference and link-stealing AUCs, utility against a non-private baseline."""
     from pathlib import Path
@@ -42,7 +49,9 @@ def assess_command(record, data_root, audit_runs, lira_models, no_link_stealing,
 
     try:
         card = report_card(record, data_root=data_root, audit_runs=audit_runs,
-                           lira_models=lira_models, link_stealing=not no_link_stealing,
+                           lira_models=lira_models, lira_query=lira_query,
+                           lira_fixed_variance=not lira_per_node_variance, lira_game=lira_game,
+                           link_stealing=not no_link_stealing,
                            baseline=not no_baseline, seed=seed)
     except (GnnPrivacyError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
