@@ -17,6 +17,7 @@ Usage::
         [--mia-query full|0hop|full+0hop] [--mia-per-node-variance] [--mia-methods gcn,rgnn]
     python benchmarks/bench_audit.py --mia-variants [--mia-datasets facebook] [--mia-models 64]
         [--mia-gcn-params dropout=0,weight_decay=0] [--mia-games labels]
+    python benchmarks/bench_audit.py --mia-speed [--mia-datasets facebook]
 
 ``--mia`` instead runs the membership-inference acceptance: LiRA (and the shadow attack) on
 the non-private GCN of each dataset, and on every sound private method that trains a node
@@ -64,6 +65,8 @@ def main() -> None:
     ap.add_argument("--mia-per-node-variance", action="store_true")
     ap.add_argument("--mia-methods", default=None)
     ap.add_argument("--mia-variants", action="store_true")
+    ap.add_argument("--mia-speed", action="store_true",
+                    help="seconds per GCN model of the game, sparse vs dense first layer")
     ap.add_argument("--mia-games", default=None,
                     help="keep only jobs of these games (induced, labels); --mia-variants: "
                          "the game to train (default induced)")
@@ -72,6 +75,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.mia_variants:
         _mia_variants(args)
+        return
+    if args.mia_speed:
+        _mia_speed(args)
         return
     if args.mia:
         _mia(args)
@@ -176,6 +182,30 @@ def _mia_variants(args, block: int = 8) -> None:
                   f"|mu_in - mu_out| / sd = {effect:.3f}; p_y > 1/2 on "
                   f"{(g.phi_of(query) > 0)[g.memberships].mean():.3f} of members, "
                   f"{(g.phi_of(query) > 0)[~g.memberships].mean():.3f} of non-members",
+                  flush=True)
+
+
+def _mia_speed(args, epochs: int = 40) -> None:
+    import numpy as np
+    import torch
+
+    from gnnprivacy.attacks.membership import _induced, balanced_memberships
+    from gnnprivacy.datasets import load_dataset
+    from gnnprivacy.training.nonprivate import FullBatchTrainer
+
+    for dataset in args.mia_datasets.split(","):
+        data = load_dataset(dataset, root=args.data_root, seed=0)
+        mask = balanced_memberships(2, data.num_nodes, generator=np.random.default_rng(0))[0]
+        sub = _induced(data, torch.from_numpy(mask))
+        for sparse in (True, False):
+            tr = FullBatchTrainer("gcn", hidden_channels=64, num_layers=2, dropout=0.5, lr=0.01,
+                                  weight_decay=5e-4, epochs=epochs, generator=0,
+                                  sparse_features=sparse)
+            t = time.perf_counter()
+            tr.fit(sub)
+            per = (time.perf_counter() - t) / epochs
+            print(f"gcn {dataset} member-induced half: sparse first layer {sparse!s:<5} "
+                  f"{per * 1000:6.0f} ms/epoch, {per * 200:6.1f} s per 200-epoch model",
                   flush=True)
 
 
