@@ -171,7 +171,8 @@ def _mia_variants(args, block: int = 8) -> None:
             for query in ("full", "0hop", "full+0hop"):
                 for fixed in (True, False):
                     li = lira(g, query=query, fixed_variance=fixed, n_boot=100)
-                    print(f"  K={k:<3d} query={query:<9} variance={'global' if fixed else 'per-node':<8}"
+                    var = "global" if fixed else "per-node"
+                    print(f"  K={k:<3d} query={query:<9} variance={var:<8}"
                           f" LiRA AUC {li['auc']:.3f} [{li['auc_ci95']['low']:.3f}, "
                           f"{li['auc_ci95']['high']:.3f}] TPR@1% {li['tpr_at_1pct_fpr']:.3f} "
                           f"TPR@0.1% {li['tpr_at_0.1pct_fpr']:.4f}", flush=True)
