@@ -82,3 +82,52 @@ def test_heterorr_methods_through_the_registry():
     assert 0 < edge.epsilon_lower_bound <= edge.epsilon_claimed + 1e-9
     paper = audit("edgerr", "csbm", params={"mode": "paper"})      # c_em = 1: caught
     assert paper.violation
+
+
+@pytest.mark.parametrize("mechanism", ["duchi", "piecewise", "hybrid", "three-output", "pm-sub"])
+@pytest.mark.parametrize("eps", [0.3, 0.65, 2.0, 8.0])
+def test_one_dim_feature_baselines_are_exactly_their_budget(mechanism, eps):
+    from gnnprivacy.auditing.local import one_dim_ldp_audit
+
+    out = one_dim_ldp_audit(mechanism, epsilon=eps * 5, d=5)        # eps per coordinate
+    assert out["per_coordinate"] == pytest.approx(eps, rel=1e-9)
+    assert out["epsilon"] == pytest.approx(5 * eps, rel=1e-9)
+
+
+def test_one_dim_audit_catches_a_wrong_probability(monkeypatch):
+    """Control: Duchi with P[+] = 1/2 + x (e-1)/(2e+1) instead of /(2e+2) (still a valid
+    probability, slightly too informative) is caught above its claim."""
+    from gnnprivacy.auditing.local import one_dim_ldp_audit
+    from gnnprivacy.mechanisms import feature_ldp
+
+    monkeypatch.setattr(feature_ldp.Duchi, "prob_positive",
+                        lambda self, x: 0.5 + x * (math.exp(self.epsilon) - 1) / (
+                            2 * math.exp(self.epsilon) + 1))
+    eps = one_dim_ldp_audit("duchi", epsilon=2.0, d=1)["epsilon"]
+    assert math.isfinite(eps) and eps > 2.0 + 0.1
+
+
+def test_edge_baselines_are_exactly_their_budget():
+    from gnnprivacy.auditing.local import edge_rand_audit, lapgraph_audit
+
+    assert edge_rand_audit(epsilon=1.5)["epsilon"] == pytest.approx(1.5)
+    assert lapgraph_audit(epsilon=1.5)["epsilon"] == pytest.approx(1.5)
+
+
+def test_every_private_method_in_the_registry_is_auditable():
+    """One interface for all: audit() accepts every registered private method."""
+    from gnnprivacy.auditing.plans import HETERORR_METHODS, LOCAL_METHODS, PLANNERS
+    from gnnprivacy.experiments.registry import list_methods
+
+    private = {spec.name for spec in list_methods() if spec.private}
+    assert private <= set(PLANNERS) | set(LOCAL_METHODS) | set(HETERORR_METHODS)
+
+
+@pytest.mark.parametrize("method", ["feat-duchi", "feat-pm-sub", "edge-rand", "edge-lapgraph",
+                                    "edge-privhrg"])
+def test_baselines_through_the_registry(method):
+    from gnnprivacy.auditing import audit
+
+    out = audit(method, "csbm", epsilon=2.0)
+    assert out.mode == "exact" and not out.violation
+    assert 0 < out.epsilon_lower_bound <= out.epsilon_claimed + 1e-9

@@ -173,12 +173,14 @@ def audit(method: str, dataset: str = "csbm", *, epsilon: float | None = None,
     """Audit a registered private method on a dataset: an empirical ε lower bound.
 
     Args:
-        method: registry name (``heterpoisson``, ``dpgnn``, ``dpmlp``, ``gap``, ``rgnn``,
-            ``lpgnn``, ``ldp-naive``).
+        method: registry name of a private method (``heterpoisson``, ``dpgnn``, ``dpmlp``,
+            ``gap``, ``rgnn``, ``lpgnn``, ``ldp-naive``, ``heterorr`` and its feature and edge
+            baselines).
         dataset: dataset name (as ``gnnprivacy train --dataset``).
         epsilon: claimed ε (the method's target; default: the method's default). For
             local methods it is the user budget ``m eps_x + eps_y``, split half features
-            (``eps_x = E/(2m)``), half label (``eps_y = E/2``); default their own params.
+            (``eps_x = E/(2m)``), half label (``eps_y = E/2``); for HeteroRR's feature or edge
+            mechanisms it is the budget of the part they protect; default their own params.
         delta: δ (default: the method's).
         mode: ``"mechanism"`` | ``"paper"`` | ``"training"`` (see the module docstring).
         runs: runs per world (default 10 000; ``training`` mode: 20).
@@ -199,9 +201,10 @@ def audit(method: str, dataset: str = "csbm", *, epsilon: float | None = None,
     mode = check_choice("mode", mode, MODES)
     noise_scale = check_positive("noise_scale", noise_scale)
     _check_auditable(method)
+    from gnnprivacy.auditing.plans import HETERORR_METHODS, LOCAL_METHODS
+
     values = dict(params or {})
-    if epsilon is not None and method not in ("rgnn", "lpgnn", "ldp-naive", "heterorr",
-                                              "featurerr", "edgerr", "feat-multibit"):
+    if epsilon is not None and method not in (*LOCAL_METHODS, *HETERORR_METHODS):
         values["epsilon"] = epsilon
     if delta is not None:
         values["delta"] = delta
@@ -214,8 +217,6 @@ def audit(method: str, dataset: str = "csbm", *, epsilon: float | None = None,
                               confidence=confidence, seed=seed, dataset=dataset,
                               noise_scale=noise_scale)
     runs = check_int("runs", runs if runs is not None else 10_000, low=2)
-    from gnnprivacy.auditing.plans import HETERORR_METHODS, LOCAL_METHODS
-
     local = method in LOCAL_METHODS or method in HETERORR_METHODS
     plan = plan_for(method, method_params, GraphFacts.from_data(loaded), noise_scale=noise_scale,
                     degrees=degrees, epsilon_total=epsilon if local else None)

@@ -28,7 +28,11 @@ LOCAL_METHODS = ("rgnn", "lpgnn", "ldp-naive")
 #: HeteroRR (spec 001) methods with an exact audit: feature part, edge part (EdgeRR's
 #: exponential-mechanism step on a tiny graph), or both
 HETERORR_METHODS = {"heterorr": ("featurerr", "edgerr"), "featurerr": ("featurerr", None),
-                    "edgerr": (None, "edgerr"), "feat-multibit": ("multibit", None)}
+                    "edgerr": (None, "edgerr"), "feat-multibit": ("multibit", None),
+                    "feat-duchi": ("duchi", None), "feat-piecewise": ("piecewise", None),
+                    "feat-hybrid": ("hybrid", None), "feat-three-output": ("three-output", None),
+                    "feat-pm-sub": ("pm-sub", None), "edge-privhrg": (None, "privhrg"),
+                    "edge-rand": (None, "edgerand"), "edge-lapgraph": (None, "lapgraph")}
 
 
 @dataclass(frozen=True)
@@ -218,7 +222,8 @@ def _plan_heterorr(method: str, p, g: GraphFacts, noise_scale: float,
     """Exact audits of HeteroRR's parts. The two parts have different units (feature LDP,
     edge DP) and are never added (spec 001 §4.6); the primary figure is the edge part when
     edges are privatised (as the method's record), the other is listed beside it."""
-    from gnnprivacy.auditing.local import edge_rr_audit, feature_rr_audit, multibit_audit
+    from gnnprivacy.auditing.local import (edge_rand_audit, edge_rr_audit, feature_rr_audit,
+                                           lapgraph_audit, multibit_audit, one_dim_ldp_audit)
 
     if noise_scale != 1.0:
         raise InvalidParameterError("noise_scale", "1.0 for exact audits", noise_scale)
@@ -227,17 +232,27 @@ def _plan_heterorr(method: str, p, g: GraphFacts, noise_scale: float,
     eps_f = getattr(p, "eps_f", None) if epsilon_total is None or edge else epsilon_total
     eps_e = getattr(p, "eps_e", None) if epsilon_total is None else epsilon_total
     comps = []
-    if edge:
+    if edge in ("edgerr", "privhrg"):
         eps_e1 = eps_e * p.edge_split
-        e = edge_rr_audit(5, [[0, 1], [1, 2]], [[2, 3, 0], [3, 4, 4]], eps_e1=eps_e1,
-                          c_em=2.0 if p.mode == "sound" else 1.0)
-        e["note"] = ("EdgeRR's exponential-mechanism step (eps_e1 = edge_split * eps_e) by exact "
-                     "enumeration of every dendrogram of a 5-node graph")
+        # privHRG is EdgeRR with every edge private (its own sound exponential mechanism)
+        pub, pri = (([[0, 1], [1, 2]], [[2, 3, 0], [3, 4, 4]]) if edge == "edgerr" else
+                    ([[], []], [[0, 1, 2, 3, 0], [1, 2, 3, 4, 4]]))
+        e = edge_rr_audit(5, pub, pri, eps_e1=eps_e1,
+                          c_em=2.0 if getattr(p, "mode", "sound") == "sound" else 1.0)
+        e["note"] = (f"{'EdgeRR' if edge == 'edgerr' else 'privHRG'}'s exponential-mechanism "
+                     "step (eps_e1 = edge_split * eps_e) by exact enumeration of every "
+                     "dendrogram of a 5-node graph")
         comps.append(e)
+    elif edge == "edgerand":
+        comps.append(edge_rand_audit(epsilon=eps_e))
+    elif edge == "lapgraph":
+        comps.append(lapgraph_audit(epsilon=eps_e))
     if feat == "featurerr":
         comps.append(feature_rr_audit(epsilon=eps_f, num_features=g.num_features, k=p.levels))
     elif feat == "multibit":
         comps.append(multibit_audit(epsilon=eps_f, d=g.num_features))
+    elif feat is not None:
+        comps.append(one_dim_ldp_audit(feat, epsilon=eps_f, d=g.num_features))
     primary = comps[0]
     return MechanismPlan(method, {}, primary["epsilon_claimed"], 0.0, None, local=comps,
                          facts={"combine": "primary", "unit": "edge" if edge else "feature",
