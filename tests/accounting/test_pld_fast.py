@@ -118,3 +118,29 @@ def _child_epsilon(event):
     # the same composition as the parent's pending one: without the fork guard this
     # would wait forever on a thread that does not exist in the child
     return PldAccountant(disk_cache=False).compose(event, 5).get_epsilon(1e-5)
+
+
+def test_connect_dots_pmf_is_the_library_one():
+    import math as _m
+
+    from dp_accounting.pld import pld_pmf
+    from dp_accounting.pld import privacy_loss_mechanism as plm
+
+    from gnnprivacy.accounting.pld_mixtures import (VectorizedMixtureGaussianPrivacyLoss,
+                                                    connect_dots_pmf)
+
+    shifts, log_w = shift_distribution(0.3, 1.0, 500)
+    shifts, weights, _ = truncate_upper_tail(shifts, log_w, 1e-30)
+    for adjacency in (plm.AdjacencyType.REMOVE, plm.AdjacencyType.ADD):
+        for vdi in (1e-3, 0.2):                                   # dense, then sparse
+            loss = VectorizedMixtureGaussianPrivacyLoss(3.0, shifts, weights,
+                                                        adjacency_type=adjacency)
+            b = loss.connect_dots_bounds()
+            lo, up = _m.floor(b.epsilon_lower / vdi), _m.ceil(b.epsilon_upper / vdi)
+            deltas = loss.get_delta_for_epsilon(np.arange(lo, up + 1) * vdi)
+            ref = pld_pmf.create_pmf_pessimistic_connect_dots_fixed_gap(vdi, lo, up, deltas)
+            ours = connect_dots_pmf(vdi, lo, up, deltas)
+            assert type(ours) is type(ref)
+            a, c = ref.to_dense_pmf(), ours.to_dense_pmf()
+            assert a._lower_loss == c._lower_loss and a._infinity_mass == c._infinity_mass
+            np.testing.assert_array_equal(c._probs, a._probs)

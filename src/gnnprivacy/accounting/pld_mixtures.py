@@ -271,9 +271,30 @@ def connect_dots_mixture_pld(standard_deviation: float, sensitivities, sampling_
         upper = math.ceil(bounds.epsilon_upper / value_discretization_interval)
         grid = np.arange(lower, upper + 1) * value_discretization_interval
         deltas = loss.get_delta_for_epsilon(grid)
-        pmfs.append(pld_pmf.create_pmf_pessimistic_connect_dots_fixed_gap(
-            value_discretization_interval, lower, upper, deltas))
+        pmfs.append(connect_dots_pmf(value_discretization_interval, lower, upper, deltas))
     return pld_lib.PrivacyLossDistribution(pmfs[0], pmfs[1])
+
+
+def connect_dots_pmf(discretization: float, lower: int, upper: int, deltas) -> pld_pmf.PLDPmf:
+    """``pld_pmf.create_pmf_pessimistic_connect_dots_fixed_gap`` (Doroshenko et al. 2022,
+    Alg. 1) without its round trip through a Python dict for large (dense) PMFs: the same
+    probabilities, handed to ``DensePLDPmf`` directly; small ones go to the library."""
+    deltas = np.asarray(deltas, dtype=np.float64)
+    if upper - lower + 1 <= pld_pmf._MAX_PMF_SPARSE_SIZE or deltas.size != upper - lower + 1:  # noqa: SLF001
+        return pld_pmf.create_pmf_pessimistic_connect_dots_fixed_gap(discretization, lower, upper,
+                                                                    deltas)
+    if np.any(deltas < 0) or np.any(deltas > 1):
+        raise ValueError(f"deltas are not between 0 and 1 : deltas={deltas}.")
+    if np.any(np.diff(deltas) > pld_pmf._DELTA_DIFF_TOLERANCE):                  # noqa: SLF001
+        raise ValueError(f"deltas are not in non-increasing order: deltas={deltas}.")
+    deltas = np.minimum.accumulate(deltas)
+    diffs = np.diff(deltas)
+    probs = np.zeros_like(deltas)
+    probs[0] = 1 - deltas[0] + diffs[0] / math.expm1(discretization)
+    probs[1:-1] = (diffs[1:] - diffs[:-1] * math.exp(discretization)) / math.expm1(discretization)
+    probs[-1] = diffs[-1] / math.expm1(-discretization)
+    probs = np.maximum(0.0, probs)
+    return pld_pmf.DensePLDPmf(discretization, lower, probs, deltas[-1], True)
 
 
 #: the largest PLD grid (points per direction) the builders accept
