@@ -7,6 +7,8 @@ sigma / R. See :class:`~gnnprivacy.accounting.events.HeterPoissonDpEvent` for th
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
@@ -91,3 +93,17 @@ def truncate_upper_tail(shifts: np.ndarray, log_weights: np.ndarray,
     dropped = float(np.exp(logsumexp(log_weights[~keep]))) if not keep.all() else 0.0
     kept = weights[keep]
     return shifts[keep], kept / kept.sum(), dropped
+
+
+@functools.lru_cache(maxsize=128)
+def truncated_shift_distribution(q_b: float, multiplier: float, degree: int,
+                                 overlap_removal: bool, tail_mass: float
+                                 ) -> tuple[np.ndarray, np.ndarray, float]:
+    """:func:`truncate_upper_tail` of :func:`shift_distribution`, cached: the law does not
+    depend on the noise, and a calibration evaluates the same degrees at many noise levels.
+    The arrays are read-only."""
+    shifts, log_w = shift_distribution(q_b, multiplier, degree, overlap_removal)
+    shifts, weights, dropped = truncate_upper_tail(shifts, log_w, tail_mass)
+    shifts.setflags(write=False)
+    weights.setflags(write=False)
+    return shifts, weights, dropped

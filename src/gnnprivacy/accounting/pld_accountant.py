@@ -18,8 +18,7 @@ from gnnprivacy._validation import check_positive, check_probability
 from gnnprivacy.accounting import disk_cache, pld_fast, prefetch
 from gnnprivacy.accounting.base import Accountant, cached
 from gnnprivacy.accounting.events import DpGnnDpEvent, HeterPoissonDpEvent
-from gnnprivacy.accounting.heterpoisson import (DEFAULT_TAIL_MASS, shift_distribution,
-                                                truncate_upper_tail)
+from gnnprivacy.accounting.heterpoisson import DEFAULT_TAIL_MASS, truncated_shift_distribution
 from gnnprivacy.accounting.pld_builders import event_pld, pld_support_error
 from gnnprivacy.accounting.pld_mixtures import MAX_GRID_POINTS, grid_points
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
@@ -250,9 +249,9 @@ def _in_prefetch_thread() -> bool:
 def _shift_noise_ratio(leaf, tail_mass: float):
     """Largest shift over noise std of a leaf's PLD (``None``: not a Gaussian family)."""
     if isinstance(leaf, HeterPoissonDpEvent):
-        shifts, log_w = shift_distribution(leaf.sampling_probability, leaf.neighbor_multiplier,
-                                           leaf.max_degree, leaf.overlap_removal)
-        shifts = truncate_upper_tail(shifts, log_w, tail_mass)[0]
+        shifts = truncated_shift_distribution(leaf.sampling_probability,
+                                              leaf.neighbor_multiplier, leaf.max_degree,
+                                              leaf.overlap_removal, tail_mass)[0]
         return float(shifts.max()) / leaf.noise_multiplier
     if isinstance(leaf, dp_event.MixtureOfGaussiansDpEvent):
         return float(max(leaf.sensitivities)) / leaf.standard_deviation

@@ -27,7 +27,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.privacy_accountant import NeighboringRelation as DpRelation
 
 from gnnprivacy.accounting.events import DpGnnDpEvent, EpsilonDeltaDpEvent, HeterPoissonDpEvent
-from gnnprivacy.accounting.heterpoisson import shift_distribution, truncate_upper_tail
+from gnnprivacy.accounting.heterpoisson import truncated_shift_distribution
 from gnnprivacy.accounting.multiterm import affected_count_log_pmf
 from gnnprivacy.accounting.pld_mixtures import (mixture_of_gaussians_pld,
                                                 revealed_gaussian_mixture_pld)
@@ -126,9 +126,9 @@ def _dp_event_pld(event, relation, vdi) -> pld_lib.PrivacyLossDistribution:
 def _heterpoisson_pld(event: HeterPoissonDpEvent, degree: Optional[int], vdi: float,
                       tail_mass: float) -> tuple[pld_lib.PrivacyLossDistribution, float]:
     d = event.max_degree if degree is None else min(int(degree), event.max_degree)
-    shifts, log_w = shift_distribution(event.sampling_probability, event.neighbor_multiplier,
-                                       d, event.overlap_removal)
-    shifts, weights, dropped = truncate_upper_tail(shifts, log_w, tail_mass)
+    shifts, weights, dropped = truncated_shift_distribution(
+        event.sampling_probability, event.neighbor_multiplier, d, event.overlap_removal,
+        tail_mass)
     if shifts.max() == 0.0:
         return pld_lib.identity(vdi), dropped
     pld = mixture_of_gaussians_pld(event.noise_multiplier, shifts, weights,

@@ -178,7 +178,7 @@ class VectorizedMixtureGaussianPrivacyLoss(plm.MixtureGaussianPrivacyLoss):
         last = min(int(np.searchsorted(-scan_losses, -losses[0], side="right")), len(scan) - 1)
         if last > first:
             lo, hi = scan[first], scan[last]
-        grid = np.linspace(lo, hi, _COARSE_POINTS)
+        grid = np.linspace(lo, hi, min(_COARSE_POINTS, max(257, 4 * losses.size + 1)))
         grid_losses = self._losses(grid)                        # non-increasing
         idx = np.clip(np.searchsorted(-grid_losses, -losses, side="left"), 1, len(grid) - 1)
         left, right = grid[idx - 1], grid[idx]
