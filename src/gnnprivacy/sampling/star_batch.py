@@ -44,24 +44,6 @@ class StarBatch:
             raise InvalidParameterError("periph_subgraph", "a 1-D tensor shaped like periph_nodes",
                                         tuple(self.periph_subgraph.shape), where="StarBatch")
 
-    def localize(self, x: Tensor, transform=None, device=None) -> tuple[Tensor, StarBatch]:
-        """The rows of ``x`` this batch reads, preprocessed, and the batch relabelled to them.
-
-        Returns ``(x_local, local)`` with ``x_local = transform(x[ids])`` for the distinct node
-        ids of the batch (sorted) and ``local`` indexing ``x_local``; a model applied to
-        ``(x_local, local)`` computes what it computes on ``(transform(x), self)``, while only
-        O(batch) rows are gathered, preprocessed and moved to ``device`` (training and private
-        inference on graphs whose features do not fit twice in memory).
-        """
-        b = self.num_subgraphs
-        ids, inv = torch.unique(torch.cat([self.centers, self.periph_nodes]), return_inverse=True)
-        rows = x[ids]
-        if transform is not None:
-            rows = transform(rows)
-        local = StarBatch(inv[:b].to(device), inv[b:].to(device), self.periph_subgraph.to(device),
-                          b)
-        return rows.to(device), local
-
     @property
     def num_peripherals(self) -> int:
         """Total number of (centre, peripheral) pairs ``E_b``."""

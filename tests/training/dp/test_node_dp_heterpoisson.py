@@ -289,35 +289,3 @@ def test_deferred_full_check_passes_silently():
         tr = HeterPoissonTrainer("gcn", epsilon=4.0, steps=10, q_b=0.5, generator=0).fit(
             toy_data(n=60))
     assert tr._deferred_check_ and tr.epsilon_ <= 4.0
-
-
-def test_training_preprocesses_only_the_rows_a_step_reads(monkeypatch):
-    """No preprocessed copy of the whole feature matrix (issue 15): every transform call
-    during fit sees at most one step's rows; and the localized batch computes what the
-    full-matrix batch computes (control: the same model on the whole transformed matrix)."""
-    from gnnprivacy.training.node_dp.common import FeatureNorm
-
-    data = toy_data(n=200, p=0.03)
-    seen = []
-    original = FeatureNorm.transform
-
-    def spy(self, x):
-        seen.append(int(x.shape[0]))
-        return original(self, x)
-
-    monkeypatch.setattr(FeatureNorm, "transform", spy)
-    tr = HeterPoissonTrainer("gcn", noise_multiplier=1.0, steps=5, q_b=0.1, generator=0)
-    tr.fit(data)
-    assert seen and max(seen) < data.num_nodes
-    monkeypatch.undo()
-
-    graph = data
-    sampler = HeterPoissonSampler(graph.edge_index, graph.num_nodes, candidates=graph.train_mask,
-                                  eligible=torch.ones(graph.num_nodes, dtype=torch.bool),
-                                  q_b=0.3, M=1.0)
-    batch = sampler.sample(torch.Generator().manual_seed(1))
-    norm = tr.feature_norm_.transform
-    x_local, local = batch.localize(graph.x, norm)
-    assert x_local.shape[0] < graph.num_nodes
-    full = tr.model_(norm(graph.x), batch)
-    torch.testing.assert_close(tr.model_(x_local, local), full, rtol=1e-5, atol=1e-6)

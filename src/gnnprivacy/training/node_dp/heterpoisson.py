@@ -48,6 +48,7 @@ from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.nn.star import AGGREGATORS, StarGNN
 from gnnprivacy.sampling import HeterPoissonSampler
+from gnnprivacy.sampling.star_batch import StarBatch
 from gnnprivacy.training.dp import DPEngine, make_optimizer
 from gnnprivacy.training.node_dp import _privacy
 from gnnprivacy.training.node_dp.base import NodeDPTrainer
@@ -196,9 +197,7 @@ class HeterPoissonTrainer(NodeDPTrainer):
         public = None if inductive else ~graph.train_mask
         self.feature_norm_ = FeatureNorm(self.feature_norm).fit(graph.x, public)
         dev = self.device_
-        # no preprocessed copy of the whole feature matrix: each step gathers and preprocesses
-        # the rows its stars read (memory = the graph's storage + O(batch), issue 15)
-        x, norm = graph.x, self.feature_norm_.transform
+        x = self.feature_norm_.transform(graph.x).to(dev)
         self.num_classes_ = num_classes_of(data)
         self.model_ = StarGNN(x.shape[1], self.num_classes_, aggregator=self.backbone,
                               hidden_channels=self.hidden_channels,
@@ -218,9 +217,10 @@ class HeterPoissonTrainer(NodeDPTrainer):
 
         def closure_for_step():
             batch = sampler.sample(gen)
-            x_local, local = batch.localize(x, norm, dev)
-            labels = y[batch.centers.to(dev)]
-            return lambda: F.cross_entropy(model(x_local, local), labels, reduction="none")
+            if dev.type != "cpu":
+                batch = StarBatch(batch.centers.to(dev), batch.periph_nodes.to(dev),
+                                  batch.periph_subgraph.to(dev), batch.num_subgraphs)
+            return lambda: F.cross_entropy(model(x, batch), y[batch.centers], reduction="none")
 
         self._run(engine, self.steps_planned_, closure_for_step)
         self._finish(engine, delta)

@@ -113,7 +113,12 @@ def private_star_logits(model: Callable[[Tensor, StarBatch], Tensor], x: Tensor,
     with torch.no_grad():
         for part in q.split(chunk):
             stars = keyed_inference_stars(graph, part, allowed_mask, fanout=k, seed=seed)
-            outs.append(model(*stars.localize(x, transform, device)).cpu())
+            b = stars.num_subgraphs
+            ids, inv = torch.unique(torch.cat([stars.centers, stars.periph_nodes]),
+                                    return_inverse=True)
+            local = StarBatch(inv[:b].to(device), inv[b:].to(device),
+                              stars.periph_subgraph.to(device), b)
+            outs.append(model(transform(x[ids]).to(device), local).cpu())
     if not outs:
         raise InvalidParameterError("queries", "at least one node", 0, where=_WHERE)
     return torch.cat(outs)
