@@ -139,14 +139,12 @@ def calibrate_noise_multiplier(make_event: Callable[[float], dp_event.DpEvent], 
                                       slope, target, pass_rtol)
                 grow = 1.0 + pass_rtol * (1 - 1e-6)
             found = _root(lambda z, c=coarse: evaluate(z, False, c), guess, cap, target,
-                          pass_rtol, unreachable, grow=grow, with_slope=True)
+                          pass_rtol, unreachable, grow=grow)
             guess, slope = found[1], found[3] if found[3] is not None else slope
-    # from the predicted root, the first step is exactly rtol (just inside it after rounding)
+    # from the last coarse root, the first step is exactly rtol (just inside it after rounding)
     lo, hi, verified = _root(lambda z: evaluate(z, False, options), guess, cap, target, rtol,
                              unreachable, grow=4.0 if guess == start else 1.0 + rtol * (1 - 1e-6))[:3]
-    if not verified and not full_check:
-        pass                                # the caller checks the full epsilon (see above)
-    elif not verified:
+    if not verified and full_check:         # else the caller checks the full epsilon
         if evaluate(hi, True, options)[0] <= target:
             verified = True
         else:                                               # a smaller degree is the worst case
@@ -173,11 +171,10 @@ def _newton_guess(evaluate, z: float, slope: float, target: float, rtol: float) 
 
 
 def _root(evaluate, start: float, cap: float, target: float, rtol: float, unreachable,
-          bracket: Optional[tuple[float, float]] = None, grow: float = 4.0,
-          with_slope: bool = False) -> tuple:
+          bracket: Optional[tuple[float, float]] = None, grow: float = 4.0) -> tuple:
     """Bracket then shrink: ``(lo infeasible or 0, hi feasible, hi's bound was exact,
-    slope)``; ``slope`` (with ``with_slope``) is d log(epsilon) / d log(noise) across the
-    final bracket (``None`` where it is not finite).
+    slope)``; ``slope`` is d log(epsilon) / d log(noise) across the final bracket (``None``
+    where it is not finite).
 
     ``evaluate(z) -> (epsilon bound, exact)``; feasible means ``bound <= target``. The
     bracket grows from ``start`` by ``grow``, squared after each miss (at most 4x).
@@ -247,6 +244,6 @@ def _root(evaluate, start: float, cap: float, target: float, rtol: float, unreac
             a, lo, f_lo = x, z, fz
             aim = 1.0
     slope = None
-    if with_slope and math.isfinite(f_lo) and math.isfinite(f_hi) and b > a:
+    if math.isfinite(f_lo) and math.isfinite(f_hi) and b > a:
         slope = (f_hi - f_lo) / (b - a)
     return lo, hi, verified, slope

@@ -9,7 +9,6 @@ composition (000 §4.7, §9 A3).
 from __future__ import annotations
 
 import math
-import threading
 
 import numpy as np
 from dp_accounting import dp_event
@@ -208,7 +207,7 @@ class PldAccountant(Accountant):
     def _epsilon(self, delta, stop_above):
         key = self._ledger_key(delta)
         pending = prefetch.lookup(key)
-        if pending is not None and not _in_prefetch_thread():
+        if pending is not None and not prefetch.in_background():
             try:
                 return pending.result()
             except Exception:                   # noqa: BLE001 - compute it here instead
@@ -240,10 +239,6 @@ class PldAccountant(Accountant):
         return worst
 
 
-
-
-def _in_prefetch_thread() -> bool:
-    return threading.current_thread().name == "gnnprivacy-epsilon"
 
 
 def _shift_noise_ratio(leaf, tail_mass: float):

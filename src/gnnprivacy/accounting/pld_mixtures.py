@@ -51,7 +51,7 @@ class VectorizedMixtureGaussianPrivacyLoss(plm.MixtureGaussianPrivacyLoss):
         self._vec_max_shift = float(shifts.max())
         self._vec_std = float(standard_deviation)
 
-    # The three methods below compute exactly what dp_accounting's do (same formulas, same
+    # The four methods below compute exactly what dp_accounting's do (same formulas, same
     # scipy kernels ``ndtr`` / ``log_ndtr`` that ``scipy.stats.norm`` calls) without the
     # per-call overhead of frozen ``scipy.stats`` distributions and of ``logsumexp(b=...)``,
     # and with the monotone fix-up of the deltas as one reversed running maximum instead of
@@ -75,9 +75,8 @@ class VectorizedMixtureGaussianPrivacyLoss(plm.MixtureGaussianPrivacyLoss):
         return out[0] if np.ndim(x) == 0 else out
 
     def get_delta_for_epsilon(self, epsilon):
-        deltas = super().get_delta_for_epsilon(epsilon) if np.ndim(epsilon) == 0 else None
-        if deltas is not None:
-            return deltas
+        if np.ndim(epsilon) == 0:
+            return super().get_delta_for_epsilon(epsilon)
         epsilons = np.atleast_1d(np.asarray(epsilon, dtype=float))
         if not np.all(epsilons[1:] >= epsilons[:-1]):
             raise ValueError(f"Epsilon values must be non-decreasing: {epsilons}")

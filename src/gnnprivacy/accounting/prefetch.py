@@ -22,6 +22,7 @@ from typing import Callable, Optional
 _LOCK = threading.Lock()
 _PENDING: dict[str, Future] = {}
 _MAX_PENDING = 32
+_THREAD_NAME = "gnnprivacy-epsilon"
 
 
 def submit(key: str, compute: Callable[[], float]) -> Future:
@@ -45,8 +46,14 @@ def submit(key: str, compute: Callable[[], float]) -> Future:
         except BaseException as err:                       # noqa: BLE001 - handed to waiter
             future.set_exception(err)
 
-    threading.Thread(target=work, name="gnnprivacy-epsilon", daemon=True).start()
+    threading.Thread(target=work, name=_THREAD_NAME, daemon=True).start()
     return future
+
+
+def in_background() -> bool:
+    """Whether the caller runs inside a background computation of this module (which must
+    compute, not wait for its own registered result)."""
+    return threading.current_thread().name == _THREAD_NAME
 
 
 def lookup(key: str) -> Optional[Future]:

@@ -18,7 +18,7 @@ epsilon; ``privacy`` carries both, their guarantee tags and what is unaccounted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from gnnprivacy._validation import (check_choice, check_int, check_positive, check_probability,
                                    check_real)
@@ -101,12 +101,13 @@ class EdgeParams(_TrainParams):
 
 @dataclass(frozen=True)
 class HeteroRRParams(FeatureParams, EdgeParams):
-    """HeteroRR: a feature and an edge mechanism (every option of both)."""
+    """HeteroRR: a feature and an edge mechanism (every option of both; the inherited
+    ``__post_init__`` chain checks both parts)."""
 
-    def __post_init__(self):
-        FeatureParams.__post_init__(self)
-        EdgeParams.__post_init__(self)
 
+#: the options of the release (both parts), i.e. everything but the GCN's
+_RELEASE_OPTIONS = tuple(f.name for f in fields(HeteroRRParams)
+                         if f.name not in {t.name for t in fields(_TrainParams)})
 
 #: method name -> (feature method, edge method, description)
 METHODS = {
@@ -132,9 +133,7 @@ def fit_release(ctx: RunContext, feature_method: str, edge_method: str):
     p = ctx.params
     # a feature-only method has no edge options and vice versa: the release then takes the
     # clean side's defaults, which it does not use
-    own = {f: getattr(p, f) for f in ("eps_f", "eps_e", "private_edge_frac", "levels", "gamma",
-                                      "score_source", "public_node_frac", "edge_split", "mode",
-                                      "mcmc_steps") if hasattr(p, f)}
+    own = {f: getattr(p, f) for f in _RELEASE_OPTIONS if hasattr(p, f)}
     return release(ctx.data, feature_method=feature_method, edge_method=edge_method,
                    seed_for=ctx.seed_for, **own)
 

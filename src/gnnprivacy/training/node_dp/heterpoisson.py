@@ -188,10 +188,10 @@ class HeterPoissonTrainer(NodeDPTrainer):
                                                           epsilon=self.epsilon, delta=delta,
                                                           kind=kind,
                                                           full_check=not self._deferred_check_))
+        event = make_event(self.noise_multiplier_)
         if self._deferred_check_:
             _privacy.prefetch_final_epsilon(kind, PrivacyUnit.NODE,
-                                            NeighboringRelation.ADD_OR_REMOVE,
-                                            event=make_event(self.noise_multiplier_),
+                                            NeighboringRelation.ADD_OR_REMOVE, event=event,
                                             steps=self.steps_planned_, delta=delta,
                                             epsilon=self.epsilon)
         public = None if inductive else ~graph.train_mask
@@ -206,7 +206,6 @@ class HeterPoissonTrainer(NodeDPTrainer):
                                                    NeighboringRelation.ADD_OR_REMOVE,
                                                    epsilon=self.epsilon,
                                                    steps=self.steps_planned_)
-        event = make_event(self.noise_multiplier_)
         self.expected_batch_size_ = self.q_b_ * int(graph.train_mask.sum())
         engine = DPEngine(self.model_, make_optimizer("adam", self.model_.parameters(), lr=self.lr),
                           clip_norm=self.clip_norm, noise_multiplier=self.noise_multiplier_,
