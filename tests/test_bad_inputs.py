@@ -134,6 +134,10 @@ CASES: list[Case] = [
         "cuda", "is_available() is False"),
     cli("train privacy", "--secure-mode for gcn (not private)", T + ["--method", "gcn", "--secure-mode"],
         "secure_mode", "gcn"),
+    # -- audit -----------------------------------------------------------------------------
+    cli("audit", "--epsilon -1 (feat-duchi: the claim is named, not a per-coordinate share)",
+        ["audit", "--method", "feat-duchi", "--dataset", "csbm", "--epsilon", "-1"],
+        "epsilon", "received -1.0"),
     # -- train: config files -----------------------------------------------------------------
     cli("config file", "-c missing.yaml", T + ["-c", "{tmp}/missing.yaml"], "missing.yaml"),
     cli("config file", "-c with malformed YAML", T + ["-c", "{tmp}/c.yaml"], "valid YAML",

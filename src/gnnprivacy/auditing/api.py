@@ -200,6 +200,8 @@ def audit(method: str, dataset: str = "csbm", *, epsilon: float | None = None,
     """
     mode = check_choice("mode", mode, MODES)
     noise_scale = check_positive("noise_scale", noise_scale)
+    if epsilon is not None:      # the claim as given (local methods split it further below)
+        epsilon = check_positive("epsilon", epsilon)
     _check_auditable(method)
     from gnnprivacy.auditing.plans import HETERORR_METHODS, LOCAL_METHODS
 
