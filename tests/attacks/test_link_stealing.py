@@ -282,3 +282,33 @@ def test_link_infiltrator_detects_links_of_a_two_layer_model():
     assert defended.info["per_query_grid"] and 0.0 <= defended.metrics["auc"] <= 1.0
     with pytest.raises(InvalidParameterError, match="inductive"):
         LinkStealingSettings(model="gcn", influence="infiltrator")
+
+
+def test_label_only_control_is_the_same_top1_rate():
+    from gnnprivacy.attacks.link_stealing.pipeline import _auc_label_only
+    from gnnprivacy.datasets.link_splits import PairSet
+
+    probs = np.array([[0.9, 0.1], [0.6, 0.4], [0.2, 0.8], [0.3, 0.7]])
+    # linked: (0,1) same top-1, (2,3) same; unlinked: (0,2) differ, (1,3) differ -> AUC 1
+    pairs = PairSet(np.array([0, 2, 0, 1]), np.array([1, 3, 2, 3]), np.array([1, 1, 0, 0]))
+    assert _auc_label_only(probs, pairs) == 1.0
+    # one linked pair with different labels: TPR 1/2, FPR 0 -> AUC 0.75
+    pairs = PairSet(np.array([0, 1, 0, 1]), np.array([1, 2, 3, 3]), np.array([1, 1, 0, 0]))
+    assert _auc_label_only(probs, pairs) == 0.75
+
+
+def test_output_blind_control_does_not_depend_on_the_released_posteriors():
+    """The attacker's own knowledge (F, rho, A*) without the API: identical with and without a
+    defence of the outputs, and a positive control -- the clean posteriors add to it."""
+    from gnnprivacy.attacks.link_stealing.pipeline import LinkStealingSettings, run_experiment
+    from gnnprivacy.datasets import load_dataset
+
+    data = load_dataset("csbm", num_nodes=400)
+    kw = dict(attack=6, epochs=40, patience=10, attack_epochs=20)
+    none, _ = run_experiment(data, LinkStealingSettings(**kw))
+    grid, _ = run_experiment(data, LinkStealingSettings(defense="grid", theta=1.0, **kw))
+    assert none["auc_output_blind"] == grid["auc_output_blind"]
+    assert none["auc_label_only"] == grid["auc_label_only"]          # GRID keeps every top-1
+    assert 0.5 <= none["auc_output_blind"] <= none["auc"]
+    zero, _ = run_experiment(data, LinkStealingSettings(attack=0, epochs=40, patience=10))
+    assert "auc_output_blind" not in zero                              # no F: nothing to control

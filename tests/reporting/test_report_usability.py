@@ -117,3 +117,20 @@ def test_relation_is_shown_beside_epsilon(tmp_path):
     assert {r[col] for r in privacy.rows} == {"replace", "add_or_remove"}
     results = next(t for t in tables.values() if t.title.startswith("test_accuracy"))
     assert "relation" in results.header
+
+
+def test_report_metrics_of_a_reproduction_skip_those_no_run_has(tmp_path):
+    from gnnprivacy.errors import UnknownNameError
+    from gnnprivacy.experiments.reproduce import get_reproduction
+
+    repro = get_reproduction("003-tables")
+    assert repro.report_metrics[0] == "auc_flipped" and "auc_output_blind" in repro.report_metrics
+    assert get_reproduction("002-table").report_metrics == ("test_accuracy",)
+    runs = tmp_path / "runs"
+    _record(runs, "a")
+    with pytest.raises(UnknownNameError):
+        build_report(runs, metrics=("test_accuracy", "auc_output_blind"))
+    report = build_report(runs, metrics=("auc_output_blind", "test_accuracy"), missing_metrics_ok=True)
+    titles = [t.title for _, ts in report.sections for t in ts]
+    assert any(t.startswith("test_accuracy") for t in titles)
+    assert not any("auc_output_blind" in t for t in titles)

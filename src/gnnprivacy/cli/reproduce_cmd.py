@@ -55,7 +55,8 @@ def reproduce_command(name, list_only, quick, runs_dir, runs_alias, report_dir, 
                                data_root=data_root, quiet=quiet)
     try:
         paths = write_report(runs_dir, report_dir, title=f"Reproduction {spec.name}: {repro.description}",
-                             reference_ids=list(repro.references))  # none: no paper table
+                             reference_ids=list(repro.references),  # none: no paper table
+                             metrics=repro.report_metrics, missing_metrics_ok=True)
     except GnnPrivacyError as exc:
         raise click.ClickException(f"no report: {exc}") from None
     for p in paths:

@@ -7,7 +7,9 @@ Each file ``experiments/configs/<name>.yaml`` is a sweep file (see
   which the report puts beside our numbers;
 - ``quick``: overrides giving a small variant for CI (``base`` entries are merged into the base,
   ``grid`` entries replace whole grid keys, ``seeds``/``seed`` replace the repeats/root seed);
-- ``notes``: what differs from the paper's protocol (datasets, budgets), shown by ``--list``.
+- ``notes``: what differs from the paper's protocol (datasets, budgets), shown by ``--list``;
+- ``report_metrics``: the run metrics the report tabulates (default ``[test_accuracy]``); those
+  no run of the sweep has (e.g. a control only some attacks compute) are left out.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 from gnnprivacy.errors import InvalidParameterError, UnknownNameError
 from gnnprivacy.experiments.sweep import SweepSpec
 
-_EXTRA_KEYS = ("references", "quick", "notes")
+_EXTRA_KEYS = ("references", "quick", "notes", "report_metrics")
 _QUICK_KEYS = ("base", "grid", "seeds", "seed", "description")
 
 
@@ -35,6 +37,7 @@ class Reproduction:
     full: SweepSpec
     quick: SweepSpec
     path: Path
+    report_metrics: tuple[str, ...] = ("test_accuracy",)
 
     def spec(self, *, quick: bool = False) -> SweepSpec:
         return self.quick if quick else self.full
@@ -79,7 +82,8 @@ def load_reproduction(path: str | Path) -> Reproduction:
     full = SweepSpec.from_dict({k: v for k, v in raw.items() if k not in _EXTRA_KEYS}, source=str(path))
     return Reproduction(name=raw["name"], description=str(raw.get("description", "")),
                         notes=str(raw.get("notes", "")), references=tuple(raw.get("references") or ()),
-                        full=full, quick=_quick_spec(raw, str(path)), path=path)
+                        full=full, quick=_quick_spec(raw, str(path)), path=path,
+                        report_metrics=tuple(raw.get("report_metrics") or ("test_accuracy",)))
 
 
 def list_reproductions(directory: str | Path | None = None) -> list[Reproduction]:

@@ -58,8 +58,13 @@ class Report:
 
 
 def build_report(runs_dir: str | os.PathLike, *, title: str = "gnnprivacy report",
-                 metrics: tuple[str, ...] = ("test_accuracy",), reference_ids: list[str] | None = None) -> Report:
-    """Aggregate a runs directory into a :class:`Report` (raises if it holds no finished run)."""
+                 metrics: tuple[str, ...] = ("test_accuracy",), reference_ids: list[str] | None = None,
+                 missing_metrics_ok: bool = False) -> Report:
+    """Aggregate a runs directory into a :class:`Report` (raises if it holds no finished run).
+
+    ``metrics`` no run has raise ``UnknownNameError``, or are left out with
+    ``missing_metrics_ok`` (a reproduction whose controls only some runs compute).
+    """
     from gnnprivacy.experiments.store import ResultStore, UnreadableRecordWarning
     from gnnprivacy.reporting.aggregate import group_rows
     from gnnprivacy.reporting.plots import privacy_utility_plots
@@ -74,6 +79,8 @@ def build_report(runs_dir: str | os.PathLike, *, title: str = "gnnprivacy report
     if not rows:
         raise InvalidParameterError("runs_dir", "a folder holding at least one finished run record", str(runs_dir))
     available = sorted({k[len("metrics."):] for r in rows for k in r if k.startswith("metrics.")})
+    if missing_metrics_ok:
+        metrics = tuple(m for m in metrics if m in available) or ("test_accuracy",)
     for m in metrics:
         if m not in available:
             raise UnknownNameError(f"metric (the runs in {runs_dir} have)", m, available)
@@ -191,13 +198,15 @@ def _card_sections(runs_dir) -> list[tuple[str, str]]:
 
 
 def write_report(runs_dir: str | os.PathLike, out_dir: str | os.PathLike, *, title: str = "gnnprivacy report",
-                 metrics: tuple[str, ...] = ("test_accuracy",), reference_ids: list[str] | None = None) -> list[Path]:
+                 metrics: tuple[str, ...] = ("test_accuracy",), reference_ids: list[str] | None = None,
+                 missing_metrics_ok: bool = False) -> list[Path]:
     """Write ``report.md`` (+ ``plots/``) and ``report.html`` into ``out_dir``; returns their paths.
 
     Raises:
         InvalidParameterError: ``runs_dir`` holds no finished run, or ``out_dir`` is not writable.
     """
-    report = build_report(runs_dir, title=title, metrics=metrics, reference_ids=reference_ids)
+    report = build_report(runs_dir, title=title, metrics=metrics, reference_ids=reference_ids,
+                          missing_metrics_ok=missing_metrics_ok)
     out = Path(out_dir)
     try:
         for p in report.plots:

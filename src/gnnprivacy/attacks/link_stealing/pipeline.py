@@ -161,6 +161,28 @@ def _auc_nhop(clean, d4, edge_index, num_nodes, n, seed, metric) -> float:
     return attack_metrics(-np.r_[d_pos, d_neg], labels)["auc"]
 
 
+def _auc_label_only(released, d4) -> float:
+    """AUC of the score ``1[top-1(u) == top-1(w)]`` on D4: what the released labels alone give.
+
+    GRID and MemGuard keep every top-1 label by design, so no attack against them needs to do
+    worse than this (a diagnostic, not one of the paper's attacks).
+    """
+    from gnnprivacy.attacks.metrics import attack_metrics
+
+    top = np.asarray(released).argmax(1)
+    return attack_metrics((top[d4.u] == top[d4.w]).astype(np.float64), d4.label)["auc"]
+
+
+def _blind(view):
+    """``view`` with the target API's posteriors replaced by one constant (uniform) vector."""
+    from gnnprivacy.attacks.link_stealing.he import NodeView
+
+    if view is None:
+        return None
+    t = np.full_like(view.target, 1.0 / view.target.shape[1])
+    return NodeView(target=t, reference=view.reference, attributes=view.attributes)
+
+
 def _run_ils(st, target, splits, d1, d2, released, train, seed):
     from torch_geometric.data import Data
 
@@ -187,6 +209,10 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
         ``accuracy``, ``precision``, ``recall``, ``tpr_at_1pct_fpr``, ``tpr_at_0.1pct_fpr``),
         ``model_test_accuracy`` (from the released outputs) and, for GRID,
         ``num_core_nodes``, ``max_l1_distortion``, ``grid_seconds``, ``gan``, ``als``.
+        Two controls bound what any defence of the released posteriors can achieve:
+        ``auc_label_only`` (the released top-1 labels alone) and, for the attacks that use
+        node attributes (2, 5, 6, 7), ``auc_output_blind`` (the same attack with every
+        target-model output replaced by a constant vector).
     """
     from gnnprivacy.attacks.link_stealing.he import NodeView, run_he_attack
     from gnnprivacy.datasets.link_splits import attack_splits
@@ -324,6 +350,16 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
                             epochs=st.attack_epochs, seed=_seed(seed, "attack"))
     metrics.update(outcome.metrics)
     metrics.pop("threshold", None)
+    metrics["auc_label_only"] = _auc_label_only(released, splits.d4)
+    if st.attack in (2, 5, 6, 7):
+        # The same attack with every target-model output replaced by a constant: what the
+        # attacker's own knowledge (F, rho, A*, D') gives without the API. No defence of the
+        # released posteriors can take the attack below this.
+        blind = run_he_attack(st.attack, _blind(view), splits.d4, known_pairs=known,
+                              shadow_view=_blind(shadow_view), shadow_pairs=splits.shadow,
+                              scaler_mode=st.scaler_mode, metric=st.distance,
+                              epochs=st.attack_epochs, seed=_seed(seed, "attack"))
+        metrics["auc_output_blind"] = blind.metrics["auc"]
     if "auc_max_over_metrics" in outcome.info:
         metrics["auc_max_over_metrics"] = outcome.info["auc_max_over_metrics"]
     info["attack"] = outcome.info
