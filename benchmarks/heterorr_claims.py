@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-FEATURE = ["featurerr", "featurerr-centered", "duchi", "piecewise", "hybrid", "three-output", "pm-sub", "multibit", "clean"]
+FEATURE = ["featurerr", "featurerr-raw", "duchi", "piecewise", "hybrid", "three-output", "pm-sub", "multibit", "clean"]
 EDGE = ["edgerr", "lapgraph", "privhrg", "edgerand", "clean"]
 
 
@@ -107,7 +107,7 @@ def summary(paths) -> None:
                 cells.append(f"{np.mean(v):.4f} +- {np.std(v, ddof=1) if len(v) > 1 else 0:.4f}"
                              f" ({len(v)})" if v else "n/a")
             print(f"| {m} | " + " | ".join(cells) + " |")
-        ours = [m for m in methods if m in ("featurerr", "featurerr-centered", "edgerr")]
+        ours = [m for m in methods if m in ("featurerr", "featurerr-raw", "edgerr")]
         others = [m for m in methods if m not in ours and m != "clean"]
         if not others:
             continue

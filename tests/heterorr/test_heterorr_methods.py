@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 
 from gnnprivacy.datasets import load_dataset
 from gnnprivacy.errors import InvalidParameterError
@@ -48,7 +49,12 @@ def test_release_is_seeded_and_keeps_public_edges(data):
     released = {(int(u), int(v)) for u, v in a.data.edge_index.t()}
     assert all((int(u), int(v)) in released for u, v in a.public_edges.T)
     assert a.privacy["guarantees"] == {"features": "proved", "edges": "asymptotic"}
-    assert a.data.x.min() >= 0.1 - 1e-6 and a.data.x.max() <= 1.0 and n == a.data.num_nodes
+    # FeatureRR's levels u/k in [0.1, 1] minus the public constant (k+1)/2k = 0.55 (k = 10)
+    assert a.data.x.min() >= -0.45 - 1e-6 and a.data.x.max() <= 0.45 + 1e-6 and n == a.data.num_nodes
+    raw = release(data, feature_method="featurerr-raw", edge_method="clean", eps_f=1.0,
+                  seed_for=lambda p: hash(p) % 97)
+    assert raw.data.x.min() >= 0.1 - 1e-6 and raw.data.x.max() <= 1.0
+    torch.testing.assert_close(raw.data.x - 0.55, a.data.x)    # same draw, shifted
 
 
 @pytest.mark.parametrize("kw", [dict(eps_f=0.0), dict(eps_e=-1.0), dict(private_edge_frac=1.5),

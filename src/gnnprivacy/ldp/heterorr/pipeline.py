@@ -2,9 +2,9 @@
 
 :func:`release` replaces a graph's features and/or edges by a DP-protected copy with one of
 
-* features: ``featurerr`` (FeatureRR, the budget split by scores; ``featurerr-centered``
-  subtracts the public constant ``(k+1)/(2k)``, free post-processing that keeps an
-  all-positive input from stalling the GCN) or a baseline applied to every
+* features: ``featurerr`` (FeatureRR, the budget split by scores, released minus the public
+  constant ``(k+1)/(2k)``: free post-processing that keeps an all-positive input from stalling
+  the GCN; ``featurerr-raw`` releases the spec-literal levels ``u/k`` in ``[1/k, 1]``) or a baseline applied to every
   coordinate with ``eps_f / d`` (``duchi``, ``piecewise``, ``hybrid``, ``three-output``,
   ``pm-sub``) or LPGNN's ``multibit`` encoder (whole vector, rectified), or ``clean``;
 * edges: ``edgerr`` (private edges only, public edges kept), or one of the whole-graph baselines
@@ -33,7 +33,7 @@ from gnnprivacy._validation import check_choice, check_int, check_probability, c
 from gnnprivacy.accounting import make_accountant
 from gnnprivacy.errors import InvalidParameterError
 
-FEATURE_METHODS = ("clean", "featurerr", "featurerr-centered", "duchi", "piecewise", "hybrid", "three-output",
+FEATURE_METHODS = ("clean", "featurerr", "featurerr-raw", "duchi", "piecewise", "hybrid", "three-output",
                    "pm-sub", "multibit")
 EDGE_METHODS = ("clean", "edgerr", "privhrg", "edgerand", "lapgraph")
 SCORE_SOURCES = ("public_nodes", "uniform", "private")
@@ -86,12 +86,12 @@ def _features(data, method, eps_f, *, levels, gamma, score_source, public_frac, 
     x = data.x.to(torch.float64)
     d = x.size(1)
     x01 = normalize_features(x, "row_minmax")
-    if method in ("featurerr", "featurerr-centered"):
+    if method in ("featurerr", "featurerr-raw"):
         theta, tag, extra = _theta(data, x01, source=score_source, gamma=gamma,
                                    public_frac=public_frac, rng=rng, gen=gen)
         mech = FeatureRR(epsilon=eps_f, num_features=d, k=levels, theta=theta)
         out = mech(x, generator=gen)
-        if method == "featurerr-centered":      # public constant shift: post-processing
+        if method == "featurerr":               # public constant shift: post-processing
             out = out - (levels + 1) / (2 * levels)
         acc.compose(mech.event)
         return out, {"feature_guarantee": tag, "theta_max": float(theta.max()),
