@@ -88,7 +88,6 @@ def run(args) -> None:
 
 
 def summary(paths) -> None:
-    from scipy import stats
 
     rows = [json.loads(line) for p in paths for line in Path(p).read_text().splitlines()]
     for (dataset, part) in sorted({(r["dataset"], r["part"]) for r in rows}):

@@ -105,6 +105,8 @@ CASES: list[Case] = [
         T + ["--method", "featurerr", "--eps-e", "1"], "eps_e", "featurerr"),
     cli("train options", "--eps-f 1 for edge-rand (features are released clean)",
         T + ["--method", "edge-rand", "--eps-f", "1"], "eps_f", "edge-rand"),
+    cli("train options", "--eps-f 1000 (featurerr; e^-eps underflows, the accountant would see no noise)",
+        T + ["--method", "featurerr", "--eps-f", "1000"], "eps_f", "700"),
     cli("train options", "--epsilon abc", T + ["--epsilon", "abc"], "abc", "not a valid float"),
     cli("train options", "--epochs 0", T + ["--epochs", "0"], "epochs"),
     cli("train options", "--lr -1 (gcn)", T + ["--lr", "-1"], "lr"),

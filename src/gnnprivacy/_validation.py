@@ -72,3 +72,19 @@ def check_choice(name: str, value: object, choices: Iterable[str]) -> str:
     if value not in choices:
         raise UnknownNameError(name, value, choices)
     return value  # type: ignore[return-value]
+
+
+#: The largest epsilon a pure-DP event takes: its randomized-response probability
+#: ``2 / (e^eps + 1)`` underflows float64 beyond about 708, and the accountant would then see a
+#: noiseless mechanism (epsilon = inf).
+MAX_PURE_EPSILON = 700.0
+
+
+def check_pure_epsilon(name: str, value: object) -> float:
+    """A finite ``0 < epsilon <= MAX_PURE_EPSILON``, else :class:`InvalidParameterError`."""
+    eps = check_positive(name, value)
+    if not eps <= MAX_PURE_EPSILON:
+        raise InvalidParameterError(
+            name, f"<= {MAX_PURE_EPSILON:g} (e^-epsilon underflows float64 beyond ~708, so the "
+            "accountant cannot represent the mechanism; an epsilon this large protects nothing)", value)
+    return eps

@@ -46,8 +46,6 @@ def test_kmeans_lower_cluster_is_linked():
 
 
 def _toy_data(n=400, a=4, seed=0):
-    import torch
-    from torch_geometric.data import Data
 
     from gnnprivacy.datasets.csbm import generate_csbm
 

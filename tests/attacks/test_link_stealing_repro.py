@@ -27,7 +27,7 @@ def test_undefended_auc_matches_the_paper(dataset, attack):
     from gnnprivacy.datasets import load_dataset
 
     data = load_dataset(dataset, root=str(DATA))
-    aucs, accs = [], []
+    aucs = []
     for seed in range(3):
         clean, _ = run_experiment(data, LinkStealingSettings(attack=attack), seed=seed)
         grid, _ = run_experiment(data, LinkStealingSettings(attack=attack, defense="grid"), seed=seed)

@@ -9,7 +9,7 @@ from scipy.spatial import distance as ssd
 
 from gnnprivacy.defenses import GRID, GridInvariantError
 from gnnprivacy.defenses.grid import check_release, constraint_check, similarity, similarity_grad
-from gnnprivacy.defenses.grid.core import edge_weights, select_core_nodes
+from gnnprivacy.defenses.grid.core import select_core_nodes
 from gnnprivacy.defenses.grid.nhop import adjacency, estimate_delta, nhop_rows
 from gnnprivacy.defenses.grid.projection import valid_rows
 from gnnprivacy.defenses.grid.similarity import unit_terms

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 import torch
 from _mechanism_stats import ALPHA, chi_square_pvalue, gen, seed_os_bytes

@@ -30,7 +30,7 @@ import torch
 from dp_accounting import dp_event
 from torch import Tensor
 
-from gnnprivacy._validation import check_positive
+from gnnprivacy._validation import check_pure_epsilon
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.errors import InvalidParameterError
 
@@ -39,14 +39,15 @@ def pure_epsilon_event(epsilon: float) -> dp_event.RandomizedResponseDpEvent:
     """The ``DpEvent`` of a pure ``epsilon``-DP mechanism: binary randomized response at ``epsilon``.
 
     Args:
-        epsilon: finite ``epsilon > 0``.
+        epsilon: ``0 < epsilon <= MAX_PURE_EPSILON`` (700).
 
     Returns:
         ``RandomizedResponseDpEvent(noise_parameter=2 / (e^epsilon + 1), num_buckets=2)``;
         keeping the input with probability ``1 - p + p/2 = e^eps / (1 + e^eps)``.
     """
-    eps = check_positive("epsilon", epsilon)
-    return dp_event.RandomizedResponseDpEvent(noise_parameter=2.0 / (math.exp(eps) + 1.0),
+    eps = check_pure_epsilon("epsilon", epsilon)
+    tail = math.exp(-eps)                     # 2 / (e^eps + 1) without overflowing e^eps
+    return dp_event.RandomizedResponseDpEvent(noise_parameter=2.0 * tail / (1.0 + tail),
                                               num_buckets=2)
 
 

@@ -24,7 +24,7 @@ import torch
 from dp_accounting import dp_event
 from torch import Tensor
 
-from gnnprivacy._validation import check_int, check_positive, check_probability
+from gnnprivacy._validation import check_int, check_probability, check_pure_epsilon
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.mechanisms._random import RandomSource
@@ -33,7 +33,7 @@ from gnnprivacy.mechanisms.base import Mechanism, check_flag, check_unit
 
 def grr_probabilities(epsilon: float, num_categories: int) -> tuple[float, float]:
     """``(p, q)`` of GRR: keep ``e^eps / (e^eps + k - 1)``, each other value ``1 / (e^eps + k - 1)``."""
-    eps = check_positive("epsilon", epsilon)
+    eps = check_pure_epsilon("epsilon", epsilon)
     k = check_int("num_categories", num_categories, low=2)
     # e^eps / (e^eps + k - 1) written to stay finite for large eps
     p = 1.0 / (1.0 + (k - 1) * math.exp(-eps))

@@ -77,7 +77,6 @@ def estimate_delta(adj: sp.csr_matrix, v: np.ndarray, n: int, *, max_pairs: int 
 
     ``info`` has ``pairs`` (how many were used), ``exact`` (all pairs used) and ``fallback``.
     """
-    num = adj.shape[0]
     deg = np.asarray(adj.sum(1)).ravel()
     active = np.flatnonzero(deg > 0)
     # Exact path: count the unordered n-hop pairs, stopping as soon as there are too many.

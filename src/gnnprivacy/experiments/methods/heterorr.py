@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from gnnprivacy._validation import (check_choice, check_int, check_positive, check_probability,
-                                   check_real)
+                                    check_pure_epsilon, check_real)
 from gnnprivacy.experiments.context import MethodResult, RunContext
 from gnnprivacy.experiments.registry import register_method
 
@@ -66,7 +66,7 @@ class FeatureParams(_TrainParams):
 
     def __post_init__(self):
         super().__post_init__()
-        check_positive("eps_f", self.eps_f)
+        check_pure_epsilon("eps_f", self.eps_f)
         check_int("levels", self.levels, low=2)
         check_probability("gamma", self.gamma)
         check_choice("score_source", self.score_source, ("public_nodes", "uniform", "private"))
@@ -90,7 +90,7 @@ class EdgeParams(_TrainParams):
 
     def __post_init__(self):
         super().__post_init__()
-        check_positive("eps_e", self.eps_e)
+        check_pure_epsilon("eps_e", self.eps_e)
         check_probability("private_edge_frac", self.private_edge_frac)
         check_real("edge_split", self.edge_split, low=0.0, high=1.0, low_open=True,
                    high_open=True)

@@ -143,7 +143,7 @@ def release(data, *, feature_method: str = "featurerr", edge_method: str = "edge
         InvalidParameterError: a budget ``<= 0`` for a private method, ``private_edge_frac``
             outside ``[0, 1]``, no private edge for ``edgerr``, unknown method names.
     """
-    from gnnprivacy.ldp.heterorr.edge_rr import split_edges, undirected_pairs
+    from gnnprivacy.ldp.heterorr.edge_rr import split_edges
 
     fm = check_choice("feature_method", feature_method, FEATURE_METHODS)
     em = check_choice("edge_method", edge_method, EDGE_METHODS)
