@@ -10,6 +10,12 @@ endpoints of private edges; positives are the private edges among them, negative
 number of uniformly drawn target pairs that are not private edges and, by default, not public
 edges either (the adversary knows those; ``negatives="non_private"`` keeps them, as [R] does).
 
+The adversary also knows the public edges' paths: an L-layer GNN lets ``v`` influence ``u``
+through public edges alone whenever they are within L public hops, whatever was done to the
+private edges. So the same scores are also evaluated on the pairs *beyond the public receptive
+field* (more than ``public_hops`` apart in the public graph; positives and negatives alike):
+there, any influence comes from the released private edges (``auc_beyond_public``).
+
 Privacy: an attack; it spends no budget. The model's own guarantee is whatever released the
 graph it was trained and queried on.
 """
@@ -26,7 +32,7 @@ from gnnprivacy.errors import InvalidParameterError
 
 NEGATIVES = ("non_edges", "non_private")
 
-__all__ = ["NEGATIVES", "influence_matrix", "linkteller_attack"]
+__all__ = ["NEGATIVES", "influence_matrix", "linkteller_attack", "within_hops"]
 
 
 @torch.no_grad()
@@ -56,11 +62,31 @@ def _pair_keys(pairs: np.ndarray, n: int) -> np.ndarray:
     return u * n + v
 
 
+def within_hops(edges: np.ndarray, num_nodes: int, nodes: np.ndarray, hops: int) -> np.ndarray:
+    """``R[i, j]``: ``nodes[i]`` and ``nodes[j]`` are at most ``hops`` apart in the undirected
+    graph ``edges`` (``(2, m)``; a node reaches itself)."""
+    import scipy.sparse as sp
+
+    hops = check_int("hops", hops, low=1)
+    e = np.asarray(edges, np.int64).reshape(2, -1)
+    adj = sp.coo_matrix((np.ones(2 * e.shape[1], np.int8), (np.r_[e[0], e[1]], np.r_[e[1], e[0]])),
+                        shape=(num_nodes, num_nodes)).tocsr()
+    adj = (adj + sp.identity(num_nodes, dtype=np.int8, format="csr")).astype(bool)
+    reach = adj[nodes]
+    for _ in range(hops - 1):
+        reach = (reach @ adj).astype(bool)
+    return reach[:, nodes].toarray()
+
+
 def linkteller_attack(predict, x: torch.Tensor, *, num_nodes: int, private_edges: np.ndarray,
                       public_edges: np.ndarray, n_targets: int = 500, delta: float = 0.01,
-                      negatives: str = "non_edges",
+                      negatives: str = "non_edges", public_hops: int = 2,
                       generator: np.random.Generator | None = None) -> dict:
-    """Run LinkTeller and score it; returns the attack metrics plus ``average_precision``.
+    """Run LinkTeller and score it; returns the attack metrics plus ``average_precision``,
+    and the same on the pairs more than ``public_hops`` (the victim's number of message-passing
+    layers) apart in the public graph: ``auc_beyond_public``,
+    ``average_precision_beyond_public``, ``num_positives_beyond_public``,
+    ``num_negatives_beyond_public`` (NaN where either class is empty there).
 
     Raises:
         InvalidParameterError: no private edge among the sampled targets, bad parameters.
@@ -70,6 +96,7 @@ def linkteller_attack(predict, x: torch.Tensor, *, num_nodes: int, private_edges
     from gnnprivacy.attacks.metrics import attack_metrics
 
     check_int("n_targets", n_targets, low=2)
+    public_hops = check_int("public_hops", public_hops, low=1)
     check_choice("negatives", negatives, NEGATIVES)
     rng = generator if generator is not None else np.random.default_rng()
     n = check_int("num_nodes", num_nodes, low=2)
@@ -106,6 +133,14 @@ def linkteller_attack(predict, x: torch.Tensor, *, num_nodes: int, private_edges
     labels = np.concatenate([np.ones(pos.shape[1]), np.zeros(neg.shape[1])]).astype(int)
     out = attack_metrics(scores, labels)
     out["average_precision"] = float(average_precision_score(labels, scores))
+    beyond = ~within_hops(pub, n, targets, public_hops)[iu, iv]
+    lb, sb = labels[beyond], scores[beyond]
+    both = lb.size and 0 < lb.sum() < lb.size
+    out.update(auc_beyond_public=attack_metrics(sb, lb)["auc"] if both else float("nan"),
+               average_precision_beyond_public=float(average_precision_score(lb, sb))
+               if both else float("nan"),
+               num_positives_beyond_public=int(lb.sum()),
+               num_negatives_beyond_public=int(lb.size - lb.sum()), public_hops=public_hops)
     out.update(num_targets=int(targets.size), num_positives=int(pos.shape[1]),
                num_negatives=int(neg.shape[1]), negatives=negatives, delta=delta)
     return out
