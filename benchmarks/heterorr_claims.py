@@ -116,6 +116,36 @@ def summary(paths) -> None:
         for first in ours:
             for rival in dict.fromkeys([best] + (["lapgraph"] if "lapgraph" in others else [])):
                 _paired(acc, first, rival, eps_grid)
+            _paired_best_per_eps(acc, first, others, eps_grid)
+
+
+def _paired_best_per_eps(acc, first, others, eps_grid) -> None:
+    """``first`` against the best other method *at each eps* (by mean), paired by (eps, seed)."""
+    from scipy import stats
+
+    def cells(m, e):
+        return {s: a for (mm, ee, s), a in acc.items() if mm == m and ee == e and a is not None}
+
+    a, b, wins, picks = [], [], 0, []
+    for e in eps_grid:
+        ours = cells(first, e)
+        rivals = {m: cells(m, e) for m in others if cells(m, e)}
+        if not ours or not rivals:
+            continue
+        best = max(rivals, key=lambda m: np.mean(list(rivals[m].values())))
+        picks.append(f"{e:g}: {best}")
+        wins += np.mean(list(ours.values())) > np.mean(list(rivals[best].values()))
+        for s in sorted(set(ours) & set(rivals[best])):
+            a.append(ours[s])
+            b.append(rivals[best][s])
+    if len(a) < 2:
+        return
+    a, b = np.array(a), np.array(b)
+    t = stats.ttest_rel(a, b)
+    print(f"\n{first} vs the best other method at each eps ({'; '.join(picks)}): mean gap "
+          f"{np.mean(a - b):+.4f} (absolute), {np.mean(a - b) / np.mean(b):+.2%} (relative), "
+          f"paired two-tailed t-test over {len(a)} (eps, seed) cells: t = {t.statistic:.3f}, "
+          f"p = {t.pvalue:.3g}; {first} ahead on {wins} of {len(picks)} eps values")
 
 
 def _paired(acc, first, rival, eps_grid) -> None:

@@ -11,11 +11,20 @@ Names that need torch (``load_dataset``, ``inductive_train_graph``, ``generate_c
 
 from __future__ import annotations
 
-import importlib
-
+from gnnprivacy._lazy import lazy_getattr
 from gnnprivacy.datasets.paths import resolve_cache, resolve_root
-from gnnprivacy.datasets.registry import DatasetInfo, dataset_info, list_datasets, register_dataset
-from gnnprivacy.datasets.splits import Split, random_split, resolve_fractions, split_from_masks
+from gnnprivacy.datasets.registry import (
+    DatasetInfo,
+    dataset_info,
+    list_datasets,
+    register_dataset,
+)
+from gnnprivacy.datasets.splits import (
+    Split,
+    random_split,
+    resolve_fractions,
+    split_from_masks,
+)
 from gnnprivacy.datasets.status import DatasetStatus, dataset_status
 
 _LAZY = {
@@ -34,12 +43,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())
 
 
 def __dir__():

@@ -7,18 +7,12 @@
 Privacy: these defences are empirical; none of them claims an epsilon.
 """
 
-import importlib
-
-from gnnprivacy.defenses.grid import GRID, GRIDResult, GridInvariantError
+from gnnprivacy._lazy import lazy_getattr
+from gnnprivacy.defenses.grid import GRID, GridInvariantError, GRIDResult
 
 _LAZY = {"MemGuard": "gnnprivacy.defenses.memguard", "MinMaxTrainer": "gnnprivacy.defenses.minmax"}
 
 __all__ = ["GRID", "GRIDResult", "GridInvariantError", "MemGuard", "MinMaxTrainer"]
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

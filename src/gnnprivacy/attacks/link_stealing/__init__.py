@@ -6,7 +6,7 @@ experiment (the same code path as ``gnnprivacy attack link-stealing``).
 
 from __future__ import annotations
 
-import importlib
+from gnnprivacy._lazy import lazy_getattr
 
 _LAZY = {
     "run_link_stealing": "gnnprivacy.attacks.link_stealing.method",
@@ -25,9 +25,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())
