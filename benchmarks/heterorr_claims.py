@@ -13,6 +13,8 @@ Run (one part at a time, appends JSON lines to --out)::
 its output fits) at equal eps_e, features clean. Each cell is one release + one GCN
 (2 layers, hidden 32, Adam 0.01, <= 150 epochs, patience 30, no dropout as in [R]; small for a shared 2-core box) through
 :func:`gnnprivacy.ldp.heterorr.pipeline.release`, the same code ``gnnprivacy train`` runs.
+``--hidden --dropout --lr --weight-decay --epochs --patience`` set that GCN (the paper's [R]:
+hidden 128, no dropout, no weight decay, Adam 0.001; spec 001 §3.7).
 ``summary`` prints every cell (mean +- sd over seeds) and a paired two-tailed t-test of the
 first method against the best other one over the (eps, seed) cells (spec E21).
 """
@@ -49,7 +51,7 @@ def run(args) -> None:
 
     data = load_dataset(args.dataset, root=args.root)
     params = HeteroRRParams(epochs=args.epochs, hidden=args.hidden, patience=args.patience,
-                            dropout=args.dropout)
+                            dropout=args.dropout, lr=args.lr, weight_decay=args.weight_decay)
     methods = args.methods or (FEATURE if args.part == "feature" else EDGE)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -80,6 +82,8 @@ def run(args) -> None:
                            "epsilon_features": rel.privacy["epsilon_features"],
                            "epsilon_edges": rel.privacy["epsilon_edges"],
                            "released_edges": int(rel.data.edge_index.size(1)) // 2}
+                rec.update(train={k: getattr(args, k) for k in ("hidden", "dropout", "lr",
+                                                                 "weight_decay", "epochs", "patience")})
                 rec.update(dataset=args.dataset, part=args.part, rho=args.rho,
                            seconds=round(time.perf_counter() - start, 2))
                 with out.open("a") as fh:
@@ -186,6 +190,8 @@ def main() -> None:
         p.add_argument("--hidden", type=int, default=32)
         p.add_argument("--patience", type=int, default=30)
         p.add_argument("--dropout", type=float, default=0.0)
+        p.add_argument("--lr", type=float, default=0.01)
+        p.add_argument("--weight-decay", type=float, default=5e-4)
         p.add_argument("--out", required=True)
     s = sub.add_parser("summary")
     s.add_argument("paths", nargs="+")
