@@ -310,3 +310,21 @@ def test_output_blind_control_does_not_depend_on_the_released_posteriors():
     assert 0.5 <= none["auc_output_blind"] <= none["auc"]
     zero, _ = run_experiment(data, LinkStealingSettings(attack=0, epochs=40, patience=10))
     assert "auc_output_blind" not in zero                              # no F: nothing to control
+
+
+def test_low_similarity_adaptive_scores():
+    """Spec §3.5 (1): 'reversed' is Attack-0's score negated (raw AUC 1 - AUC); 'disguise'
+    scores |sim - delta_hat| with delta_hat from the attacker's shadow graph."""
+    from gnnprivacy.attacks.link_stealing.pipeline import LinkStealingSettings, run_experiment
+    from gnnprivacy.datasets import load_dataset
+
+    data = load_dataset("csbm", num_nodes=400)
+    kw = dict(attack=0, defense="grid", theta=0.8, epochs=40, patience=10)
+    plain, _ = run_experiment(data, LinkStealingSettings(**kw))
+    rev, _ = run_experiment(data, LinkStealingSettings(adaptive="reversed", **kw))
+    assert rev["auc"] == pytest.approx(1.0 - plain["auc"])
+    dis, info = run_experiment(data, LinkStealingSettings(adaptive="disguise", **kw))
+    assert 0.0 <= dis["auc"] <= 1.0 and info["attack"]["score"] == "-|sim - delta_hat|"
+    assert -2.0 <= dis["delta_hat"] <= 2.0
+    with pytest.raises(InvalidParameterError, match="attack"):
+        LinkStealingSettings(attack=6, adaptive="disguise")

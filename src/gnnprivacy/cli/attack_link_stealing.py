@@ -25,8 +25,11 @@ _DEFENSES = ("none", "grid", "l2", "dropout", "gap", "memguard", "minmax")
                    "GAP); memguard: L1 budget; minmax: lambda")
 @click.option("--scaler-mode", type=click.Choice(["train_only", "separate"]), default="train_only",
               show_default=True, help="attack feature scaler (separate: the reference code's test-set fit)")
-@click.option("--adaptive", type=click.Choice(["none", "nhop"]), default="none", show_default=True,
-              help="nhop: the n-hop-aware adaptive attacker of Table IX (attacks 3, 4, 6, 7)")
+@click.option("--adaptive", type=click.Choice(["none", "nhop", "reversed", "disguise"]), default="none",
+              show_default=True,
+              help="nhop: the n-hop-aware adaptive attacker of Table IX (attacks 3, 4, 6, 7); "
+                   "reversed / disguise: flag anomalously low similarity or similarity near the "
+                   "n-hop level estimated on the shadow graph (attack 0)")
 @click.option("--ils", type=click.Choice(["none", "A2", "A9"]), default="none", show_default=True,
               help="run the inductive ILS attack A2 or A9 instead of --attack (gat, sage, gin)")
 @click.option("--influence", type=click.Choice(["none", "infiltrator"]), default="none",

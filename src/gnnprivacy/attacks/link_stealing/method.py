@@ -42,7 +42,8 @@ class LinkStealingParams:
     patience: int = field(default=50, metadata={"help": "early-stopping patience"})
     attack_epochs: int = field(default=50, metadata={"help": "attack MLP epochs"})
     adaptive: str = field(default="none", metadata={
-        "help": "none | nhop (Table IX: n-hop pairs labelled linked in the attacker's training set)"})
+        "help": "none | nhop (Table IX: n-hop pairs labelled linked in the attacker's training set)"
+                " | reversed | disguise (attack 0: low similarity / near the shadow n-hop level)"})
     ils: str = field(default="none", metadata={
         "help": "none | A2 | A9: the inductive ILS attack instead of He et al.'s (gat, sage, gin)"})
     influence: str = field(default="none", metadata={

@@ -30,8 +30,12 @@ __all__ = ["DEFENSES", "MODELS", "TARGET_HPARAMS", "LinkStealingSettings", "run_
 
 MODELS = ("gcn", "gat", "sage", "gin")
 DEFENSES = ("none", "grid", "l2", "dropout", "gap", "memguard", "minmax")
-#: ``nhop``: the n-hop-aware adaptive attack of Table IX (pairs at distance n labelled linked).
-ADAPTIVE = ("none", "nhop")
+#: Adaptive attacks (spec §3.5): ``nhop``, the n-hop-aware attack of Table IX (pairs at distance
+#: n labelled linked); on Attack-0's posteriors, ``reversed`` (flags anomalously *low*
+#: similarity: +distance) and ``disguise`` (flags pairs near the n-hop level:
+#: ``-|sim(r_u, r_w) - delta_hat|``, with ``delta_hat`` estimated by GRID's own procedure on the
+#: attacker's shadow graph D2 and shadow model).
+ADAPTIVE = ("none", "nhop", "reversed", "disguise")
 
 #: Target-model hyper-parameters (spec §6.2 [ours]).
 TARGET_HPARAMS = {
@@ -81,6 +85,9 @@ class LinkStealingSettings:
         if self.adaptive == "nhop" and self.attack not in (3, 4, 6, 7):
             raise InvalidParameterError("attack", "3, 4, 6 or 7 (attacks trained on A*) with "
                                         "adaptive='nhop'", self.attack)
+        if self.adaptive in ("reversed", "disguise") and self.attack != 0:
+            raise InvalidParameterError("attack", f"0 (posterior similarity) with adaptive="
+                                        f"{self.adaptive!r}", self.attack)
         if self.defense in ("l2", "dropout", "gap", "memguard", "minmax") and self.defense_param is None:
             raise InvalidParameterError("defense_param", f"a value for defense {self.defense!r} "
                                         "(l2: lambda >= 0; dropout: p in [0, 1); gap: epsilon > 0;"
@@ -171,6 +178,33 @@ def _auc_label_only(released, d4) -> float:
 
     top = np.asarray(released).argmax(1)
     return attack_metrics((top[d4.u] == top[d4.w]).astype(np.float64), d4.label)["auc"]
+
+
+def _low_similarity_attack(kind, released, d4, *, metric, delta_hat, seed):
+    """The adaptive scores of spec §3.5 (1) on Attack-0's inputs (the released posteriors)."""
+    from gnnprivacy.attacks.base import AttackOutcome
+    from gnnprivacy.attacks.link_stealing.features import DISTANCES, distances
+    from gnnprivacy.attacks.link_stealing.models import kmeans_decisions
+    from gnnprivacy.defenses.grid.similarity import similarity
+
+    if kind == "reversed":
+        d = distances(released[d4.u], released[d4.w])[:, DISTANCES.index(metric)]
+        return AttackOutcome(scores=d, labels=d4.label, predictions=kmeans_decisions(-d, seed=seed),
+                             info={"score": f"+{metric} distance"})
+    gap = np.abs(similarity(released[d4.u], released[d4.w], "corr+cos") - delta_hat)
+    return AttackOutcome(scores=-gap, labels=d4.label, predictions=kmeans_decisions(gap, seed=seed),
+                         info={"score": "-|sim - delta_hat|", "delta_hat": float(delta_hat)})
+
+
+def _shadow_delta(shadow_probs, d2, n_hop, seed) -> float:
+    """The attacker's estimate of GRID's n-hop level: GRID's EstimateDelta on its shadow graph."""
+    from gnnprivacy.datasets.link_splits import undirected_edges
+    from gnnprivacy.defenses.grid.nhop import adjacency, estimate_delta
+
+    adj = adjacency(undirected_edges(d2.edge_index.numpy()), d2.num_nodes)
+    delta, _ = estimate_delta(adj, shadow_probs, n_hop,
+                              generator=np.random.default_rng(np.random.SeedSequence([seed, 11])))
+    return delta
 
 
 def _blind(view):
@@ -325,7 +359,7 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
         return metrics, info
 
     needs_ref = st.attack in (2, 5, 6, 7)
-    needs_shadow = st.attack in (1, 4, 5, 7)
+    needs_shadow = st.attack in (1, 4, 5, 7) or st.adaptive == "disguise"
     ref_hp = dict(REFERENCE_HPARAMS)
     view = NodeView(target=released)
     if needs_ref:
@@ -344,10 +378,18 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
         known, added = _with_nhop_positives(known, splits.d4, d1.edge_index.numpy(), d1.num_nodes,
                                             st.n_hop, seed)
         info["nhop_positives_added"] = added
-    outcome = run_he_attack(st.attack, view, splits.d4, known_pairs=known,
-                            shadow_view=shadow_view, shadow_pairs=splits.shadow,
-                            scaler_mode=st.scaler_mode, metric=st.distance,
-                            epochs=st.attack_epochs, seed=_seed(seed, "attack"))
+    if st.adaptive in ("reversed", "disguise"):
+        delta_hat = (_shadow_delta(shadow_view.target, d2, st.n_hop, seed)
+                     if st.adaptive == "disguise" else None)
+        outcome = _low_similarity_attack(st.adaptive, released, splits.d4, metric=st.distance,
+                                         delta_hat=delta_hat, seed=_seed(seed, "attack"))
+        if delta_hat is not None:
+            metrics["delta_hat"] = delta_hat
+    else:
+        outcome = run_he_attack(st.attack, view, splits.d4, known_pairs=known,
+                                shadow_view=shadow_view, shadow_pairs=splits.shadow,
+                                scaler_mode=st.scaler_mode, metric=st.distance,
+                                epochs=st.attack_epochs, seed=_seed(seed, "attack"))
     metrics.update(outcome.metrics)
     metrics.pop("threshold", None)
     metrics["auc_label_only"] = _auc_label_only(released, splits.d4)
