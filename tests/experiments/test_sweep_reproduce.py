@@ -62,6 +62,10 @@ def test_001_figures_puts_each_mechanism_on_its_own_budget():
         assert "eps_f" not in {f.name for f in dataclasses.fields(get_method(m).params)}
     assert f1.full.grid["dataset"] == ("cora", "citeseer", "facebook", "twitch-en")
     assert f1.count() == 4 * (7 * 4 + 4 * 4 + 1) * 5 and f1.references == ()
+    # the paper's GCN on the released graph (spec 001 §3.7)
+    assert {k: f1.full.base[k] for k in ("hidden", "dropout", "weight_decay", "lr")} == {
+        "hidden": 128, "dropout": 0.0, "weight_decay": 0.0, "lr": 0.001}
+    assert max(c.get("eps_f", 0) for c in cells) <= 700     # pure-DP events are refused above
 
 
 def test_reproduce_list_and_errors():
