@@ -395,8 +395,8 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
     metrics["auc_label_only"] = _auc_label_only(released, splits.d4)
     if st.attack in (2, 5, 6, 7):
         # The same attack with every target-model output replaced by a constant: what the
-        # attacker's own knowledge (F, rho, A*, D') gives without the API. No defence of the
-        # released posteriors can take the attack below this.
+        # attacker's own knowledge (F, rho, A*, D') gives without the API, so an attacker
+        # reaches it whatever a defence does to the released posteriors.
         blind = run_he_attack(st.attack, _blind(view), splits.d4, known_pairs=known,
                               shadow_view=_blind(shadow_view), shadow_pairs=splits.shadow,
                               scaler_mode=st.scaler_mode, metric=st.distance,
