@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from gnnprivacy.errors import InvalidParameterError, UnknownNameError
+from gnnprivacy.experiments.sweep import REPRODUCTION_KEYS as _EXTRA_KEYS
 from gnnprivacy.experiments.sweep import SweepSpec
-
-_EXTRA_KEYS = ("references", "quick", "notes", "report_metrics")
 _QUICK_KEYS = ("base", "grid", "seeds", "seed", "description")
 
 

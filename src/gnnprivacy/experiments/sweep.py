@@ -70,7 +70,7 @@ from gnnprivacy.experiments.store import ResultStore
 
 SWEEP_KEYS = ("name", "description", "base", "grid", "seeds", "seed", "imports")
 #: keys of the bundled reproduction configs (experiments/configs/*.yaml) that a plain sweep ignores
-REPRODUCTION_KEYS = ("references", "quick", "notes")
+REPRODUCTION_KEYS = ("references", "quick", "notes", "report_metrics")
 
 #: printed by ``gnnprivacy sweep --template``: a commented sweep that runs in about a minute
 SWEEP_TEMPLATE = """\
