@@ -14,7 +14,8 @@ def test_demo_shows_both_dpmlp_baselines_in_a_plain_table(tmp_path):
          "--runs-dir", str(tmp_path / "runs"), "-o", str(tmp_path / "report")],
         capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    table, card = out.stdout.split("## Privacy report card")
+    table, rest = out.stdout.split("## Privacy report card")
+    card, attack = rest.split("What an attacker learns about the edges")
     lines = table.strip().splitlines()
     assert lines[0].startswith("Privacy vs utility")
     header, rule, *rows = lines[1:]
@@ -30,3 +31,16 @@ def test_demo_shows_both_dpmlp_baselines_in_a_plain_table(tmp_path):
     assert "Membership inference" in card
     html = (tmp_path / "report" / "report.html").read_text()
     assert "Privacy report card" in html  # the card is a section of the HTML report
+    # link stealing on the same graph, without a defence and with GRID, beside the labels-only control
+    header, rule, *ls_rows = attack.strip().splitlines()[1:5]
+    assert header.split()[0] == "defence" and set(rule) <= {"-", " "}
+    cells = {re.split(r"\s{2,}", r)[0]: re.split(r"\s{2,}", r) for r in ls_rows}
+    assert set(cells) == {"none", "GRID (theta 0.4, n 3)"}, ls_rows
+    none, grid = cells["none"], cells["GRID (theta 0.4, n 3)"]
+    assert float(none[1]) > 0.6                  # the attack works on the undefended posteriors
+    assert none[4] == grid[4] and none[3] == grid[3]  # GRID keeps every prediction exactly
+    from gnnprivacy.experiments.store import ResultStore
+
+    records = ResultStore(tmp_path / "runs" / "link-stealing").records()
+    assert sorted(r.config["defense"] for r in records) == ["grid", "none"]
+    assert "auc_label_only" in (tmp_path / "report" / "link-stealing" / "report.md").read_text()

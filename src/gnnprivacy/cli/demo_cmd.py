@@ -4,14 +4,18 @@ Trains the same task four ways on a contextual stochastic block model (no files 
 non-private GCN; naive DP-SGD on features only (DP-MLP) twice, at the paper's defaults and
 reasonably configured, so the pitch never rests on a weak baseline; and node-level DP
 HeterPoisson GCN. It prints the epsilon spent (with its unit and neighbouring relation) beside
-test accuracy, ends with the HeterPoisson model's privacy report card (claimed vs audited
-epsilon, membership inference), and writes the run records and a report with the card.
+test accuracy, shows the HeterPoisson model's privacy report card (claimed vs audited
+epsilon, membership inference), and writes the run records and a report with the card. It ends
+with what an attacker learns about the edges from the released posteriors of a non-private GCN:
+He et al.'s Attack-0 without a defence and with GRID (spec 003), beside the control that uses
+the released labels alone; those runs get their own records and report (``link-stealing/``).
 """
 
 from __future__ import annotations
 
 import math
 import sys
+from pathlib import Path
 
 import click
 
@@ -26,6 +30,9 @@ DEMO_RUNS = (
     ("dpmlp", "naive DP, configured", {"epsilon": None, **DPMLP_CONFIGURED}),
     ("heterpoisson", "node-level DP GNN", {"epsilon": None}),
 )
+#: link stealing on the same graph: the defences compared, with how the table names them
+LINK_STEALING_RUNS = (("none", "none"), ("grid", "GRID (theta 0.4, n 3)"))
+_LS_COLUMNS = ("defence", "attack AUC", "TPR@1%FPR", "labels-only AUC", "target test accuracy", "seconds")
 _COLUMNS = ("method", "role", "epsilon", "unit / relation", "delta", "test accuracy", "seconds")
 
 
@@ -40,6 +47,13 @@ def demo_runs(epsilon: float, seed: int, runs_dir: str, graph: str = DEMO_GRAPH)
     return out
 
 
+def link_stealing_runs(seed: int, runs_dir: str, graph: str = DEMO_GRAPH) -> list[dict]:
+    """The flat configs of the demo's link-stealing runs (records under ``runs_dir/link-stealing``)."""
+    return [{"method": "link-stealing", "dataset": "csbm", "dataset_args": graph, "seed": seed,
+             "runs_dir": str(Path(runs_dir) / "link-stealing"), "model": "gcn", "attack": 0,
+             "defense": defense} for defense, _ in LINK_STEALING_RUNS]
+
+
 def _row(role: str, rec) -> tuple[str, ...]:
     private = not math.isinf(rec.epsilon)
     eps = f"{rec.epsilon:.3f}" if private else "inf (no privacy)"
@@ -49,10 +63,16 @@ def _row(role: str, rec) -> tuple[str, ...]:
             f"{rec.timings['total_seconds']:.1f}")
 
 
-def plain_table(rows: list[tuple[str, ...]]) -> str:
+def _ls_row(label: str, rec) -> tuple[str, ...]:
+    m = rec.metrics
+    return (label, f"{m['auc']:.3f}", f"{m['tpr_at_1pct_fpr']:.3f}", f"{m['auc_label_only']:.3f}",
+            f"{m['model_test_accuracy']:.4f}", f"{rec.timings['total_seconds']:.1f}")
+
+
+def plain_table(rows: list[tuple[str, ...]], columns: tuple[str, ...] = _COLUMNS) -> str:
     """A fixed-width text table (for pipes and logs: no wrapping, no box characters)."""
-    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(_COLUMNS)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(_COLUMNS, widths)),
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)),
              "  ".join("-" * w for w in widths)]
     lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in rows]
     return "\n".join(line.rstrip() for line in lines)
@@ -89,20 +109,7 @@ def demo_command(epsilon: float, seed: int, runs_dir: str, runs_alias: str | Non
             say(f"  training {method} ({role}) ...")
             records.append(run(values, progress=progress))
             rows.append(_row(role, records[-1]))
-    title = "Privacy vs utility (test accuracy on held-out nodes)"
-    if tty:
-        from rich.console import Console
-        from rich.table import Table
-
-        table = Table(title=title)
-        for col in _COLUMNS:
-            table.add_column(col)
-        for row in rows:
-            table.add_row(*row)
-        Console().print(table)
-    else:
-        click.echo(title)
-        click.echo(plain_table(rows))
+    _print_table("Privacy vs utility (test accuracy on held-out nodes)", rows, _COLUMNS, tty)
     say("  auditing the heterpoisson model (report card) ...")
     card = _report_card(records[-1], runs_dir)
     if tty:
@@ -113,6 +120,44 @@ def demo_command(epsilon: float, seed: int, runs_dir: str, runs_alias: str | Non
     else:
         click.echo(card)
     _write_report(runs_dir, report_dir, say)
+    _link_stealing_section(seed, runs_dir, report_dir, graph, quiet=quiet, say=say, tty=tty)
+
+
+def _link_stealing_section(seed: int, runs_dir: str, report_dir: str, graph: str, *, quiet: bool,
+                           say, tty: bool) -> None:
+    """Attack-0 against a non-private GCN's posteriors without a defence and with GRID; records
+    and a report of their own under ``link-stealing/``."""
+    import gnnprivacy.attacks.link_stealing.method  # noqa: F401  (registers ``link-stealing``)
+    from gnnprivacy.cli.progress import progress_factory, quiet_mode
+    from gnnprivacy.experiments.runner import run
+
+    rows = []
+    with quiet_mode(quiet), progress_factory(enabled=not quiet) as progress:
+        for (_, label), values in zip(LINK_STEALING_RUNS, link_stealing_runs(seed, runs_dir, graph)):
+            say(f"  link stealing against the GCN's posteriors, defence: {label} ...")
+            rows.append(_ls_row(label, run(values, progress=progress)))
+    _print_table("What an attacker learns about the edges: He et al. Attack-0 (posterior similarity) "
+                 "on a non-private GCN", rows, _LS_COLUMNS, tty)
+    click.echo("(labels-only AUC: the same pairs scored by the released top-1 labels alone. GRID "
+               "keeps every label, so an attacker can always reach it; the target GCN trains on "
+               "the attack protocol's graph D1, spec 003 §6.1)")
+    _write_report(Path(runs_dir) / "link-stealing", Path(report_dir) / "link-stealing", say,
+                  title="gnnprivacy demo: link stealing", metrics=("auc", "auc_label_only", "test_accuracy"))
+
+def _print_table(title: str, rows: list[tuple[str, ...]], columns: tuple[str, ...], tty: bool) -> None:
+    if tty:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=title)
+        for col in columns:
+            table.add_column(col)
+        for row in rows:
+            table.add_row(*row)
+        Console().print(table)
+    else:
+        click.echo(title)
+        click.echo(plain_table(rows, columns))
 
 
 def _warm_imports() -> None:
@@ -135,8 +180,9 @@ def _report_card(record, runs_dir: str) -> str:
     return card_to_markdown(card)
 
 
-def _write_report(runs_dir: str, report_dir: str, say) -> None:
+def _write_report(runs_dir, report_dir, say, *, title: str = "gnnprivacy demo",
+                  metrics: tuple[str, ...] = ("test_accuracy",)) -> None:
     from gnnprivacy.reporting.html import write_report
 
-    paths = write_report(runs_dir, report_dir, title="gnnprivacy demo")
+    paths = write_report(runs_dir, report_dir, title=title, metrics=metrics)
     say("report: " + ", ".join(str(p) for p in paths))
