@@ -25,6 +25,10 @@ _DEFENSES = ("none", "grid", "l2", "dropout", "gap", "memguard", "minmax")
                    "GAP); memguard: L1 budget; minmax: lambda")
 @click.option("--scaler-mode", type=click.Choice(["train_only", "separate"]), default="train_only",
               show_default=True, help="attack feature scaler (separate: the reference code's test-set fit)")
+@click.option("--attacker-training", type=click.Choice(["defended", "clean"]), default="defended",
+              show_default=True, help="where attacks 3, 4, 6, 7 read their A* training posteriors: "
+                                      "defended (the API, spec 003 §9 A14) or clean (queried "
+                                      "before the defence was deployed)")
 @click.option("--adaptive", type=click.Choice(["none", "nhop", "reversed", "disguise"]), default="none",
               show_default=True,
               help="nhop: the n-hop-aware adaptive attacker of Table IX (attacks 3, 4, 6, 7); "
@@ -42,7 +46,7 @@ _DEFENSES = ("none", "grid", "l2", "dropout", "gap", "memguard", "minmax")
 @click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True, help="where the run record is written")
 @click.option("--json", "as_json", is_flag=True, help="print the metrics as JSON on stdout")
 def link_stealing_command(dataset, model, attack, defense, theta, n_hop, grid_mode, grid_objective,
-                          defense_param, scaler_mode, adaptive, ils, influence, query_node,
+                          defense_param, scaler_mode, attacker_training, adaptive, ils, influence, query_node,
                           seed, data_root, runs_dir, as_json):
     """Attack a GNN's posteriors to infer its training edges (He et al. 2021), with a defence."""
     from gnnprivacy.attacks.link_stealing.method import run_link_stealing
@@ -54,6 +58,7 @@ def link_stealing_command(dataset, model, attack, defense, theta, n_hop, grid_mo
                                    model=model, attack=attack, defense=defense, theta=theta,
                                    n_hop=n_hop, grid_mode=grid_mode, grid_objective=grid_objective,
                                    defense_param=defense_param, scaler_mode=scaler_mode,
+                                   attacker_training=attacker_training,
                                    adaptive=adaptive, ils=ils, influence=influence,
                                    query_node=query_node)
     except (GnnPrivacyError, ValueError) as exc:

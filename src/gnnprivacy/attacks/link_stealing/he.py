@@ -107,7 +107,7 @@ def run_he_attack(attack: int, test_view: NodeView, test_pairs: PairSet, *,
                   known_pairs: PairSet | None = None, shadow_view: NodeView | None = None,
                   shadow_pairs: PairSet | None = None, scaler_mode: str = "train_only",
                   metric: str = "correlation", known_labels: np.ndarray | None = None,
-                  epochs: int = 50, seed: int = 0) -> AttackOutcome:
+                  epochs: int = 50, seed: int = 0, known_view: NodeView | None = None) -> AttackOutcome:
     """Run He et al.'s Attack-``attack`` and return its :class:`AttackOutcome`.
 
     Args:
@@ -122,6 +122,8 @@ def run_he_attack(attack: int, test_view: NodeView, test_pairs: PairSet, *,
             adaptive attack labels n-hop pairs 1).
         epochs: attack-MLP epochs.
         seed: seeds the attack MLP and K-means.
+        known_view: the view the A* training pairs are read from (default ``test_view``; a
+            different one models an attacker whose A* posteriors predate the defence).
     """
     attack = check_int("attack", attack, low=0, high=7)
     metric = check_choice("metric", metric, DISTANCES)
@@ -137,7 +139,8 @@ def run_he_attack(attack: int, test_view: NodeView, test_pairs: PairSet, *,
         else:
             if known_pairs is None or len(known_pairs) == 0:
                 raise InvalidParameterError("known_pairs", f"known pairs A* for attack {attack}", None)
-            xs.append(attack_features(attack, test_view, known_pairs))
+            xs.append(attack_features(attack, test_view if known_view is None else known_view,
+                                      known_pairs))
             ys.append(known_pairs.label if known_labels is None else np.asarray(known_labels))
     x_train, y_train = np.vstack(xs), np.concatenate(ys)
     clf = AttackMLP(epochs=epochs, batch_size=64 if attack == 6 else 128,

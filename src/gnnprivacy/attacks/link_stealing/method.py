@@ -37,6 +37,9 @@ class LinkStealingParams:
                 "memguard: L1 budget; minmax: lambda"})
     scaler_mode: str = field(default="train_only", metadata={
         "help": "attack feature scaler: train_only | separate (reference code)"})
+    attacker_training: str = field(default="defended", metadata={
+        "help": "A* training posteriors of attacks 3, 4, 6, 7: defended (from the API, spec §9 A14) | "
+                "clean (queried before the defence was deployed)"})
     distance: str = field(default="correlation", metadata={"help": "Attack-0 headline distance"})
     epochs: int = field(default=200, metadata={"help": "target / shadow / reference model epochs"})
     patience: int = field(default=50, metadata={"help": "early-stopping patience"})

@@ -36,6 +36,10 @@ DEFENSES = ("none", "grid", "l2", "dropout", "gap", "memguard", "minmax")
 #: ``-|sim(r_u, r_w) - delta_hat|``, with ``delta_hat`` estimated by GRID's own procedure on the
 #: attacker's shadow graph D2 and shadow model).
 ADAPTIVE = ("none", "nhop", "reversed", "disguise")
+#: Where the supervised attacks' A* training posteriors come from (spec §9 A14, which the paper
+#: leaves open): ``defended`` (default: everything queried from the API is defended) or
+#: ``clean`` (the attacker's A* posteriors predate the defence; its test posteriors do not).
+ATTACKER_TRAINING = ("defended", "clean")
 
 #: Target-model hyper-parameters (spec §6.2 [ours]).
 TARGET_HPARAMS = {
@@ -60,6 +64,7 @@ class LinkStealingSettings:
     grid_objective: str = "paper"
     defense_param: float | None = None
     scaler_mode: str = "train_only"
+    attacker_training: str = "defended"
     distance: str = "correlation"
     epochs: int = 200
     patience: int = 50
@@ -79,6 +84,7 @@ class LinkStealingSettings:
         check_choice("ils", self.ils, ("none", "A2", "A9"))
         check_choice("influence", self.influence, ("none", "infiltrator"))
         check_choice("query_node", self.query_node, ("a", "w"))
+        check_choice("attacker_training", self.attacker_training, ATTACKER_TRAINING)
         if (self.ils != "none" or self.influence != "none") and self.model == "gcn":
             raise InvalidParameterError("model", "an inductive model (gat, sage, gin) for ILS and "
                                         "influence attacks", self.model)
@@ -88,6 +94,11 @@ class LinkStealingSettings:
         if self.adaptive in ("reversed", "disguise") and self.attack != 0:
             raise InvalidParameterError("attack", f"0 (posterior similarity) with adaptive="
                                         f"{self.adaptive!r}", self.attack)
+        if self.attacker_training == "clean" and (self.attack not in (3, 4, 6, 7) or self.ils != "none"
+                                                  or self.influence != "none"
+                                                  or self.adaptive in ("reversed", "disguise")):
+            raise InvalidParameterError("attacker_training", "'defended' unless a He et al. attack "
+                                        "trained on A* (3, 4, 6, 7) runs", self.attacker_training)
         if self.defense in ("l2", "dropout", "gap", "memguard", "minmax") and self.defense_param is None:
             raise InvalidParameterError("defense_param", f"a value for defense {self.defense!r} "
                                         "(l2: lambda >= 0; dropout: p in [0, 1); gap: epsilon > 0;"
@@ -365,6 +376,9 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
     if needs_ref:
         ref = _train("mlp", d1, ref_hp, seed=_seed(seed, "reference"), **train)
         view = NodeView(target=released, reference=_softmax(ref, d1), attributes=d1.x.numpy())
+    known_view = None
+    if st.attacker_training == "clean":
+        known_view = NodeView(target=clean, reference=view.reference, attributes=view.attributes)
     shadow_view = None
     if needs_shadow:
         shadow = _train(st.model, d2, TARGET_HPARAMS[st.model], seed=_seed(seed, "shadow"), **train)
@@ -389,7 +403,8 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
         outcome = run_he_attack(st.attack, view, splits.d4, known_pairs=known,
                                 shadow_view=shadow_view, shadow_pairs=splits.shadow,
                                 scaler_mode=st.scaler_mode, metric=st.distance,
-                                epochs=st.attack_epochs, seed=_seed(seed, "attack"))
+                                epochs=st.attack_epochs, seed=_seed(seed, "attack"),
+                                known_view=known_view)
     metrics.update(outcome.metrics)
     metrics.pop("threshold", None)
     metrics["auc_label_only"] = _auc_label_only(released, splits.d4)
