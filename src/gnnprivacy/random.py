@@ -6,9 +6,14 @@ each repeat, split and mechanism gets an independent stream reproducible from on
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from gnnprivacy._validation import check_int
+
+if TYPE_CHECKING:  # torch is imported lazily so that `--help` stays fast
+    import torch
 
 
 def seed_sequence(seed: int | np.random.SeedSequence) -> np.random.SeedSequence:

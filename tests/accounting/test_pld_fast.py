@@ -144,3 +144,21 @@ def test_connect_dots_pmf_is_the_library_one():
             a, c = ref.to_dense_pmf(), ours.to_dense_pmf()
             assert a._lower_loss == c._lower_loss and a._infinity_mass == c._infinity_mass
             np.testing.assert_array_equal(c._probs, a._probs)
+
+
+def test_epsilon_with_huge_negative_losses_is_the_library_one_and_quiet():
+    """Tiny noise puts losses near -1e4 in the PMF: exp(-loss) overflows there. Those entries
+    lie past the stopping index, so the result still equals the library's, without warnings."""
+    import warnings
+
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    for sigma, vdi in ((0.02, 1.0), (0.02, 0.1)):
+        pld = pld_lib.from_gaussian_mechanism(sigma, value_discretization_interval=vdi)
+        assert pld._pmf_remove.to_dense_pmf()._lower_loss * vdi < -800   # exp(800) overflows
+        for delta in (1e-3, 1e-5, 1e-9):
+            ref = pld.get_epsilon_for_delta(delta)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                ours = pld_fast.epsilon_for_delta(pld, delta)
+            assert ours == pytest.approx(ref, rel=1e-9)

@@ -116,8 +116,10 @@ def _pmf_epsilon(pmf, delta: float) -> float:
     losses = top - np.arange(size) * pmf._discretization                          # noqa: SLF001
     # masses BEFORE adding loss i (index i) and after the last one (index size)
     upper = np.cumsum(np.concatenate(([infinity], probs)))
-    lower = np.cumsum(np.concatenate(([0.0], np.exp(-losses) * probs)))
+    # exp(-loss) overflows only for very negative losses, which come last, past the stopping
+    # index (the walk stops by loss 0 unless the PMF holds no more than delta): never read
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        lower = np.cumsum(np.concatenate(([0.0], np.exp(-losses) * probs)))
         stop = ((upper[:-1] > delta) & (lower[:-1] > 0)
                 & (np.log((upper[:-1] - delta) / lower[:-1]) >= losses))
     # a loss so large that exp(-loss) underflows: the library returns it at once
