@@ -134,3 +134,25 @@ def test_report_metrics_of_a_reproduction_skip_those_no_run_has(tmp_path):
     titles = [t.title for _, ts in report.sections for t in ts]
     assert any(t.startswith("test_accuracy") for t in titles)
     assert not any("auc_output_blind" in t for t in titles)
+
+
+def test_a_single_budget_is_one_tick_with_room_around_it():
+    """Two series at one budget: the axis shows that budget once, the offsets stay small."""
+    from matplotlib.figure import Figure
+
+    from gnnprivacy.reporting.plots import _offsetter, budget_axis
+
+    for x, log in ((10.0, True), (0.0, False)):
+        ax = Figure().subplots()
+        xs = [_offsetter(i, 2, log)(x) for i in range(2)]
+        ax.plot(xs, [1, 2], "o")
+        budget_axis(ax, [x], "eps_f")
+        lo, hi = ax.get_xlim()
+        assert [t.get_text() for t in ax.get_xticklabels()] == [f"{x:g}"]
+        # the plotted markers take up a small part of the axis (autoscale alone zooms onto them)
+        span = (math.log2(hi) - math.log2(lo)) if log else hi - lo
+        gap = (math.log2(xs[1]) - math.log2(xs[0])) if log else xs[1] - xs[0]
+        assert gap < 0.1 * span
+    ax = Figure().subplots()
+    budget_axis(ax, [1.0, 4.0, 16.0], "eps_f")
+    assert ax.get_xscale() == "log" and [t.get_text() for t in ax.get_xticklabels()] == ["1", "4", "16"]

@@ -115,10 +115,7 @@ def _render_panel(members: list[Group], metric: str, x_key: str, line_keys: list
             ax.errorbar([paper_x(p[0]) for p in pts], [p[1] * scale for p in pts], yerr=[p[2] * scale for p in pts],
                         marker="s", markerfacecolor="none", linestyle=":", capsize=3, color=color,
                         label=f"{label} (paper)")
-    if len(set(xs_all)) > 1 and min(xs_all) > 0:
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(sorted(set(xs_all)), [fmt_value(x_key, x) for x in sorted(set(xs_all))])
-    ax.set_xlabel(x_key)
+    budget_axis(ax, xs_all, x_key)
     ax.set_ylabel(f"{metric}{' (%)' if scale == 100 else ''}")
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
@@ -127,6 +124,24 @@ def _render_panel(members: list[Group], metric: str, x_key: str, line_keys: list
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue()
+
+
+def budget_axis(ax, xs: list[float], x_key: str) -> None:
+    """Ticks labelled at the true budgets ``xs`` (log2 axis when all are positive).
+
+    With a single budget the limits span one octave (or one unit) each side, so the
+    few-percent series offsets read as offsets, not as different budgets."""
+    ax.set_xlabel(x_key)
+    ticks = sorted(set(xs))
+    if not ticks:
+        return
+    if ticks[0] > 0:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(ticks, [fmt_value(x_key, x) for x in ticks])
+    ax.minorticks_off()
+    if len(ticks) == 1:
+        x = ticks[0]
+        ax.set_xlim(*((x / 2, x * 2) if x > 0 else (x - 1, x + 1)))
 
 
 def series_offset(index: int, count: int) -> float:
