@@ -107,3 +107,53 @@ def test_beyond_public_pairs_separate_what_public_paths_explain():
     assert true["auc_beyond_public"] > 0.95
     with pytest.raises(InvalidParameterError, match="public_hops"):
         linkteller_attack(_two_hop_model(pub, n), x, public_hops=0, **kw)
+
+
+def test_features_are_restored_and_each_query_reported():
+    """The target row is scaled in place for its query: x is the same after, also on error."""
+    pub, pri = _graph()
+    n = 80
+    f = _linear_model(np.concatenate([pub, pri], axis=1), n)
+    x = torch.rand(n, 4, generator=torch.Generator().manual_seed(1)) + 0.5
+    before = x.clone()
+    seen, ticks = [], []
+
+    def spy(z):
+        seen.append(z.clone())
+        return f(z)
+
+    t = torch.tensor([3, 7, 11])
+    influence_matrix(spy, x, t, progress=ticks.append)
+    assert torch.equal(x, before) and ticks == [1, 1, 1]
+    # each query saw exactly one row scaled: its target's
+    for k, v in enumerate(t.tolist(), start=1):
+        changed = (seen[k] != before).any(dim=1).nonzero().flatten().tolist()
+        assert changed == [v] and torch.allclose(seen[k][v], before[v] * 1.01)
+
+    calls = [0]
+
+    def failing(z):
+        calls[0] += 1
+        if calls[0] == 2:
+            raise RuntimeError("API down")
+        return f(z)
+
+    with pytest.raises(RuntimeError):
+        influence_matrix(failing, x, t)
+    assert torch.equal(x, before)
+
+
+def test_sparse_csr_features_give_the_dense_influences():
+    pub, pri = _graph(seed=3)
+    n = 80
+    f = _linear_model(np.concatenate([pub, pri], axis=1), n)
+    g = torch.Generator().manual_seed(2)
+    x = (torch.rand(n, 6, generator=g) + 0.5) * (torch.rand(n, 6, generator=g) < 0.4)
+    t = torch.arange(0, n, 3)
+    dense = influence_matrix(f, x, t)
+    xs = x.to_sparse_csr()
+    sparse = influence_matrix(lambda z: f(z.to_dense()), xs, t)
+    torch.testing.assert_close(sparse, dense)
+    assert torch.equal(xs.to_dense(), x)                      # restored
+    with pytest.raises(InvalidParameterError):
+        influence_matrix(f, x.to_sparse_coo(), t)

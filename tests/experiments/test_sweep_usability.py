@@ -161,3 +161,51 @@ def test_workers_log_step_progress_when_not_on_a_tty(tmp_path, monkeypatch, capf
     (task2,) = expand_sweep(spec, runs_dir=tmp_path / "b")
     execute_task(task2)
     assert "[progress]" not in capfd.readouterr().err
+
+
+def test_a_task_closed_early_says_so_and_stops_heartbeating():
+    now = [0.0]
+    stream = io.StringIO()
+    task = PlainTask("full-batch gcn", 300, stream=stream, interval=10, clock=lambda: now[0])
+    now[0] = 3.0
+    task.update(61)
+    task.close()
+    now[0] = 60.0
+    task.heartbeat()                 # without close(): "step 61/300 ... ETA" every interval
+    lines = stream.getvalue().splitlines()
+    assert lines[-1] == "[progress] full-batch gcn: stopped at step 61/300, elapsed 0:00:03"
+    assert len(lines) == 2
+
+
+def test_early_stopping_closes_the_trainers_bar():
+    import torch
+    from torch_geometric.data import Data
+
+    from gnnprivacy.training.nonprivate import FullBatchTrainer
+
+    made = []
+
+    class Task:
+        def __init__(self):
+            self.done, self.closed = 0, False
+
+        def update(self, n=1):
+            self.done += n
+
+        def close(self):
+            self.closed = True
+
+    def progress(description, total):
+        made.append(Task())
+        return made[-1]
+
+    g = torch.Generator().manual_seed(0)
+    n = 60
+    data = Data(x=torch.randn(n, 4, generator=g), y=torch.randint(0, 2, (n,), generator=g),
+                edge_index=torch.randint(0, n, (2, 200), generator=g))
+    idx = torch.arange(n)
+    data.train_mask, data.val_mask, data.test_mask = idx < 30, (idx >= 30) & (idx < 45), idx >= 45
+    FullBatchTrainer("gcn", epochs=400, patience=5, generator=0, progress=progress).fit(data)
+    assert made[0].closed and 0 < made[0].done < 400
+    FullBatchTrainer("gcn", epochs=3, patience=50, generator=0, progress=progress).fit(data)
+    assert not made[1].closed and made[1].done == 3

@@ -54,3 +54,31 @@ def test_input_dropout_distribution_and_buffer_reuse():
     assert abs(kept_total - n * (1 - p)) < 5 * sd
     # positive control: a keep rate of p instead of 1 - p is far outside the band
     assert abs(n * p - n * (1 - p)) > 5 * sd
+
+
+@pytest.mark.parametrize("encoder", ["gcn", "sage"])
+@pytest.mark.parametrize("normalize", [False, True])
+def test_query_fn_equals_predict_logits_dense_and_sparse(encoder, normalize):
+    """The repeated-query API gives what predict_logits gives, for dense and sparse CSR x,
+    and follows a change of the features (it is not a cached output)."""
+    from torch_geometric.data import Data
+
+    from gnnprivacy.training.nonprivate import FullBatchTrainer
+
+    g = torch.Generator().manual_seed(2)
+    n = 60
+    x = torch.rand(n, 40, generator=g) * (torch.rand(n, 40, generator=g) < 0.02)   # sparse
+    idx = torch.arange(n)
+    data = Data(x=x, y=torch.randint(0, 3, (n,), generator=g), edge_index=_directed_graph(n, 240),
+                train_mask=idx < 30, val_mask=(idx >= 30) & (idx < 45), test_mask=idx >= 45)
+    trainer = FullBatchTrainer(encoder, epochs=5, generator=0, normalize_features=normalize).fit(data)
+    query = trainer.query_fn(data)
+    feats = trainer.query_features(data)
+    assert feats.layout == (torch.sparse_csr if encoder == "gcn" else torch.strided)
+    torch.testing.assert_close(query(feats), trainer.predict_logits(data), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(query(data.x), trainer.predict_logits(data), rtol=1e-5, atol=1e-6)
+    moved = data.clone()
+    moved.x = data.x * 3.0 + 0.1
+    out = query(moved.x)
+    torch.testing.assert_close(out, trainer.predict_logits(moved), rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(out, query(data.x))            # control: the features matter

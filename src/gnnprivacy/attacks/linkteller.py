@@ -37,24 +37,49 @@ __all__ = ["NEGATIVES", "influence_matrix", "linkteller_attack", "within_hops"]
 
 @torch.no_grad()
 def influence_matrix(predict: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor,
-                     targets: torch.Tensor, *, delta: float = 0.01) -> torch.Tensor:
+                     targets: torch.Tensor, *, delta: float = 0.01,
+                     progress: Callable[[int], object] | None = None) -> torch.Tensor:
     """``I[i, j]`` = influence of ``targets[i]`` on ``targets[j]`` (diagonal zeroed).
+
+    One query per target with that target's feature row scaled by ``1 + delta``. The row is
+    scaled in place and restored after the query (no copy of ``x`` per target: on Facebook's
+    22,470 x 4,714 features a copy was a quarter of the attack's time), so ``x`` is unchanged
+    on return, also when ``predict`` raises. A sparse CSR ``x`` has its row's non-zeros scaled.
 
     Args:
         predict: the inference API, ``features -> outputs (n, c)`` on the server's graph.
-        x: the node features the API uses.
+        x: the node features the API uses (dense or sparse CSR).
         targets: node ids ``(t,)``.
         delta: relative feature perturbation.
+        progress: called with ``1`` after each target's query (e.g. a progress task's ``update``).
     """
     delta = check_positive("delta", delta)
+    rows = _row_views(x)
     base = predict(x)[targets]
     out = torch.zeros(len(targets), len(targets))
     for i, v in enumerate(targets.tolist()):
-        xp = x.clone()
-        xp[v] = xp[v] * (1.0 + delta)
-        out[i] = (predict(xp)[targets] - base).norm(dim=1) / delta
+        view = rows(v)
+        row = view.clone()
+        try:
+            view.mul_(1.0 + delta)
+            out[i] = (predict(x)[targets] - base).norm(dim=1) / delta
+        finally:
+            view.copy_(row)
+        if progress is not None:
+            progress(1)
     out.fill_diagonal_(0.0)
     return out
+
+
+def _row_views(x: torch.Tensor) -> Callable[[int], torch.Tensor]:
+    """``v ->`` a writable view of row ``v``'s stored values (dense: the row; sparse CSR: its
+    non-zeros, so scaling them scales the row)."""
+    if x.layout == torch.strided:
+        return lambda v: x[v]
+    if x.layout == torch.sparse_csr:
+        crow, values = x.crow_indices(), x.values()
+        return lambda v: values[int(crow[v]):int(crow[v + 1])]
+    raise InvalidParameterError("x", "a dense or sparse CSR feature matrix", x.layout)
 
 
 def _pair_keys(pairs: np.ndarray, n: int) -> np.ndarray:
@@ -81,7 +106,8 @@ def within_hops(edges: np.ndarray, num_nodes: int, nodes: np.ndarray, hops: int)
 def linkteller_attack(predict, x: torch.Tensor, *, num_nodes: int, private_edges: np.ndarray,
                       public_edges: np.ndarray, n_targets: int = 500, delta: float = 0.01,
                       negatives: str = "non_edges", public_hops: int = 2,
-                      generator: np.random.Generator | None = None) -> dict:
+                      generator: np.random.Generator | None = None,
+                      progress: Callable[[int], object] | None = None) -> dict:
     """Run LinkTeller and score it; returns the attack metrics plus ``average_precision``,
     and the same on the pairs more than ``public_hops`` (the victim's number of message-passing
     layers) apart in the public graph: ``auc_beyond_public``,
@@ -125,7 +151,8 @@ def linkteller_attack(predict, x: torch.Tensor, *, num_nodes: int, private_edges
             excluded.add(key)
     neg = np.array(neg, np.int64).T
     index = {int(t): i for i, t in enumerate(targets)}
-    infl = influence_matrix(predict, x, torch.as_tensor(targets), delta=delta).numpy()
+    infl = influence_matrix(predict, x, torch.as_tensor(targets), delta=delta,
+                            progress=progress).numpy()
     pairs = np.concatenate([pos, neg], axis=1)
     iu = np.array([index[int(a)] for a in pairs[0]])
     iv = np.array([index[int(b)] for b in pairs[1]])

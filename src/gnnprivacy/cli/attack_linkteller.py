@@ -30,19 +30,23 @@ import click
 @click.option("--data-root", type=click.Path(file_okay=False), default=None,
               help="dataset root (default $GNNPRIVACY_DATA)")
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
+@click.option("--quiet", "-q", is_flag=True, help="no progress on stderr")
 def linkteller_command(dataset, method, eps_e, eps_f, private_edge_frac, seed, n_targets,
-                       delta_inf, negatives, mcmc_steps, data_root, as_json):
+                       delta_inf, negatives, mcmc_steps, data_root, as_json, quiet):
     """LinkTeller influence attack (Wu et al. S&P 2022) on private edges."""
     import json
 
+    from gnnprivacy.cli.progress import progress_factory, quiet_mode
     from gnnprivacy.errors import GnnPrivacyError
     from gnnprivacy.experiments.linkteller_run import run_linkteller
 
     try:
-        result = run_linkteller(dataset, method=method, eps_e=eps_e, eps_f=eps_f,
-                                private_edge_frac=private_edge_frac, seed=seed,
-                                n_targets=n_targets, delta=delta_inf, negatives=negatives,
-                                mcmc_steps=mcmc_steps, data_root=data_root)
+        # training epochs, then one query per target: a bar on a terminal, plain lines in logs
+        with quiet_mode(quiet), progress_factory(enabled=not quiet) as progress:
+            result = run_linkteller(dataset, method=method, eps_e=eps_e, eps_f=eps_f,
+                                    private_edge_frac=private_edge_frac, seed=seed,
+                                    n_targets=n_targets, delta=delta_inf, negatives=negatives,
+                                    mcmc_steps=mcmc_steps, data_root=data_root, progress=progress)
     except GnnPrivacyError as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:

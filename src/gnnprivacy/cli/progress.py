@@ -31,6 +31,11 @@ class _Task:
     def update(self, n: int = 1, **fields) -> None:
         self._progress.update(self._id, advance=n, **fields)
 
+    def close(self) -> None:
+        """The work ended before ``total`` (early stopping): the bar ends where it stands."""
+        task = next(t for t in self._progress.tasks if t.id == self._id)
+        self._progress.update(self._id, total=task.completed)
+
 
 def _clock(seconds: float) -> str:
     seconds = max(0, int(round(seconds)))
@@ -77,6 +82,18 @@ class PlainTask:
                 self._emit()
             elif not complete and self._clock() - self._last_line >= self.interval:
                 self._emit()
+
+    def close(self) -> None:
+        """The work ended before ``total`` (e.g. early stopping): one last line saying so, and
+        no heartbeat after it (a heartbeat would report a stale ETA until the process ends)."""
+        with self._lock:
+            if not self._finished:
+                self._finished = True
+                self._last_line = self._clock()
+                elapsed = _clock(self._last_line - self.start)
+                total = f"/{self.total}" if self.total else ""
+                print(f"[progress] {self.description}: stopped at {self.unit} {self.done}{total}, "
+                      f"elapsed {elapsed}", file=self.stream, flush=True)
 
     def heartbeat(self) -> None:
         """Write a line if none was written for ``interval`` seconds (called by a timer thread)."""

@@ -16,7 +16,8 @@ VICTIMS = ("gcn", "gcn-public")
 def run_linkteller(dataset: str = "cora", *, method: str = "gcn", eps_e: float | None = None,
                    eps_f: float | None = None, private_edge_frac: float = 0.3, seed: int = 0,
                    n_targets: int = 500, delta: float = 0.01, negatives: str = "non_edges",
-                   mcmc_steps: int | None = None, data_root: str | None = None) -> dict[str, Any]:
+                   mcmc_steps: int | None = None, data_root: str | None = None,
+                   progress=None) -> dict[str, Any]:
     """LinkTeller (Wu et al., S&P 2022) against a GCN trained on a (privatised) graph.
 
     Args:
@@ -33,6 +34,9 @@ def run_linkteller(dataset: str = "cora", *, method: str = "gcn", eps_e: float |
         negatives: ``"non_edges"`` (exclude public edges, spec E19) or ``"non_private"``.
         mcmc_steps: EdgeRR / privHRG MCMC moves (default the method's).
         data_root: dataset root (default ``$GNNPRIVACY_DATA``).
+        progress: optional ``progress(description, total)`` returning a task with
+            ``update(n)`` (what ``gnnprivacy.cli.progress.progress_factory`` yields): the
+            victim's training epochs and the attack's per-target queries report through it.
 
     Returns:
         ``auc``, ``average_precision`` and the attack's other metrics, with
@@ -64,16 +68,23 @@ def run_linkteller(dataset: str = "cora", *, method: str = "gcn", eps_e: float |
         from gnnprivacy.ldp.heterorr.edge_rr import to_edge_index
 
         rel.data.edge_index = to_edge_index(rel.public_edges)
-    trainer = train_gcn(rel.data, params, generator=ctx.torch_generator("train"))
-    model, edge_index = trainer.model_, rel.data.edge_index
+    trainer = train_gcn(rel.data, params, generator=ctx.torch_generator("train"),
+                        progress=progress)
+    # the server's API: softmax posteriors on the released graph, its GCN propagation matrix
+    # built once and the features in the layout the model trained on (sparse CSR on Facebook)
+    logits = trainer.query_fn(rel.data)
 
     def predict(x):
-        return torch.softmax(model(x, edge_index), dim=1)
+        return torch.softmax(logits(x), dim=1)
 
-    result = linkteller_attack(predict, rel.data.x, num_nodes=data.num_nodes,
+    task = (progress(f"linkteller {dataset}: influence queries",
+                     min(n_targets, int(np.unique(rel.private_edges).size)))
+            if progress is not None else None)
+    result = linkteller_attack(predict, trainer.query_features(rel.data), num_nodes=data.num_nodes,
                                private_edges=rel.private_edges, public_edges=rel.public_edges,
                                n_targets=n_targets, delta=delta, negatives=negatives,
-                               generator=np.random.default_rng(ctx.seed_for("linkteller")))
+                               generator=np.random.default_rng(ctx.seed_for("linkteller")),
+                               progress=task.update if task is not None else None)
     result.update(dataset=dataset, method=method, seed=seed,
                   model_test_accuracy=trainer.evaluate(rel.data, "test_mask")["accuracy"],
                   epsilon_edges=rel.privacy["epsilon_edges"],

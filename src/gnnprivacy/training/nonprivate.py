@@ -148,16 +148,18 @@ class _FullGraphInputs:
             use = 21 * int(torch.count_nonzero(graph.x)) <= INPUT_DROPOUT_BUFFER_BYTES
         self.dropout = _InputDropout(graph.x, p) if use else None
 
-    def __call__(self, *, training: bool) -> Tensor:
-        """The model's full-graph output (the model's own train/eval mode is left as set)."""
-        dropout = self.dropout if training else None
+    def __call__(self, *, training: bool, x: Tensor | None = None) -> Tensor:
+        """The model's full-graph output (the model's own train/eval mode is left as set);
+        ``x`` replaces the graph's features for this call (no input dropout then)."""
+        dropout = self.dropout if training and x is None else None
         saved = self.model.input_dropout
         try:
             for conv in self.convs:
                 conv.normalize = False
             if dropout is not None:
                 self.model.input_dropout = 0.0
-            return self.model(dropout() if dropout is not None else self.x, self.edges)
+            feats = dropout() if dropout is not None else (self.x if x is None else x)
+            return self.model(feats, self.edges)
         finally:
             for conv in self.convs:
                 conv.normalize = True
@@ -187,7 +189,8 @@ class FullBatchTrainer:
             identical) or ``None`` (fresh OS entropy). The global RNG is forked during ``fit``
             and left unchanged.
         progress: optional ``progress(description, total)`` returning an object with
-            ``update(n)`` (or ``None``); advanced once per epoch.
+            ``update(n)`` (or ``None``); advanced once per epoch, and its ``close()`` (if
+            it has one) called when early stopping ends training before ``epochs``.
         device: torch device.
 
     Attributes:
@@ -287,6 +290,8 @@ class FullBatchTrainer:
             if bar is not None:
                 bar.update(1)
             if stopper.step(epoch, self.model_, val_acc, val_loss):
+                if bar is not None and epoch + 1 < self.epochs and hasattr(bar, "close"):
+                    bar.close()                 # ends the bar (no stale ETA heartbeats)
                 break
 
     def _use_sparse(self, x: Tensor) -> bool:
@@ -332,6 +337,38 @@ class FullBatchTrainer:
         x = data.x.to(self.device)
         x = l1_normalize_rows(x) if self.normalize_features else x
         return self.model_(x, data.edge_index.to(self.device)).cpu()
+
+    def query_fn(self, data: Data) -> Callable[[Tensor], Tensor]:
+        """The trained model as an inference API on ``data``'s graph: ``x -> logits (N, C)``.
+
+        Made for many queries on one graph with different features (LinkTeller asks once per
+        target): GCN's propagation matrix is built once here instead of in every forward.
+        ``x`` may be dense or sparse CSR (:meth:`query_features` gives the layout the model
+        trained on; on sparse features such as Facebook's 22,470 x 4,714 a query is about 20x
+        faster than a dense forward). Eval mode, no gradients; the output equals
+        :meth:`predict_logits` on ``data`` with ``x`` as its features.
+        """
+        self._check_fitted()
+        self.model_.eval()
+        graph = Data(x=data.x[:1].to(self.device), edge_index=data.edge_index.to(self.device),
+                     num_nodes=data.num_nodes)
+        inputs = _FullGraphInputs(self.model_, graph, full_graph_training=False)
+
+        @torch.no_grad()
+        def query(x: Tensor) -> Tensor:
+            x = x.to(self.device)
+            if self.normalize_features:
+                sparse = x.layout == torch.sparse_csr
+                x = l1_normalize_rows(x.to_dense() if sparse else x)
+                x = to_sparse_csr(x) if sparse else x
+            return inputs(training=False, x=x).cpu()
+
+        return query
+
+    def query_features(self, data: Data) -> Tensor:
+        """``data.x`` in the layout the model trained on (sparse CSR for sparse features)."""
+        self._check_fitted()
+        return to_sparse_csr(data.x) if self.sparse_features_ else data.x
 
     def predict(self, data: Data) -> Tensor:
         """Predicted class of every node of ``data``."""
