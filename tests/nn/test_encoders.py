@@ -219,3 +219,28 @@ def test_sparse_feature_dropout_drops_stored_entries_at_rate_p():
         wrong = feature_dropout(csr, 0.4, training=True).to_dense() * 0.6 / 0.7
     assert _dropout_rate_ok(out, x, 0.3)
     assert not _dropout_rate_ok(wrong, x, 0.3)  # positive control: rate 0.4, rescaled as 0.3
+
+
+@pytest.mark.statistical
+def test_bulk_dense_feature_dropout_has_dropouts_distribution_and_seed():
+    """Large dense inputs take the numpy path: rate p, kept entries scaled by 1/(1-p),
+    reproducible under torch.manual_seed, same dtype; small ones stay on F.dropout."""
+    from gnnprivacy.nn import sparse as sp
+
+    g = torch.Generator().manual_seed(1)
+    x = 1.0 + torch.rand(1100, 1000, generator=g)            # 1.1e6 entries, all non-zero
+    assert sp._bulk_dense(x) and not sp._bulk_dense(x[:10])
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        out = feature_dropout(x, 0.3, training=True)
+        torch.manual_seed(0)
+        again = feature_dropout(x, 0.3, training=True)
+        wrong = feature_dropout(x, 0.4, training=True) * 0.6 / 0.7
+    assert torch.equal(out, again) and out.dtype == x.dtype and out.shape == x.shape
+    kept = out != 0
+    torch.testing.assert_close(out[kept], x[kept] / 0.7)
+    assert _dropout_rate_ok(out, x, 0.3)
+    assert not _dropout_rate_ok(wrong, x, 0.3)  # positive control: rate 0.4, rescaled as 0.3
+    assert torch.equal(x, 1.0 + torch.rand(1100, 1000, generator=torch.Generator().manual_seed(1)))
+    x64 = x.double()
+    assert feature_dropout(x64, 0.5, training=True).dtype == torch.float64
