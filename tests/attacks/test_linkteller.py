@@ -157,3 +157,21 @@ def test_sparse_csr_features_give_the_dense_influences():
     assert torch.equal(xs.to_dense(), x)                      # restored
     with pytest.raises(InvalidParameterError):
         influence_matrix(f, x.to_sparse_coo(), t)
+
+
+@pytest.mark.parametrize("bad, name", [({"n_targets": 1}, "n_targets"), ({"delta": 0.0}, "delta"),
+                                       ({"negatives": "all"}, "negatives"),
+                                       ({"private_edge_frac": 0.0}, "private_edge_frac"),
+                                       ({"seed": -1}, "seed")])
+def test_run_linkteller_refuses_bad_attack_options_before_loading_data(bad, name, monkeypatch):
+    """On Facebook these used to surface after minutes of release and training."""
+    import gnnprivacy.datasets as ds
+    from gnnprivacy.experiments.linkteller_run import run_linkteller
+
+    def no_load(*a, **k):
+        raise AssertionError("data loaded before the options were checked")
+
+    monkeypatch.setattr(ds, "load_dataset", no_load)
+    with pytest.raises(InvalidParameterError) as info:
+        run_linkteller("cora", **bad)
+    assert info.value.name == name

@@ -49,15 +49,25 @@ def run_linkteller(dataset: str = "cora", *, method: str = "gcn", eps_e: float |
     import numpy as np
     import torch
 
-    from gnnprivacy.attacks.linkteller import linkteller_attack
+    from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
+    from gnnprivacy.attacks.linkteller import NEGATIVES, linkteller_attack
     from gnnprivacy.datasets import load_dataset
-    from gnnprivacy.errors import UnknownNameError
+    from gnnprivacy.errors import InvalidParameterError, UnknownNameError
     from gnnprivacy.experiments.context import RunContext
     from gnnprivacy.experiments.methods.heterorr import (METHODS, HeteroRRParams, fit_release,
                                                          train_gcn)
 
     if method not in VICTIMS and method not in METHODS:
         raise UnknownNameError("method", method, [*VICTIMS, *METHODS])
+    # the attack's own parameters, checked before minutes of release and training
+    check_int("n_targets", n_targets, low=2)
+    check_positive("delta", delta)
+    check_choice("negatives", negatives, NEGATIVES)
+    check_int("seed", seed, low=0)
+    if not 0.0 < check_real("private_edge_frac", private_edge_frac) <= 1.0:
+        raise InvalidParameterError(
+            "private_edge_frac", "in (0, 1]: LinkTeller's positives are the private edges",
+            private_edge_frac)
     data = load_dataset(dataset, root=data_root)
     kw = {k: v for k, v in (("eps_e", eps_e), ("eps_f", eps_f)) if v is not None}
     params = HeteroRRParams(private_edge_frac=private_edge_frac, mcmc_steps=mcmc_steps, **kw)
