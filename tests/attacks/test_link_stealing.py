@@ -204,7 +204,8 @@ def test_nhop_aware_adaptive_attack_trades_precision_for_recall():
 @pytest.mark.parametrize("defense, param", [("l2", 0.05), ("dropout", 0.3), ("gap", 4.0),
                                             ("memguard", 0.3), ("minmax", 1.0)])
 def test_counterpart_defenses_run_in_the_harness(defense, param):
-    from gnnprivacy.attacks.link_stealing.pipeline import LinkStealingSettings, run_experiment
+    from gnnprivacy.attacks.link_stealing.pipeline import (DEFENSE_PARAM_DEFAULTS, LinkStealingSettings,
+                                                           run_experiment)
     from gnnprivacy.datasets import load_dataset
 
     data = load_dataset("csbm", num_nodes=400)
@@ -215,8 +216,22 @@ def test_counterpart_defenses_run_in_the_harness(defense, param):
         assert 0 < m["gap_epsilon"] <= 4.0 and info["gap_privacy"]["unit"] == "node"
     if defense == "memguard":
         assert m["als"] == 0.0
+    default = LinkStealingSettings(defense=defense).defense_param
+    assert default is not None and default == DEFENSE_PARAM_DEFAULTS[defense]
+
+
+def test_defense_param_defaults_are_recorded_and_refused_where_unused():
+    from gnnprivacy.attacks.link_stealing.method import LinkStealingParams
+    from gnnprivacy.attacks.link_stealing.pipeline import LinkStealingSettings
+
+    assert LinkStealingParams(defense="gap").defense_param == 4.0        # what the record shows
+    assert LinkStealingParams(defense="memguard", defense_param=0.2).defense_param == 0.2
+    assert LinkStealingParams(defense="grid").defense_param is None
+    for defense in ("none", "grid"):
+        with pytest.raises(InvalidParameterError, match="defense_param"):
+            LinkStealingSettings(defense=defense, defense_param=0.1)
     with pytest.raises(InvalidParameterError, match="defense_param"):
-        LinkStealingSettings(defense=defense)
+        LinkStealingSettings(defense="l2", defense_param=float("nan"))
 
 
 def test_ils_query_subgraphs_drop_the_tested_edge():
@@ -366,3 +381,18 @@ def test_attacker_training_clean_changes_only_the_training_posteriors():
     for bad in (dict(attack=0), dict(attack=5), dict(attack=6, model="sage", ils="A2")):
         with pytest.raises(InvalidParameterError, match="attacker_training"):
             LinkStealingSettings(attacker_training="clean", **bad)
+
+
+def test_a_gap_target_records_its_own_ledger():
+    """With defense gap the target model is private: the record says so and carries the
+    ledger of GAP's accountant (not the non-private placeholder)."""
+    from gnnprivacy.attacks.link_stealing.method import run_link_stealing
+
+    rec = run_link_stealing("csbm", save=False, attack=0, defense="gap", defense_param=4.0,
+                            epochs=20, patience=5)
+    assert rec.privacy["private"] is True and rec.privacy["unit"] == "node"
+    assert 0 < rec.epsilon <= 4.0
+    events = str(rec.privacy["ledger"])
+    assert "NonPrivateDpEvent" not in events and "Gaussian" in events
+    plain = run_link_stealing("csbm", save=False, attack=0, defense="none", epochs=20, patience=5)
+    assert plain.privacy["private"] is False and "NonPrivateDpEvent" in str(plain.privacy["ledger"])

@@ -21,8 +21,9 @@ _DEFENSES = ("none", "grid", "l2", "dropout", "gap", "memguard", "minmax")
 @click.option("--grid-objective", type=click.Choice(["paper", "mean", "gap_sq"]), default="paper",
               show_default=True)
 @click.option("--defense-param", type=float, default=None,
-              help="l2: lambda (penalty lambda*sum|W|^2); dropout: p; gap: epsilon (node-level "
-                   "GAP); memguard: L1 budget; minmax: lambda")
+              help="l2: lambda (penalty lambda*sum|W|^2, default 0.03); dropout: p (0.45); gap: "
+                   "epsilon (node-level GAP, 4); memguard: L1 budget (0.4, GRID's theta); minmax: "
+                   "lambda (1.5)")
 @click.option("--scaler-mode", type=click.Choice(["train_only", "separate"]), default="train_only",
               show_default=True, help="attack feature scaler (separate: the reference code's test-set fit)")
 @click.option("--attacker-training", type=click.Choice(["defended", "clean"]), default="defended",
@@ -76,4 +77,7 @@ def link_stealing_command(dataset, model, attack, defense, theta, n_hop, grid_mo
     if defense == "grid" and "num_core_nodes" in out:
         click.echo(f"GRID: {int(out['num_core_nodes'])} core nodes, max L1 distortion "
                    f"{out['max_l1_distortion']:.4f}, {out['grid_seconds']:.2f} s")
+    if record.privacy.get("private"):
+        click.echo(f"target model: epsilon {record.epsilon:.4g} at delta {record.delta:.3g} "
+                   f"({record.privacy.get('unit')}-level, {record.privacy.get('relation')})")
     click.echo(f"record: {runs_dir}/{record.run_id}.json")

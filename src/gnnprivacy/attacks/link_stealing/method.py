@@ -33,8 +33,8 @@ class LinkStealingParams:
     grid_mode: str = field(default="robust", metadata={"help": "GRID ConstraintCheck: robust | paper"})
     grid_objective: str = field(default="paper", metadata={"help": "GRID objective: paper | mean | gap_sq"})
     defense_param: float | None = field(default=None, metadata={
-        "help": "l2: lambda of lambda*sum|W|^2; dropout: p; gap: epsilon (node-level GAP); "
-                "memguard: L1 budget; minmax: lambda"})
+        "help": "l2: lambda of lambda*sum|W|^2 (default 0.03); dropout: p (0.45); gap: epsilon "
+                "(node-level GAP, 4); memguard: L1 budget (0.4, GRID's theta); minmax: lambda (1.5)"})
     scaler_mode: str = field(default="train_only", metadata={
         "help": "attack feature scaler: train_only | separate (reference code)"})
     attacker_training: str = field(default="defended", metadata={
@@ -60,7 +60,8 @@ class LinkStealingParams:
         return LinkStealingSettings(**dataclasses.asdict(self))
 
     def __post_init__(self):
-        self.settings()
+        # the record shows the defence parameter the run used, also when it is the default
+        object.__setattr__(self, "defense_param", self.settings().defense_param)
 
 
 def fit_link_stealing(ctx: RunContext) -> MethodResult:
@@ -71,8 +72,10 @@ def fit_link_stealing(ctx: RunContext) -> MethodResult:
     metrics["test_accuracy"] = metrics["model_test_accuracy"]
     if "gap_privacy" in info:  # the target model itself is node-level DP (GAP)
         eps, delta = metrics.pop("gap_epsilon"), metrics.pop("gap_delta")
+        # the target is private: the record carries GAP's own accountant's ledger
         return MethodResult(metrics=metrics, info=info, epsilon=eps, delta=delta,
-                            privacy=info.pop("gap_privacy"))
+                            privacy={**info.pop("gap_privacy"), "private": True},
+                            ledger=info.pop("gap_ledger"))
     return MethodResult(
         metrics=metrics, info=info,
         privacy={"unit": "edge", "relation": "none", "scope": "no DP guarantee: non-private "

@@ -50,6 +50,12 @@ TARGET_HPARAMS = {
 }
 REFERENCE_HPARAMS = {"hidden_channels": 16, "dropout": 0.5, "lr": 0.01, "weight_decay": 5e-4}
 
+#: ``defense_param`` when none is given: inside each counterpart's 6-point grid of spec 003
+#: §5.1 (l2 lambda 0-0.05, dropout p 0-0.75, GAP epsilon 1-16, Min-Max lambda 0-2.5), and
+#: MemGuard's expected L1 budget equal to GRID's default theta (0.4), so the two output
+#: perturbations are compared at one distortion budget
+DEFENSE_PARAM_DEFAULTS = {"l2": 0.03, "dropout": 0.45, "gap": 4.0, "memguard": 0.4, "minmax": 1.5}
+
 
 @dataclass(frozen=True)
 class LinkStealingSettings:
@@ -99,10 +105,15 @@ class LinkStealingSettings:
                                                   or self.adaptive in ("reversed", "disguise")):
             raise InvalidParameterError("attacker_training", "'defended' unless a He et al. attack "
                                         "trained on A* (3, 4, 6, 7) runs", self.attacker_training)
-        if self.defense in ("l2", "dropout", "gap", "memguard", "minmax") and self.defense_param is None:
-            raise InvalidParameterError("defense_param", f"a value for defense {self.defense!r} "
-                                        "(l2: lambda >= 0; dropout: p in [0, 1); gap: epsilon > 0;"
-                                        " memguard: L1 budget >= 0; minmax: lambda >= 0)", None)
+        if self.defense in DEFENSE_PARAM_DEFAULTS:
+            if self.defense_param is None:
+                object.__setattr__(self, "defense_param", DEFENSE_PARAM_DEFAULTS[self.defense])
+            check_real("defense_param", self.defense_param)
+        elif self.defense_param is not None:
+            raise InvalidParameterError(
+                "defense_param", f"not given with defense {self.defense!r} (it sets l2's lambda, "
+                "dropout's p, gap's epsilon, memguard's L1 budget, minmax's lambda; GRID takes "
+                "--theta and --n-hop)", self.defense_param)
 
 
 def _seed(seed: int, purpose: str) -> int:
@@ -286,6 +297,7 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
                                                low_open=True),
                             generator=_seed(seed, "gap")).fit(gap_d1)
         info["gap_privacy"] = target.privacy_record()
+        info["gap_ledger"] = target.ledger_
         metrics["gap_epsilon"], metrics["gap_delta"] = target.epsilon_, target.delta_
         setting = info["setting"] = "transductive"
     elif st.defense == "minmax":
