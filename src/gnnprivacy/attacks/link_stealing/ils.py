@@ -37,19 +37,23 @@ def _neighbors(edge_index: np.ndarray, n: int) -> list[set[int]]:
     return nb
 
 
-def ils_query_posteriors(query, x, edge_index: np.ndarray, pairs: PairSet, hops: int = 2):
+def ils_query_posteriors(query, x, edge_index: np.ndarray, pairs: PairSet, hops: int = 2,
+                         batch: int = 256):
     """Posteriors of ``u`` and ``w`` for every pair, each from its ``hops``-hop ego graph
     with the pair's edge removed; returns two ``(P, A)`` arrays.
 
-    ``query(x_sub, edge_index_sub)`` returns the model's logits on a subgraph.
+    ``query(x_sub, edge_index_sub)`` returns the model's logits on a subgraph. The ego graphs
+    are sent ``batch`` at a time as one disjoint union (message passing never crosses between
+    components, so each centre's output is the one its ego graph alone gives): one query per
+    batch instead of two per pair, which on merged AIDS cut the attack from minutes to seconds.
     """
     import torch
 
     n = x.shape[0]
     nb = _neighbors(edge_index, n)
-    out_u, out_w = [], []
+    egos = []                                    # (nodes, local edges, centre's local index)
     for u, w in zip(pairs.u.tolist(), pairs.w.tolist()):
-        for node, other, out in ((u, w, out_u), (w, u, out_w)):
+        for node, other in ((u, w), (w, u)):
             seen, frontier = {node}, {node}
             for _ in range(hops):
                 nxt = set()
@@ -61,11 +65,21 @@ def ils_query_posteriors(query, x, edge_index: np.ndarray, pairs: PairSet, hops:
             index = {k: i for i, k in enumerate(nodes)}
             es = [(index[a], index[b]) for a in nodes for b in nb[a]
                   if b in index and {a, b} != {node, other}]
-            ei = torch.tensor(es, dtype=torch.long).T if es else torch.zeros((2, 0), dtype=torch.long)
-            with torch.no_grad():
-                logits = query(x[nodes], ei)
-            out.append(torch.softmax(logits[index[node]].double(), 0).numpy())
-    return np.array(out_u), np.array(out_w)
+            egos.append((nodes, es, index[node]))
+    out = []
+    for start in range(0, len(egos), batch):
+        chunk = egos[start:start + batch]
+        offsets = np.cumsum([0] + [len(nodes) for nodes, _, _ in chunk])
+        nodes = torch.as_tensor(np.concatenate([nodes for nodes, _, _ in chunk]), dtype=torch.long)
+        es = [np.asarray(e, dtype=np.int64).reshape(-1, 2) + off
+              for (_, e, _), off in zip(chunk, offsets[:-1])]
+        ei = torch.as_tensor(np.concatenate(es).T.copy(), dtype=torch.long)
+        centres = torch.as_tensor([off + c for (_, _, c), off in zip(chunk, offsets[:-1])])
+        with torch.no_grad():
+            logits = query(x[nodes], ei)
+        out.append(torch.softmax(logits[centres].double(), 1).numpy())
+    probs = np.concatenate(out) if out else np.zeros((0, 0))
+    return probs[0::2], probs[1::2]
 
 
 def _graph_features(edge_index: np.ndarray, n: int, pairs: PairSet) -> np.ndarray:
