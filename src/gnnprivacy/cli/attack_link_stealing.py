@@ -46,22 +46,26 @@ _DEFENSES = ("none", "grid", "l2", "dropout", "gap", "memguard", "minmax")
 @click.option("--data-root", type=click.Path(file_okay=False), default=None, help="folder with the raw datasets")
 @click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True, help="where the run record is written")
 @click.option("--json", "as_json", is_flag=True, help="print the metrics as JSON on stdout")
+@click.option("--quiet", "-q", is_flag=True, help="no progress on stderr")
 def link_stealing_command(dataset, model, attack, defense, theta, n_hop, grid_mode, grid_objective,
                           defense_param, scaler_mode, attacker_training, adaptive, ils, influence, query_node,
-                          seed, data_root, runs_dir, as_json):
+                          seed, data_root, runs_dir, as_json, quiet):
     """Attack a GNN's posteriors to infer its training edges (He et al. 2021), with a defence."""
     from gnnprivacy.attacks.link_stealing.method import run_link_stealing
+    from gnnprivacy.cli.progress import progress_factory, quiet_mode
     from gnnprivacy.errors import GnnPrivacyError
     from gnnprivacy.reporting.record import dumps
 
     try:
-        record = run_link_stealing(dataset, seed=seed, data_root=data_root, runs_dir=runs_dir,
-                                   model=model, attack=attack, defense=defense, theta=theta,
-                                   n_hop=n_hop, grid_mode=grid_mode, grid_objective=grid_objective,
-                                   defense_param=defense_param, scaler_mode=scaler_mode,
-                                   attacker_training=attacker_training,
-                                   adaptive=adaptive, ils=ils, influence=influence,
-                                   query_node=query_node)
+        with quiet_mode(quiet), progress_factory(enabled=not quiet) as progress:
+            record = run_link_stealing(dataset, seed=seed, data_root=data_root, runs_dir=runs_dir,
+                                       progress=progress,
+                                       model=model, attack=attack, defense=defense, theta=theta,
+                                       n_hop=n_hop, grid_mode=grid_mode, grid_objective=grid_objective,
+                                       defense_param=defense_param, scaler_mode=scaler_mode,
+                                       attacker_training=attacker_training,
+                                       adaptive=adaptive, ils=ils, influence=influence,
+                                       query_node=query_node)
     except (GnnPrivacyError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     out = {"dataset": dataset, "model": model, "attack": attack, "ils": ils, "defense": defense,

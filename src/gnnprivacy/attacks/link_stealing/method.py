@@ -68,7 +68,7 @@ def fit_link_stealing(ctx: RunContext) -> MethodResult:
     from gnnprivacy.attacks.link_stealing.pipeline import run_experiment
 
     metrics, info = run_experiment(ctx.data, ctx.params.settings(), seed=ctx.seed,
-                                   device=str(ctx.device))
+                                   device=str(ctx.device), progress=ctx.progress)
     metrics["test_accuracy"] = metrics["model_test_accuracy"]
     if "gap_privacy" in info:  # the target model itself is node-level DP (GAP)
         eps, delta = metrics.pop("gap_epsilon"), metrics.pop("gap_delta")
@@ -88,7 +88,7 @@ register_method(METHOD, params=LinkStealingParams, private=False,
 
 
 def run_link_stealing(dataset: str = "cora", *, seed: int = 0, data_root: str | None = None,
-                      runs_dir: str = "runs", save: bool = True, **params: Any):
+                      runs_dir: str = "runs", save: bool = True, progress=None, **params: Any):
     """Run and record one link-stealing experiment; returns the :class:`RunRecord`.
 
     Args:
@@ -96,6 +96,9 @@ def run_link_stealing(dataset: str = "cora", *, seed: int = 0, data_root: str | 
         seed: run seed (splits, models, GRID sampling, attack MLP derive from it).
         data_root: folder with the raw datasets.
         runs_dir: where the JSON record is written (when ``save``).
+        save: write the record (and the split) to ``runs_dir``.
+        progress: optional ``progress(description, total)`` returning a task with ``update(n)``
+            (what ``gnnprivacy.cli.progress.progress_factory`` yields): the models' epochs.
         **params: :class:`LinkStealingParams` fields (``model``, ``attack``, ``defense``,
             ``theta``, ``n_hop`` ...).
 
@@ -107,4 +110,4 @@ def run_link_stealing(dataset: str = "cora", *, seed: int = 0, data_root: str | 
 
     values = {"method": METHOD, "dataset": dataset, "seed": seed, "data_root": data_root,
               "runs_dir": runs_dir, **params}
-    return run(values, save=save)
+    return run(values, save=save, progress=progress)

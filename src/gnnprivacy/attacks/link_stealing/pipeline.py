@@ -124,15 +124,15 @@ def _seed(seed: int, purpose: str) -> int:
 
 
 def _train(encoder: str, part_data, hp: dict, *, epochs: int, patience: int, seed: int,
-           normalize: bool, device: str = "cpu"):
+           normalize: bool, device: str = "cpu", progress=None):
     from gnnprivacy.training.nonprivate import FullBatchTrainer
 
     kw = dict(hp)
     return FullBatchTrainer(encoder, hidden_channels=kw.pop("hidden_channels"),
                             heads=kw.pop("heads", 8), dropout=kw.pop("dropout"), lr=kw.pop("lr"),
                             weight_decay=kw.pop("weight_decay"), epochs=epochs, patience=patience,
-                            normalize_features=normalize, generator=seed, device=device
-                            ).fit(part_data)
+                            normalize_features=normalize, generator=seed, device=device,
+                            progress=progress).fit(part_data)
 
 
 def _softmax(trainer, data) -> np.ndarray:
@@ -257,7 +257,7 @@ def _run_ils(st, target, splits, d1, d2, released, train, seed):
 
 
 def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
-                   device: str = "cpu") -> tuple[dict[str, float], dict]:
+                   device: str = "cpu", progress=None) -> tuple[dict[str, float], dict]:
     """Run one link-stealing experiment on ``data`` (a PyG ``Data``).
 
     Returns:
@@ -285,7 +285,8 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
         hp["dropout"] = check_real("defense_param", st.defense_param, low=0.0, high=1.0,
                                    high_open=True)
     d1, d2, d3 = splits.d1.to_data(), splits.d2.to_data(), splits.d3.to_data()
-    train = dict(epochs=st.epochs, patience=st.patience, normalize=normalize, device=device)
+    train = dict(epochs=st.epochs, patience=st.patience, normalize=normalize, device=device,
+                 progress=progress)
     metrics: dict[str, float] = {}
     info: dict = {"splits": splits.sizes(), "setting": setting}
     if st.defense == "gap":
