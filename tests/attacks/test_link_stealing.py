@@ -232,6 +232,12 @@ def test_defense_param_defaults_are_recorded_and_refused_where_unused():
             LinkStealingSettings(defense=defense, defense_param=0.1)
     with pytest.raises(InvalidParameterError, match="defense_param"):
         LinkStealingSettings(defense="l2", defense_param=float("nan"))
+    # each counterpart's range is checked when the settings are made, before any training
+    for defense, bad in (("l2", -0.1), ("dropout", 1.0), ("gap", 0.0), ("memguard", -1.0),
+                         ("minmax", -0.5)):
+        with pytest.raises(InvalidParameterError, match="defense_param"):
+            LinkStealingSettings(defense=defense, defense_param=bad)
+    assert LinkStealingSettings(defense="dropout", defense_param=0.0).defense_param == 0.0
 
 
 def test_ils_query_subgraphs_drop_the_tested_edge():

@@ -123,8 +123,13 @@ def test_features_are_restored_and_each_query_reported():
         return f(z)
 
     t = torch.tensor([3, 7, 11])
-    influence_matrix(spy, x, t, progress=ticks.append)
-    assert torch.equal(x, before) and ticks == [1, 1, 1]
+    class Task:
+        def update(self, n=1):
+            ticks.append(n)
+
+    made = []
+    influence_matrix(spy, x, t, progress=lambda d, total: made.append(total) or Task())
+    assert torch.equal(x, before) and ticks == [1, 1, 1] and made == [3]
     # each query saw exactly one row scaled: its target's
     for k, v in enumerate(t.tolist(), start=1):
         changed = (seen[k] != before).any(dim=1).nonzero().flatten().tolist()

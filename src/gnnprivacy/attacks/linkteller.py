@@ -32,13 +32,14 @@ from gnnprivacy.errors import InvalidParameterError
 
 NEGATIVES = ("non_edges", "non_private")
 
-__all__ = ["NEGATIVES", "influence_matrix", "linkteller_attack", "within_hops"]
+__all__ = ["NEGATIVES", "check_attack_options", "influence_matrix", "linkteller_attack",
+           "within_hops"]
 
 
 @torch.no_grad()
 def influence_matrix(predict: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor,
                      targets: torch.Tensor, *, delta: float = 0.01,
-                     progress: Callable[[int], object] | None = None) -> torch.Tensor:
+                     progress: Callable[[str, int], object] | None = None) -> torch.Tensor:
     """``I[i, j]`` = influence of ``targets[i]`` on ``targets[j]`` (diagonal zeroed).
 
     One query per target with that target's feature row scaled by ``1 + delta``. The row is
@@ -51,10 +52,13 @@ def influence_matrix(predict: Callable[[torch.Tensor], torch.Tensor], x: torch.T
         x: the node features the API uses (dense or sparse CSR).
         targets: node ids ``(t,)``.
         delta: relative feature perturbation.
-        progress: called with ``1`` after each target's query (e.g. a progress task's ``update``).
+        progress: optional ``progress(description, total)`` returning a task with
+            ``update(n)`` (what ``gnnprivacy.cli.progress.progress_factory`` yields), advanced
+            once per target's query.
     """
     delta = check_positive("delta", delta)
     rows = _row_views(x)
+    task = progress("linkteller: influence queries", len(targets)) if progress else None
     base = predict(x)[targets]
     out = torch.zeros(len(targets), len(targets))
     for i, v in enumerate(targets.tolist()):
@@ -65,8 +69,8 @@ def influence_matrix(predict: Callable[[torch.Tensor], torch.Tensor], x: torch.T
             out[i] = (predict(x)[targets] - base).norm(dim=1) / delta
         finally:
             view.copy_(row)
-        if progress is not None:
-            progress(1)
+        if task is not None:
+            task.update(1)
     out.fill_diagonal_(0.0)
     return out
 
@@ -103,11 +107,21 @@ def within_hops(edges: np.ndarray, num_nodes: int, nodes: np.ndarray, hops: int)
     return reach[:, nodes].toarray()
 
 
+def check_attack_options(*, n_targets: int, delta: float, negatives: str, public_hops: int = 2
+                         ) -> None:
+    """Raise :class:`InvalidParameterError` for a bad attack option (callers that train a
+    victim first check these before, as :func:`linkteller_attack` checks them again)."""
+    check_int("n_targets", n_targets, low=2)
+    check_positive("delta", delta)
+    check_choice("negatives", negatives, NEGATIVES)
+    check_int("public_hops", public_hops, low=1)
+
+
 def linkteller_attack(predict, x: torch.Tensor, *, num_nodes: int, private_edges: np.ndarray,
                       public_edges: np.ndarray, n_targets: int = 500, delta: float = 0.01,
                       negatives: str = "non_edges", public_hops: int = 2,
                       generator: np.random.Generator | None = None,
-                      progress: Callable[[int], object] | None = None) -> dict:
+                      progress: Callable[[str, int], object] | None = None) -> dict:
     """Run LinkTeller and score it; returns the attack metrics plus ``average_precision``,
     and the same on the pairs more than ``public_hops`` (the victim's number of message-passing
     layers) apart in the public graph: ``auc_beyond_public``,
@@ -121,9 +135,8 @@ def linkteller_attack(predict, x: torch.Tensor, *, num_nodes: int, private_edges
 
     from gnnprivacy.attacks.metrics import attack_metrics
 
-    check_int("n_targets", n_targets, low=2)
-    public_hops = check_int("public_hops", public_hops, low=1)
-    check_choice("negatives", negatives, NEGATIVES)
+    check_attack_options(n_targets=n_targets, delta=delta, negatives=negatives,
+                         public_hops=public_hops)
     rng = generator if generator is not None else np.random.default_rng()
     n = check_int("num_nodes", num_nodes, low=2)
     pri = np.asarray(private_edges, np.int64).reshape(2, -1)

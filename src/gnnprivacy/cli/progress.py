@@ -69,9 +69,9 @@ class PlainTask:
             text += f", ETA {_clock(elapsed / self.done * (self.total - self.done))}"
         return text
 
-    def _emit(self) -> None:
+    def _emit(self, text: str | None = None) -> None:
         self._last_line = self._clock()
-        print(self.line(), file=self.stream, flush=True)
+        print(self.line() if text is None else text, file=self.stream, flush=True)
 
     def update(self, n: int = 1, **fields) -> None:
         with self._lock:
@@ -89,11 +89,9 @@ class PlainTask:
         with self._lock:
             if not self._finished:
                 self._finished = True
-                self._last_line = self._clock()
-                elapsed = _clock(self._last_line - self.start)
                 total = f"/{self.total}" if self.total else ""
-                print(f"[progress] {self.description}: stopped at {self.unit} {self.done}{total}, "
-                      f"elapsed {elapsed}", file=self.stream, flush=True)
+                self._emit(f"[progress] {self.description}: stopped at {self.unit} {self.done}"
+                           f"{total}, elapsed {_clock(self._clock() - self.start)}")
 
     def heartbeat(self) -> None:
         """Write a line if none was written for ``interval`` seconds (called by a timer thread)."""

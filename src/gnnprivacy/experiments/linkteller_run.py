@@ -49,8 +49,8 @@ def run_linkteller(dataset: str = "cora", *, method: str = "gcn", eps_e: float |
     import numpy as np
     import torch
 
-    from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
-    from gnnprivacy.attacks.linkteller import NEGATIVES, linkteller_attack
+    from gnnprivacy._validation import check_int
+    from gnnprivacy.attacks.linkteller import check_attack_options, linkteller_attack
     from gnnprivacy.datasets import load_dataset
     from gnnprivacy.errors import InvalidParameterError, UnknownNameError
     from gnnprivacy.experiments.context import RunContext
@@ -59,18 +59,16 @@ def run_linkteller(dataset: str = "cora", *, method: str = "gcn", eps_e: float |
 
     if method not in VICTIMS and method not in METHODS:
         raise UnknownNameError("method", method, [*VICTIMS, *METHODS])
-    # the attack's own parameters, checked before minutes of release and training
-    check_int("n_targets", n_targets, low=2)
-    check_positive("delta", delta)
-    check_choice("negatives", negatives, NEGATIVES)
+    # every option is checked before minutes of release and training
+    check_attack_options(n_targets=n_targets, delta=delta, negatives=negatives)
     check_int("seed", seed, low=0)
-    if not 0.0 < check_real("private_edge_frac", private_edge_frac) <= 1.0:
+    kw = {k: v for k, v in (("eps_e", eps_e), ("eps_f", eps_f)) if v is not None}
+    params = HeteroRRParams(private_edge_frac=private_edge_frac, mcmc_steps=mcmc_steps, **kw)
+    if params.private_edge_frac == 0.0:
         raise InvalidParameterError(
             "private_edge_frac", "in (0, 1]: LinkTeller's positives are the private edges",
             private_edge_frac)
     data = load_dataset(dataset, root=data_root)
-    kw = {k: v for k, v in (("eps_e", eps_e), ("eps_f", eps_f)) if v is not None}
-    params = HeteroRRParams(private_edge_frac=private_edge_frac, mcmc_steps=mcmc_steps, **kw)
     ctx = RunContext(config=None, params=params, data=data, seed=seed)
     fm, em = ("clean", "clean") if method in VICTIMS else METHODS[method][:2]
     rel = fit_release(ctx, fm, em)
@@ -87,14 +85,11 @@ def run_linkteller(dataset: str = "cora", *, method: str = "gcn", eps_e: float |
     def predict(x):
         return torch.softmax(logits(x), dim=1)
 
-    task = (progress(f"linkteller {dataset}: influence queries",
-                     min(n_targets, int(np.unique(rel.private_edges).size)))
-            if progress is not None else None)
     result = linkteller_attack(predict, trainer.query_features(rel.data), num_nodes=data.num_nodes,
                                private_edges=rel.private_edges, public_edges=rel.public_edges,
                                n_targets=n_targets, delta=delta, negatives=negatives,
                                generator=np.random.default_rng(ctx.seed_for("linkteller")),
-                               progress=task.update if task is not None else None)
+                               progress=progress)
     result.update(dataset=dataset, method=method, seed=seed,
                   model_test_accuracy=trainer.evaluate(rel.data, "test_mask")["accuracy"],
                   epsilon_edges=rel.privacy["epsilon_edges"],

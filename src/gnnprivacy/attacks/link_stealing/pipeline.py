@@ -55,6 +55,11 @@ REFERENCE_HPARAMS = {"hidden_channels": 16, "dropout": 0.5, "lr": 0.01, "weight_
 #: MemGuard's expected L1 budget equal to GRID's default theta (0.4), so the two output
 #: perturbations are compared at one distortion budget
 DEFENSE_PARAM_DEFAULTS = {"l2": 0.03, "dropout": 0.45, "gap": 4.0, "memguard": 0.4, "minmax": 1.5}
+#: the range of each counterpart's ``defense_param`` (``check_real`` bounds), checked once in
+#: :class:`LinkStealingSettings`
+_DEFENSE_PARAM_BOUNDS = {"l2": {"low": 0.0}, "dropout": {"low": 0.0, "high": 1.0, "high_open": True},
+                         "gap": {"low": 0.0, "low_open": True}, "memguard": {"low": 0.0},
+                         "minmax": {"low": 0.0}}
 
 
 @dataclass(frozen=True)
@@ -108,7 +113,8 @@ class LinkStealingSettings:
         if self.defense in DEFENSE_PARAM_DEFAULTS:
             if self.defense_param is None:
                 object.__setattr__(self, "defense_param", DEFENSE_PARAM_DEFAULTS[self.defense])
-            check_real("defense_param", self.defense_param)
+            object.__setattr__(self, "defense_param", check_real(
+                "defense_param", self.defense_param, **_DEFENSE_PARAM_BOUNDS[self.defense]))
         elif self.defense_param is not None:
             raise InvalidParameterError(
                 "defense_param", f"not given with defense {self.defense!r} (it sets l2's lambda, "
@@ -280,10 +286,9 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
     normalize = bool((data.x >= 0).all())
     hp = dict(TARGET_HPARAMS[st.model])
     if st.defense == "l2":
-        hp["weight_decay"] = 2.0 * check_real("defense_param", st.defense_param, low=0.0)
+        hp["weight_decay"] = 2.0 * st.defense_param
     elif st.defense == "dropout":
-        hp["dropout"] = check_real("defense_param", st.defense_param, low=0.0, high=1.0,
-                                   high_open=True)
+        hp["dropout"] = st.defense_param
     d1, d2, d3 = splits.d1.to_data(), splits.d2.to_data(), splits.d3.to_data()
     train = dict(epochs=st.epochs, patience=st.patience, normalize=normalize, device=device,
                  progress=progress)
@@ -294,9 +299,7 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
 
         # GAP's own architecture replaces the target model (spec §9 A17); transductive on D1.
         gap_d1 = d1.clone()
-        target = GAPTrainer(epsilon=check_real("defense_param", st.defense_param, low=0.0,
-                                               low_open=True),
-                            generator=_seed(seed, "gap")).fit(gap_d1)
+        target = GAPTrainer(epsilon=st.defense_param, generator=_seed(seed, "gap")).fit(gap_d1)
         info["gap_privacy"] = target.privacy_record()
         info["gap_ledger"] = target.ledger_
         metrics["gap_epsilon"], metrics["gap_delta"] = target.epsilon_, target.delta_
@@ -305,7 +308,7 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
         from gnnprivacy.defenses.minmax import MinMaxTrainer
 
         kw = dict(hp)
-        target = MinMaxTrainer(st.model, lam=check_real("defense_param", st.defense_param, low=0.0),
+        target = MinMaxTrainer(st.model, lam=st.defense_param,
                                hidden_channels=kw["hidden_channels"], heads=kw.get("heads", 8),
                                dropout=kw["dropout"], lr=kw["lr"], weight_decay=kw["weight_decay"],
                                epochs=st.epochs, patience=st.patience, normalize_features=normalize,
@@ -332,7 +335,7 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
         from gnnprivacy.defenses.memguard import MemGuard
 
         p3 = _softmax(target, d3)
-        mg = MemGuard(budget=check_real("defense_param", st.defense_param, low=0.0),
+        mg = MemGuard(budget=st.defense_param,
                       seed=_seed(seed, "memguard"))
         mg.fit_classifier(p3, splits.d3_pairs.u, splits.d3_pairs.w, splits.d3_pairs.label)
         with torch.no_grad():
