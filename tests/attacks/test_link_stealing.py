@@ -440,3 +440,18 @@ def test_a_gap_target_records_its_own_ledger():
     assert "NonPrivateDpEvent" not in events and "Gaussian" in events
     plain = run_link_stealing("csbm", save=False, attack=0, defense="none", epochs=20, patience=5)
     assert plain.privacy["private"] is False and "NonPrivateDpEvent" in str(plain.privacy["ledger"])
+
+
+def test_feature_rows_are_normalised_only_when_sparse_and_nonnegative():
+    """Planetoid-like rows (Cora: 18 non-zeros) are L1-normalised as in He et al.'s code; dense
+    rows (Computers: 267) and signed features are not."""
+    import torch
+
+    from gnnprivacy.attacks.link_stealing.pipeline import row_normalize_features
+
+    g = torch.Generator().manual_seed(0)
+    sparse = (torch.rand(200, 1000, generator=g) < 0.018).float()      # ~18 per row
+    dense = (torch.rand(200, 767, generator=g) < 0.35).float()         # ~268 per row
+    assert row_normalize_features(sparse)
+    assert not row_normalize_features(dense)
+    assert not row_normalize_features(sparse - 0.5)

@@ -122,6 +122,25 @@ class LinkStealingSettings:
                 "--theta and --n-hop)", self.defense_param)
 
 
+#: rows whose mean L1 norm exceeds this are not L1-normalised (see :func:`row_normalize_features`)
+ROW_NORMALIZE_MAX_MEAN_L1 = 50.0
+
+
+def row_normalize_features(x) -> bool:
+    """Whether the models train on L1-normalised feature rows.
+
+    He et al.'s code normalises the rows of Planetoid's sparse bag-of-words (Cora: 18
+    non-zeros per row on average, CiteSeer 32), and the tables are reproduced that way.
+    Denser rows are left as they are: normalised, every entry of a Computers row (267
+    non-zeros) is below 0.004, and the 16-unit GCN with weight decay collapses to the
+    majority class on D1 (test accuracy 0.375, against 0.848 on raw rows; Photo 0.587 vs
+    0.922, Coauthor CS 0.766 vs 0.910). Features with negative values are never normalised.
+    """
+    if not bool((x >= 0).all()):
+        return False
+    return float(x.abs().sum(dim=1).mean()) <= ROW_NORMALIZE_MAX_MEAN_L1
+
+
 def _seed(seed: int, purpose: str) -> int:
     import hashlib
 
@@ -283,7 +302,7 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
     t0 = time.perf_counter()
     setting = "transductive" if st.model == "gcn" else "inductive"
     splits = attack_splits(data, seed=seed, setting=setting)
-    normalize = bool((data.x >= 0).all())
+    normalize = row_normalize_features(data.x)
     hp = dict(TARGET_HPARAMS[st.model])
     if st.defense == "l2":
         hp["weight_decay"] = 2.0 * st.defense_param
