@@ -11,6 +11,7 @@ The public API (loaded on first use, so ``import gnnprivacy`` stays instant)::
     gp.assess(result.record)                              # privacy report card
     gp.tune("tune.yaml")                                  # tuning with the selection counted
     gp.attack_link_stealing("cora", attack=6, defense="grid")
+    pt = gp.make_private(model, optimizer, data, sampler="heterpoisson", epsilon=8.0)
 
 Sub-packages (imports point down only): ``accounting`` (privacy events, accountants,
 calibration; no torch), ``mechanisms``, ``datasets``, ``sampling``, ``nn``, ``training``,
@@ -40,6 +41,8 @@ _API = {
     "tune": "gnnprivacy.experiments.tune",
     "attack_link_stealing": ("gnnprivacy.attacks.link_stealing.method", "run_link_stealing"),
     "attack_linkteller": ("gnnprivacy.experiments.linkteller_run", "run_linkteller"),
+    "make_private": "gnnprivacy.training.private",
+    "PrivateTraining": "gnnprivacy.training.private",
 }
 
 __all__ = ["__version__", *_API]

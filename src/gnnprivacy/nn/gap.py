@@ -254,7 +254,7 @@ class GAPTrainer:
                           clip_norm=self.clip_norm, noise_multiplier=self.noise_multiplier_,
                           expected_batch_size=q * train.numel(), generator=gens["noise"],
                           secure_mode=self.secure_mode, accountant=self.accountant_,
-                          step_event=self._step_event)
+                          step_event=self._step_event, sampling="poisson")
         model.train()
         for _ in range(steps):
             nodes = poisson_node_batch(train, rate=q, generator=gens["sample"])
