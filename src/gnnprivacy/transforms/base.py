@@ -38,8 +38,8 @@ EVENTS_KEY = "privacy_events"
 class PrivatizingTransform(BaseTransform, abc.ABC):
     """Base class: a PyG transform that releases a privatised copy and records its cost.
 
-    Subclasses set ``unit`` and ``relation``, implement `events` (the cost of one
-    application, known before it runs) and `_release` (the new ``Data`` and the events that
+    Subclasses set ``unit``, ``relation`` and ``_events`` (the cost of one application,
+    known before it runs) and `_release` (the new ``Data`` and the events that
     executed, which the output carries).
 
     Args:
@@ -57,10 +57,13 @@ class PrivatizingTransform(BaseTransform, abc.ABC):
         self._numpy = None
         self._torch = None
 
+    #: the scoped events of one application (set by the subclass's ``__init__``)
+    _events: tuple[ScopedDpEvent, ...] = ()
+
     @property
-    @abc.abstractmethod
     def events(self) -> tuple[ScopedDpEvent, ...]:
-        """The scoped events of one application."""
+        """The scoped events of one application (its cost, known before it runs)."""
+        return self._events
 
     @abc.abstractmethod
     def _release(self, data: Data) -> tuple[Data, tuple[ScopedDpEvent, ...]]:

@@ -62,10 +62,6 @@ class EdgeRand(_EdgeTransform):
         self.epsilon = float(epsilon)
         self.max_edges = check_int("max_edges", max_edges, low=1)
 
-    @property
-    def events(self):
-        return self._events
-
     def _release(self, data: Data) -> Data:
         data.edge_index = edge_rand(data.edge_index, data.num_nodes, epsilon=self.epsilon,
                                     generator=self.numpy_rng(), max_edges=self.max_edges)
@@ -104,10 +100,6 @@ class LapGraph(_EdgeTransform):
                                       low_open=True, high_open=True)
         self._events = tuple(lap_graph_events(epsilon, self.count_share))   # validates epsilon
         self.epsilon = float(epsilon)
-
-    @property
-    def events(self):
-        return self._events
 
     def _release(self, data: Data) -> Data:
         data.edge_index = lap_graph(data.edge_index, data.num_nodes, epsilon=self.epsilon,
@@ -160,10 +152,6 @@ class EdgeRR(_EdgeTransform):
         self._events = (*edge_rand_events(self.split * self.epsilon),      # the same pure
                         *edge_rand_events((1 - self.split) * self.epsilon))  # EDGE events
         self.info_: dict = {}
-
-    @property
-    def events(self):
-        return self._events
 
     def _release(self, data: Data) -> Data:
         from gnnprivacy.ldp.heterorr.edge_rr import edge_rr, split_edges

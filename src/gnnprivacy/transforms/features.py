@@ -42,10 +42,6 @@ class _FeatureTransform(PrivatizingTransform):
         self._events = (ScopedDpEvent(pure_epsilon_event(self.epsilon), self.unit,
                                       self.relation),)
 
-    @property
-    def events(self):
-        return self._events
-
     @staticmethod
     def _x(data: Data) -> torch.Tensor:
         x = getattr(data, "x", None)
