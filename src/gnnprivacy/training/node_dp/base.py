@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from torch_geometric.data import Data
 
+from gnnprivacy._estimator import EstimatorParams
 from gnnprivacy._validation import check_int
 from gnnprivacy.training.checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from gnnprivacy.training.device import device_name, resolve_device
@@ -50,7 +51,7 @@ def os_entropy_generator() -> torch.Generator:
 __all__ = ["NodeDPTrainer"]
 
 
-class NodeDPTrainer:
+class NodeDPTrainer(EstimatorParams):
     """Base class: randomness plumbing, the step loop and the privacy summary.
 
     Learned state common to all subclasses: ``model_``, ``noise_multiplier_`` (noise std
