@@ -20,42 +20,29 @@ calibration; no torch), ``mechanisms``, ``datasets``, ``sampling``, ``nn``, ``tr
 
 from __future__ import annotations
 
-import importlib
+from typing import TYPE_CHECKING
+
+from gnnprivacy._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
-#: public name -> module it lives in (imported on first access)
-_API = {
-    "train": "gnnprivacy.api",
-    "account": "gnnprivacy.api",
-    "methods": "gnnprivacy.api",
-    "datasets": "gnnprivacy.api",
-    "TrainResult": "gnnprivacy.api",
-    "MethodInfo": "gnnprivacy.api",
-    "load_dataset": "gnnprivacy.datasets",
-    "validate_data": "gnnprivacy.datasets",
-    "read_record": "gnnprivacy.reporting.record",
-    "RunRecord": "gnnprivacy.reporting.record",
-    "audit": "gnnprivacy.auditing.api",
-    "assess": ("gnnprivacy.auditing.report_card", "report_card"),
-    "tune": "gnnprivacy.experiments.tune",
-    "attack_link_stealing": ("gnnprivacy.attacks.link_stealing.method", "run_link_stealing"),
-    "attack_linkteller": ("gnnprivacy.experiments.linkteller_run", "run_linkteller"),
-    "make_private": "gnnprivacy.training.private",
-    "PrivateTraining": "gnnprivacy.training.private",
-}
+# The public API, loaded on first access. These imports are the one declaration of it: type
+# checkers read them (so `gp.train` has its signature) and `lazy_exports` builds the lazy
+# `__getattr__` from them.
+if TYPE_CHECKING:
+    from gnnprivacy.api import MethodInfo, TrainResult, account, datasets, methods, train
+    from gnnprivacy.attacks.link_stealing.method import \
+        run_link_stealing as attack_link_stealing
+    from gnnprivacy.auditing.api import audit
+    from gnnprivacy.auditing.report_card import report_card as assess
+    from gnnprivacy.datasets import load_dataset, validate_data
+    from gnnprivacy.experiments.linkteller_run import run_linkteller as attack_linkteller
+    from gnnprivacy.experiments.tune import tune
+    from gnnprivacy.reporting.record import RunRecord, read_record
+    from gnnprivacy.training.private import PrivateTraining, make_private
 
-__all__ = ["__version__", *_API]
+__all__ = ["__version__", "train", "account", "methods", "datasets", "TrainResult", "MethodInfo",
+           "load_dataset", "validate_data", "read_record", "RunRecord", "audit", "assess", "tune",
+           "attack_link_stealing", "attack_linkteller", "make_private", "PrivateTraining"]
 
-
-def __getattr__(name: str):
-    if name in _API:
-        module, attribute = _API[name] if isinstance(_API[name], tuple) else (_API[name], name)
-        value = getattr(importlib.import_module(module), attribute)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'gnnprivacy' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_API))
+__getattr__, __dir__ = lazy_exports(__name__, __file__, globals())

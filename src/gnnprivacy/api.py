@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from gnnprivacy.accounting.query import account
-from gnnprivacy.errors import InvalidParameterError
+from gnnprivacy.errors import InvalidParameterError, SmallSplitWarning
 
 __all__ = ["MethodInfo", "ParameterInfo", "TrainResult", "account", "datasets", "methods", "train"]
 
@@ -216,4 +217,6 @@ def train(data: Any = "csbm", *, method: str = "gcn", seed: int = 0,
     kept: dict[str, Any] = {}
     record = run(values, progress=progress, log=log, save=runs_dir is not None, data=user_data,
                  keep_result=kept)
+    for note in record.warnings:
+        warnings.warn(note, SmallSplitWarning, stacklevel=2)
     return TrainResult(record=record, model=kept["result"].model, data=kept["data"])

@@ -45,3 +45,8 @@ class PrivacyUnitMismatchError(GnnPrivacyError, ValueError):
 
 class BudgetExceededError(GnnPrivacyError, RuntimeError):
     """Composing one more event would exceed the privacy budget."""
+
+
+class SmallSplitWarning(UserWarning):
+    """The split leaves few training nodes (fewer than 500): private methods lose much
+    accuracy there. ``gp.train`` warns with it; the record keeps the message."""

@@ -170,3 +170,23 @@ def test_every_capability_of_the_cli_has_a_top_level_function():
         assert inspect.getdoc(getattr(gp, name)), name
     with pytest.raises(AttributeError, match="no attribute"):
         gp.not_a_function  # noqa: B018
+
+
+def test_a_split_under_500_training_nodes_warns_in_output_and_record():
+    # issue 25: Cora's public split (140 training nodes) halves heterpoisson's accuracy
+    from gnnprivacy.errors import SmallSplitWarning
+
+    lines = []
+    with pytest.warns(SmallSplitWarning, match="150 training nodes"):
+        small = gp.train("csbm", method="dpmlp", epsilon=4.0, dataset_args="num_nodes=300",
+                         log=lines.append)
+    assert any(line.startswith("warning: the split leaves 150 training nodes") for line in lines)
+    assert small.record.warnings and "fewer than 500" in small.record.warnings[0]
+    assert small.record.summary()["warnings"] == small.record.warnings
+    # control: 600 training nodes, no warning
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SmallSplitWarning)
+        large = gp.train("csbm", method="gcn", epochs=2, dataset_args="num_nodes=1200")
+    assert large.record.warnings == [] and "warnings" not in large.record.summary()

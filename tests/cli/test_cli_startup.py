@@ -36,6 +36,16 @@ def test_account_imports_neither_torch_nor_pyg():
     assert "torch" not in mods and "torch_geometric" not in mods
 
 
+def test_train_help_imports_neither_torch_nor_pyg():
+    # issue 25: `train --help` lists every method and option without loading PyG (under 1 s;
+    # benchmarks/bench_cli_startup.py prints the time)
+    mods = _modules_after(
+        "import gnnprivacy.cli\nfrom click.testing import CliRunner\n"
+        "r = CliRunner().invoke(gnnprivacy.cli.main, ['train', '--help'])\n"
+        "assert r.exit_code == 0 and 'heterpoisson' in r.output, r.output")
+    assert "torch" not in mods and "torch_geometric" not in mods
+
+
 def test_help_lists_every_subcommand():
     out = CliRunner().invoke(main, ["--help"]).output
     for name in COMMANDS:

@@ -31,6 +31,14 @@ def test_demo_shows_both_dpmlp_baselines_in_a_plain_table(tmp_path):
     assert "Membership inference" in card
     html = (tmp_path / "report" / "report.html").read_text()
     assert "Privacy report card" in html  # the card is a section of the HTML report
+    # issue 25: every method on one accuracy-against-epsilon plot (private runs at 2, 4, 8)
+    plots = sorted(p.name for p in (tmp_path / "report" / "plots").iterdir())
+    assert plots == ["test_accuracy-vs-epsilon-all-methods.png"], plots
+    from gnnprivacy.experiments.store import ResultStore
+
+    budgets = sorted((r.method, r.config.get("epsilon")) for r in ResultStore(tmp_path / "runs").records()
+                     if r.method != "gcn")
+    assert budgets == sorted([(m, e) for m in ("dpmlp", "dpmlp", "heterpoisson") for e in (2.0, 4.0, 8.0)])
     # link stealing on the same graph, without a defence and with GRID, beside the labels-only control
     header, rule, *ls_rows = attack.strip().splitlines()[1:5]
     assert header.split()[0] == "defence" and set(rule) <= {"-", " "}
@@ -39,8 +47,7 @@ def test_demo_shows_both_dpmlp_baselines_in_a_plain_table(tmp_path):
     none, grid = cells["none"], cells["GRID (theta 0.4, n 3)"]
     assert float(none[1]) > 0.6                  # the attack works on the undefended posteriors
     assert none[4] == grid[4] and none[3] == grid[3]  # GRID keeps every prediction exactly
-    from gnnprivacy.experiments.store import ResultStore
-
     records = ResultStore(tmp_path / "runs" / "link-stealing").records()
     assert sorted(r.config["defense"] for r in records) == ["grid", "none"]
     assert "auc_label_only" in (tmp_path / "report" / "link-stealing" / "report.md").read_text()
+    assert not (tmp_path / "report" / "link-stealing" / "plots").exists()

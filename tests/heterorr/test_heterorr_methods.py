@@ -80,3 +80,22 @@ def test_cli_lists_methods_and_attack():
     assert "linkteller" in out.output
     out = CliRunner().invoke(main, ["attack", "linkteller", "--help"])
     assert "--eps-e" in out.output and out.exit_code == 0
+
+
+@pytest.mark.parametrize("have_numba", [False, True])
+def test_log_line_hints_numba_when_the_mcmc_ran_in_python(have_numba, data, monkeypatch):
+    # issue 25: without numba heterorr takes ~10x longer; the log line says how to fix it
+    from gnnprivacy.ldp.heterorr import _kernels
+
+    monkeypatch.setattr(_kernels, "HAVE_NUMBA", have_numba)
+    lines = []
+    params = HeteroRRParams(epochs=2, patience=2, hidden=8, mcmc_steps=200, eps_f=2.0, eps_e=1.5)
+    get_method("heterorr").fn(RunContext(config=None, params=params, data=data, seed=1,
+                                         log=lines.append))
+    hinted = [line for line in lines if "gnnprivacy[heterorr]" in line]
+    assert len(hinted) == (0 if have_numba else 1), lines
+    # no MCMC, no hint
+    lines.clear()
+    get_method("edge-rand").fn(RunContext(config=None, params=params, data=data, seed=1,
+                                          log=lines.append))
+    assert lines and not any("numba" in line for line in lines)

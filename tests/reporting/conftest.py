@@ -46,3 +46,9 @@ def table2_runs(tmp_path):
         for seed in range(3):
             write_record(runs, method="gcn", dataset=dataset, seed=seed, acc=float(0.9 + rng.normal(0, 0.01)))
     return runs, means
+
+
+@pytest.fixture
+def write_run():
+    """`write_record`, for tests that build their own runs directory."""
+    return write_record

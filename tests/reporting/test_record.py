@@ -41,3 +41,42 @@ def test_atomic_write_leaves_no_partial_file_on_failure(tmp_path):
     with pytest.raises(TypeError):
         write_json_atomic(tmp_path / "x.json", {"a": Boom()})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_old_records_with_sigma_read_as_noise_std(tmp_path):
+    # issue 25: the absolute noise std is `noise_std` (Opacus's noise_multiplier is the ratio);
+    # records written before the rename keep working
+    path = _record(privacy={"noise_multiplier": 4.44, "sigma": 2.22}).save(tmp_path)
+    raw = json.loads(path.read_text())
+    assert raw["privacy"] == {"noise_multiplier": 4.44, "noise_std": 2.22}
+    old = {**raw, "privacy": {"noise_multiplier": 4.44, "sigma": 2.22}}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    back = read_record(tmp_path / "old.json")
+    assert back.privacy == {"noise_multiplier": 4.44, "noise_std": 2.22}
+
+
+def _git(cwd, *args):
+    import subprocess
+
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                        "GIT_COMMITTER_EMAIL": "t@t", "PATH": __import__("os").environ["PATH"]})
+
+
+def test_git_commit_is_the_package_tree_not_the_surrounding_repo(tmp_path):
+    # a user's repository with gnnprivacy installed in an untracked venv inside it
+    from gnnprivacy.reporting.record import git_commit
+
+    _git(tmp_path, "init", "-q")
+    (tmp_path / "README").write_text("user project\n")
+    _git(tmp_path, "add", "README")
+    _git(tmp_path, "commit", "-qm", "user")
+    installed = tmp_path / ".venv" / "site-packages" / "gnnprivacy" / "record.py"
+    installed.parent.mkdir(parents=True)
+    installed.write_text("# installed copy\n")
+    assert git_commit(installed) is None
+    # control: the same file tracked by the repository is its source tree
+    _git(tmp_path, "add", "-f", str(installed))
+    _git(tmp_path, "commit", "-qm", "pkg")
+    sha = git_commit(installed)
+    assert sha is not None and len(sha) == 40

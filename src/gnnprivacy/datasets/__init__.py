@@ -11,7 +11,9 @@ Names that need torch (``load_dataset``, ``inductive_train_graph``, ``generate_c
 
 from __future__ import annotations
 
-from gnnprivacy._lazy import lazy_getattr
+from typing import TYPE_CHECKING
+
+from gnnprivacy._lazy import lazy_exports
 from gnnprivacy.datasets.paths import resolve_cache, resolve_root
 from gnnprivacy.datasets.registry import (
     DatasetInfo,
@@ -27,13 +29,12 @@ from gnnprivacy.datasets.splits import (
 )
 from gnnprivacy.datasets.status import DatasetStatus, dataset_status
 
-_LAZY = {
-    "load_dataset": "gnnprivacy.datasets.load",
-    "inductive_train_graph": "gnnprivacy.datasets.inductive",
-    "generate_csbm": "gnnprivacy.datasets.csbm",
-    "GermanCredit": "gnnprivacy.datasets.german",
-    "validate_data": "gnnprivacy.datasets.validate",
-}
+if TYPE_CHECKING:   # loaded on first use (they import torch)
+    from gnnprivacy.datasets.csbm import generate_csbm
+    from gnnprivacy.datasets.german import GermanCredit
+    from gnnprivacy.datasets.inductive import inductive_train_graph
+    from gnnprivacy.datasets.load import load_dataset
+    from gnnprivacy.datasets.validate import validate_data
 
 __all__ = [
     "DatasetInfo", "DatasetStatus", "GermanCredit", "Split", "dataset_info", "dataset_status",
@@ -42,9 +43,4 @@ __all__ = [
     "validate_data",
 ]
 
-
-__getattr__ = lazy_getattr(__name__, _LAZY, globals())
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, __file__, globals())

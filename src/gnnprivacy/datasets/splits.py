@@ -34,6 +34,8 @@ from gnnprivacy._validation import check_choice, check_int
 from gnnprivacy.errors import CorruptDatasetError, InvalidParameterError
 
 DEFAULT_FRACTIONS = (0.5, 0.25, 0.25)
+#: a split with fewer training nodes gets a warning in the output and the record (issue 25)
+SMALL_TRAIN_SET = 500
 KINDS = ("random", "public", "inductive")
 _FRACTION_NAMES = "train_frac, val_frac, test_frac"
 
@@ -233,3 +235,26 @@ def split_from_masks(train_mask, val_mask, test_mask, *, dataset: str = "", kind
     fr = [i.size / n if n else 0.0 for i in idx]
     return Split(kind=kind, seed=None, train_idx=idx[0], val_idx=idx[1], test_idx=idx[2],
                  train_frac=fr[0], val_frac=fr[1], test_frac=fr[2], num_nodes=n, dataset=dataset)
+
+
+def split_warnings(split: Split) -> list[str]:
+    """Warnings about a split, for the run's output and record.
+
+    One today: fewer than ``SMALL_TRAIN_SET`` (500) training nodes. DP-SGD's noise is
+    averaged over the nodes of a step, so node-level DP methods lose much more accuracy on
+    such splits than non-private ones (Cora's public split has 140 training nodes).
+
+    Args:
+        split: the run's split.
+
+    Returns:
+        The warning messages (empty when there is nothing to say).
+    """
+    n = split.sizes["train"]
+    if n >= SMALL_TRAIN_SET:
+        return []
+    made = ("the dataset's public split" if split.kind == "public"
+            else f"train_frac={split.train_frac:g} of {split.num_nodes} nodes")
+    return [f"the split leaves {n} training nodes (fewer than {SMALL_TRAIN_SET}; {made}): "
+            "private methods average their noise over few nodes and lose much accuracy here; "
+            "compare methods on one split, e.g. --split random --train-frac 0.8 --test-frac 0.2"]

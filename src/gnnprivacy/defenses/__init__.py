@@ -7,12 +7,15 @@
 Privacy: these defences are empirical; none of them claims an epsilon.
 """
 
-from gnnprivacy._lazy import lazy_getattr
+from typing import TYPE_CHECKING
+
+from gnnprivacy._lazy import lazy_exports
 from gnnprivacy.defenses.grid import GRID, GridInvariantError, GRIDResult
 
-_LAZY = {"MemGuard": "gnnprivacy.defenses.memguard", "MinMaxTrainer": "gnnprivacy.defenses.minmax"}
+if TYPE_CHECKING:
+    from gnnprivacy.defenses.memguard import MemGuard
+    from gnnprivacy.defenses.minmax import MinMaxTrainer
 
 __all__ = ["GRID", "GRIDResult", "GridInvariantError", "MemGuard", "MinMaxTrainer"]
 
-
-__getattr__ = lazy_getattr(__name__, _LAZY, globals())
+__getattr__, __dir__ = lazy_exports(__name__, __file__, globals())

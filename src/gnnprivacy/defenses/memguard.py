@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gnnprivacy._estimator import EstimatorParams
 from gnnprivacy._validation import check_int, check_positive, check_real
 
 __all__ = ["MemGuard", "torch_pair_features"]
@@ -50,7 +51,7 @@ def torch_pair_features(p, q):
     return torch.stack(feats, 1)
 
 
-class MemGuard:
+class MemGuard(EstimatorParams):
     """Link-adapted MemGuard (see the module docstring).
 
     Args:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gnnprivacy._estimator import EstimatorParams
 from gnnprivacy._validation import check_int, check_positive, check_real
 
 __all__ = ["MinMaxTrainer", "torch_attack3_features"]
@@ -31,7 +32,7 @@ def torch_attack3_features(p, q):
     return torch.cat([(p + q) / 2, p * q, d.abs(), d * d, torch_pair_features(p, q)], 1)
 
 
-class MinMaxTrainer:
+class MinMaxTrainer(EstimatorParams):
     """Train a GNN with link-adversarial regularisation; ``fit(data)``, ``predict_logits(data)``.
 
     Args:

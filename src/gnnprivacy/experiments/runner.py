@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gnnprivacy.datasets.splits import split_warnings
 from gnnprivacy.datasets.validate import validate_data
 from gnnprivacy.experiments.config import config_to_dict, parse_dataset_args, resolve_config
 from gnnprivacy.experiments.context import MethodResult, RunContext
@@ -68,6 +69,9 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
                                  train_frac=config.train_frac, val_frac=config.val_frac,
                                  test_frac=config.test_frac)
     validate_data(data)  # NaN/inf, shapes, masks, empty split, < 2 training classes
+    notes = split_warnings(data.split)   # fewer than 500 training nodes
+    for note in notes:
+        (log or (lambda m: None))(f"warning: {note}")
     t_loaded = time.perf_counter()
     ckpt = checkpoint_path_for(config, params) if save and spec.private else None
     ctx = RunContext(config=config, params=params, data=data, seed=config.seed,
@@ -97,6 +101,7 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
                  "total_seconds": t_end - t_start},
         split=split.to_dict(),
         info=result.info,
+        warnings=notes,
     )
     if save:
         record.save(config.runs_dir)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from gnnprivacy._estimator import EstimatorParams
 from gnnprivacy._validation import check_int
 from gnnprivacy.ldp.backbone import ServerModelConfig, build_backbone, seeded
 from gnnprivacy.ldp.propagation import propagate, sym_adjacency
@@ -117,7 +118,7 @@ def train_lpgnn(view: ServerView, config: LPGNNConfig, *, generator: torch.Gener
     return LPGNNFit(config=cfg, outcome=outcome, model=model)
 
 
-class LPGNN:
+class LPGNN(EstimatorParams):
     """Estimator wrapper: ``LPGNN(config).fit(view, generator=g)``; ``fit_``, ``logits_`` after."""
 
     def __init__(self, config: LPGNNConfig | None = None):

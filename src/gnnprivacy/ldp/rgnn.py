@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from gnnprivacy._estimator import EstimatorParams
 from gnnprivacy._validation import check_choice, check_int, check_real
 from gnnprivacy.ldp.backbone import ServerModelConfig, build_backbone, seeded
 from gnnprivacy.ldp.llp import KL_DIRECTIONS, bag_targets, llp_loss, make_bags
@@ -262,7 +263,7 @@ def grid_configs(base: RGNNConfig, grid: dict[str, Sequence]) -> list[RGNNConfig
     return [base] + [c for c in dict.fromkeys(configs) if c != base]
 
 
-class RGNN:
+class RGNN(EstimatorParams):
     """Estimator wrapper: ``RGNN(config, grid=...).fit(view, generator=g)``.
 
     Attributes (after :meth:`fit`): ``fit_`` (the selected :class:`RGNNFit`), ``selection_``

@@ -24,11 +24,9 @@ from torch_geometric.nn import models as pyg_models
 
 from gnnprivacy._validation import check_int, check_probability
 from gnnprivacy.errors import InvalidParameterError, UnknownNameError
+from gnnprivacy.nn.activations import ACTIVATIONS
 from gnnprivacy.nn.sparse import feature_dropout
 
-#: Activation names accepted by :func:`build_encoder` (resolved by PyG's ``activation_resolver``).
-ACTIVATIONS = ("celu", "elu", "gelu", "leaky_relu", "mish", "prelu", "relu", "selu", "sigmoid",
-               "silu", "softplus", "tanh")
 
 #: Encoders whose first operation on ``x`` is a linear map, so ``x`` may be a sparse CSR tensor
 #: (GraphSAGE and GIN aggregate raw features first and need a dense ``x``).

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from gnnprivacy._validation import check_choice
 from gnnprivacy.errors import InvalidParameterError, UnknownNameError
 from gnnprivacy.reporting.plots import Plot
 from gnnprivacy.reporting.record import apply_umask
@@ -59,19 +60,22 @@ class Report:
 
 def build_report(runs_dir: str | os.PathLike, *, title: str = "gnnprivacy report",
                  metrics: tuple[str, ...] = ("test_accuracy",), reference_ids: list[str] | None = None,
-                 missing_metrics_ok: bool = False) -> Report:
-    """Aggregate a runs directory into a :class:`Report` (raises if it holds no finished run).
+                 missing_metrics_ok: bool = False, plots: str = "panels") -> Report:
+    """Aggregate a runs directory into a `Report` (raises if it holds no finished run).
 
     ``metrics`` no run has raise ``UnknownNameError``, or are left out with
     ``missing_metrics_ok`` (a reproduction whose controls only some runs compute).
+    ``plots="panels"`` draws one figure per configuration (beside the papers' points);
+    ``"methods"`` draws every method on one figure per metric
+    (`gnnprivacy.reporting.method_plot.methods_plot`, what the demo shows).
     """
     from gnnprivacy.experiments.store import ResultStore, UnreadableRecordWarning
     from gnnprivacy.reporting.aggregate import group_rows
-    from gnnprivacy.reporting.plots import privacy_utility_plots
     from gnnprivacy.reporting.reference_values import load_references
     from gnnprivacy.reporting.tables import (budget_partitions, comparison_tables, privacy_table,
                                              results_tables)
 
+    check_choice("plots", plots, ("panels", "methods"))
     store = ResultStore(runs_dir)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnreadableRecordWarning)  # listed in the report instead
@@ -111,9 +115,18 @@ def build_report(runs_dir: str | os.PathLike, *, title: str = "gnnprivacy report
     except ImportError:
         report.notes.append("Plots skipped: matplotlib is not installed (pip install 'gnnprivacy[report]').")
     else:
-        report.plots = [p for m in metrics for part in parts
-                        for p in privacy_utility_plots(part, m, refs)]
+        report.plots = _plots(plots, groups, parts, metrics, refs)
     return report
+
+
+def _plots(kind: str, groups, parts, metrics, refs) -> list[Plot]:
+    if kind == "methods":
+        from gnnprivacy.reporting.method_plot import methods_plot
+
+        return [p for m in metrics if (p := methods_plot(groups, m)) is not None]
+    from gnnprivacy.reporting.plots import privacy_utility_plots
+
+    return [p for m in metrics for part in parts for p in privacy_utility_plots(part, m, refs)]
 
 
 def _concerns(ref, datasets: set) -> bool:
@@ -199,14 +212,16 @@ def _card_sections(runs_dir) -> list[tuple[str, str]]:
 
 def write_report(runs_dir: str | os.PathLike, out_dir: str | os.PathLike, *, title: str = "gnnprivacy report",
                  metrics: tuple[str, ...] = ("test_accuracy",), reference_ids: list[str] | None = None,
-                 missing_metrics_ok: bool = False) -> list[Path]:
+                 missing_metrics_ok: bool = False, plots: str = "panels") -> list[Path]:
     """Write ``report.md`` (+ ``plots/``) and ``report.html`` into ``out_dir``; returns their paths.
+
+    ``plots``: ``"panels"`` or ``"methods"``, as in `build_report`.
 
     Raises:
         InvalidParameterError: ``runs_dir`` holds no finished run, or ``out_dir`` is not writable.
     """
     report = build_report(runs_dir, title=title, metrics=metrics, reference_ids=reference_ids,
-                          missing_metrics_ok=missing_metrics_ok)
+                          missing_metrics_ok=missing_metrics_ok, plots=plots)
     out = Path(out_dir)
     try:
         for p in report.plots:

@@ -36,15 +36,31 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def git_commit(path: str | os.PathLike | None = None) -> str | None:
-    """The git commit of the source tree gnnprivacy runs from (``None`` outside a checkout);
-    ``+dirty`` is appended when tracked files have uncommitted changes."""
-    where = Path(path) if path else Path(__file__).resolve().parent
+def git_commit(source: str | os.PathLike | None = None) -> str | None:
+    """The git commit of gnnprivacy's own source tree, or ``None``.
+
+    The commit is recorded only when the repository around the package *tracks* the package's
+    file: a gnnprivacy installed into a virtualenv inside some other git repository (the
+    user's project) gets ``None``, not that repository's commit. ``+dirty`` is appended when
+    tracked files have uncommitted changes.
+
+    Args:
+        source: a file of the package (default: this module); its repository is asked.
+
+    Returns:
+        The commit hash (with ``+dirty``), or ``None`` outside a checkout of gnnprivacy.
+    """
+    source = Path(source) if source else Path(__file__).resolve()
+    where = source.parent
+
+    def git(*args: str, check: bool = True) -> str:
+        return subprocess.run(["git", *args], cwd=where, capture_output=True, text=True,
+                              timeout=5, check=check).stdout.strip()
+
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True,
-                             text=True, timeout=5, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
+        git("ls-files", "--error-unmatch", "--", source.name)   # fails: not our source tree
+        sha = git("rev-parse", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no", check=False)
     except (OSError, subprocess.SubprocessError):
         return None
     return sha + ("+dirty" if dirty else "")
@@ -105,6 +121,31 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
     return path
 
 
+#: old privacy key -> its name now (records written before the rename stay readable)
+LEGACY_PRIVACY_KEYS = {"sigma": "noise_std"}
+
+
+def legacy_privacy_keys(privacy: dict[str, Any]) -> dict[str, Any]:
+    """``privacy`` with old key names replaced by the current ones.
+
+    Noise is named as Opacus names it: ``noise_multiplier`` is the noise std over the clip
+    norm (sensitivity), ``noise_std`` the absolute std. Records before issue 25 called the
+    absolute std ``sigma``, which Opacus users read as the multiplier.
+
+    Args:
+        privacy: a record's ``privacy`` mapping, as written or as read from an old file.
+
+    Returns:
+        A new dict (the input is not modified) with ``noise_std`` instead of ``sigma``.
+    """
+    out = dict(privacy)
+    for old, new in LEGACY_PRIVACY_KEYS.items():
+        if old in out:
+            value = out.pop(old)
+            out.setdefault(new, value)
+    return out
+
+
 @dataclass
 class RunRecord:
     """Everything needed to understand and reproduce one run."""
@@ -121,10 +162,15 @@ class RunRecord:
     timings: dict[str, float]
     split: dict[str, Any] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
+    #: what the run's reader should know (e.g. a split with fewer than 500 training nodes)
+    warnings: list[str] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=package_versions)
     git_commit: str | None = field(default_factory=git_commit)
     created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
     record_version: int = RECORD_VERSION
+
+    def __post_init__(self) -> None:
+        self.privacy = legacy_privacy_keys(self.privacy)
 
     @staticmethod
     def new_id(method: str, dataset: str) -> str:
@@ -146,6 +192,7 @@ class RunRecord:
             "run_id": self.run_id,
             "metrics": self.metrics,
             "privacy": {k: v for k, v in self.privacy.items() if k != "ledger"},
+            **({"warnings": self.warnings} if self.warnings else {}),
         }
 
     def save(self, runs_dir: str | os.PathLike) -> Path:

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.data import Data
 
+from gnnprivacy._estimator import EstimatorParams
 from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
 from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.random import as_torch_generator
@@ -166,7 +167,7 @@ class _FullGraphInputs:
             self.model.input_dropout = saved
 
 
-class FullBatchTrainer:
+class FullBatchTrainer(EstimatorParams):
     """Full-batch training of a GNN encoder (one gradient step per epoch on the whole graph).
 
     Args:

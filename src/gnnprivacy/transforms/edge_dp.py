@@ -60,10 +60,12 @@ def edge_rand_events(epsilon: float) -> list:
     return [_event(_eps(epsilon))]
 
 
-def lap_graph_events(epsilon: float) -> list:
-    """The events of one LapGraph release (count ``0.01 eps``, entries ``0.99 eps``)."""
+def lap_graph_events(epsilon: float, count_share: float = 0.01) -> list:
+    """The events of one LapGraph release (count ``count_share * eps``, entries the rest)."""
     eps = _eps(epsilon)
-    return [_event(0.01 * eps), _event(0.99 * eps)]
+    share = check_real("count_share", count_share, low=0.0, high=1.0, low_open=True,
+                       high_open=True)
+    return [_event(share * eps), _event((1 - share) * eps)]
 
 
 def _keys(edge_index, n: int) -> np.ndarray:
@@ -195,6 +197,6 @@ def lap_graph(edge_index, num_nodes: int, *, epsilon: float, generator=None,
                            "< e^{-T/4}); rerun with another generator")
     top = np.argpartition(-cand_vals, T - 1)[:T] if T > 0 else np.zeros(0, np.int64)
     if accountant is not None:
-        for ev in lap_graph_events(eps):
+        for ev in lap_graph_events(eps, share):
             accountant.compose(ev)
     return _to_edge_index(np.sort(cand_keys[top]), n)

@@ -15,7 +15,7 @@ def test_dpgnn_noise_is_lambda_times_sensitivity_and_calibration_is_one_sided():
     data = toy_data(n=60)
     tr = DPGNNTrainer(epsilon=4.0, max_degree=3, batch_size=10, steps=5, clip_norm=0.7,
                       hidden_channels=8, generator=0).fit(data)
-    assert tr.sigma_ == pytest.approx(tr.noise_multiplier_ * 2 * (3 + 1) * 0.7)
+    assert tr.noise_std_ == pytest.approx(tr.noise_multiplier_ * 2 * (3 + 1) * 0.7)
     assert tr.steps_ == 5 and tr.accountant_.ledger.total_count == 5
     assert tr.epsilon_ <= 4.0 and tr.epsilon_ > 3.9  # one-sided, within the calibration rtol
     assert tr.delta_ == pytest.approx(1 / (10 * 30))
@@ -36,7 +36,7 @@ def test_dpgnn_variants_per_tensor_poisson_sgd_percentile():
     assert any("greedy degree bounding" in u for u in record["unaccounted"])
     assert any("inference on the full graph" in u for u in record["unaccounted"])
     c_eff = torch.tensor(record["clip_norms"]).square().sum().sqrt().item()
-    assert tr.sigma_ == pytest.approx(1.0 * 2 * 3 * c_eff)
+    assert tr.noise_std_ == pytest.approx(1.0 * 2 * 3 * c_eff)
     assert tr.lr == 1.0  # SGD default
 
 
@@ -55,7 +55,7 @@ def test_dpgnn_inductive_trains_on_the_training_graph():
 def test_dpmlp_noise_and_accounting():
     data = toy_data(n=60)
     tr = DPMLPTrainer(epsilon=2.0, batch_size=10, steps=6, clip_norm=0.3, generator=0).fit(data)
-    assert tr.sigma_ == pytest.approx(tr.noise_multiplier_ * 0.3)
+    assert tr.noise_std_ == pytest.approx(tr.noise_multiplier_ * 0.3)
     assert tr.epsilon_ <= 2.0 and tr.steps_ == 6
     assert tr.privacy_record()["sample_rate"] == pytest.approx(10 / 30)
     assert tr.predict(data).shape == (60,)
@@ -84,4 +84,4 @@ def test_dpgnn_specific_bad_input():
 def test_zero_noise_is_labelled_non_private():
     tr = DPMLPTrainer(epsilon=1.0, batch_size=10, steps=2, noise_multiplier=0.0,
                       generator=0).fit(toy_data(n=40))
-    assert tr.sigma_ == 0.0 and tr.epsilon_ == float("inf")
+    assert tr.noise_std_ == 0.0 and tr.epsilon_ == float("inf")

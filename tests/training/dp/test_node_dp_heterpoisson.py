@@ -73,7 +73,8 @@ def test_fit_accounts_every_executed_step():
     tr = fast_trainer().fit(data)
     assert tr.steps_ == 4
     assert tr.accountant_.ledger.total_count == 4
-    assert tr.sigma_ == pytest.approx(2.0 * 0.5)  # noise std = multiplier x clip bound
+    assert tr.noise_std_ == pytest.approx(2.0 * 0.5)  # noise std = multiplier x clip bound
+    assert tr.sigma_ == tr.noise_std_                  # the old name stays readable
     eps = tr.accountant_.get_epsilon(tr.delta_)
     assert tr.privacy_spent_ == (eps, tr.delta_) and math.isfinite(eps) and eps > 0
     assert tr.delta_ == pytest.approx(40 ** -1.1)

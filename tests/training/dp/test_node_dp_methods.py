@@ -77,6 +77,7 @@ def test_heterpoisson_method_runs(monkeypatch):
                                                 backbone="gin")
     result = get_method("heterpoisson").fn(_ctx(params))
     assert result.epsilon == 3.0  # the stand-in accountant counts executed steps
-    assert result.privacy["noise_multiplier"] == 2.5 and result.privacy["sigma"] == 1.25
+    assert result.privacy["noise_multiplier"] == 2.5 and result.privacy["noise_std"] == 1.25
+    assert "sigma" not in result.privacy
     assert result.delta == pytest.approx(60 ** -1.1)
     assert math.isfinite(result.metrics["test_accuracy"])

@@ -6,23 +6,19 @@ experiment (the same code path as ``gnnprivacy attack link-stealing``).
 
 from __future__ import annotations
 
-from gnnprivacy._lazy import lazy_getattr
+from typing import TYPE_CHECKING
 
-_LAZY = {
-    "run_link_stealing": "gnnprivacy.attacks.link_stealing.method",
-    "run_experiment": "gnnprivacy.attacks.link_stealing.pipeline",
-    "LinkStealingSettings": "gnnprivacy.attacks.link_stealing.pipeline",
-    "run_he_attack": "gnnprivacy.attacks.link_stealing.he",
-    "NodeView": "gnnprivacy.attacks.link_stealing.he",
-    "attack_features": "gnnprivacy.attacks.link_stealing.he",
-    "distances": "gnnprivacy.attacks.link_stealing.features",
-    "entropy": "gnnprivacy.attacks.link_stealing.features",
-    "pair_ops": "gnnprivacy.attacks.link_stealing.features",
-    "AttackMLP": "gnnprivacy.attacks.link_stealing.models",
-    "kmeans_decisions": "gnnprivacy.attacks.link_stealing.models",
-}
+from gnnprivacy._lazy import lazy_exports
 
-__all__ = sorted(_LAZY)
+if TYPE_CHECKING:
+    from gnnprivacy.attacks.link_stealing.features import distances, entropy, pair_ops
+    from gnnprivacy.attacks.link_stealing.he import NodeView, attack_features, run_he_attack
+    from gnnprivacy.attacks.link_stealing.method import run_link_stealing
+    from gnnprivacy.attacks.link_stealing.models import AttackMLP, kmeans_decisions
+    from gnnprivacy.attacks.link_stealing.pipeline import LinkStealingSettings, run_experiment
 
+__all__ = ["AttackMLP", "LinkStealingSettings", "NodeView", "attack_features", "distances",
+           "entropy", "kmeans_decisions", "pair_ops", "run_experiment", "run_he_attack",
+           "run_link_stealing"]
 
-__getattr__ = lazy_getattr(__name__, _LAZY, globals())
+__getattr__, __dir__ = lazy_exports(__name__, __file__, globals())

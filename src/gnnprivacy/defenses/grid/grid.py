@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gnnprivacy._estimator import EstimatorParams
 from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
 from gnnprivacy.defenses.grid.core import PICKS, edge_weights, select_core_nodes
 from gnnprivacy.defenses.grid.nhop import Q_MODES, adjacency, estimate_delta, nhop_rows
@@ -158,7 +159,7 @@ class GRIDResult:
                 **{k: v for k, v in self.diagnostics.items() if np.isscalar(v)}}
 
 
-class GRID:
+class GRID(EstimatorParams):
     """GRID defence (spec 003 §4): ``GRID(theta=0.4, n_hop=3).fit(edge_index, probs)``.
 
     Args:

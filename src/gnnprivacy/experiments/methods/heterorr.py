@@ -149,6 +149,25 @@ def train_gcn(data, p: _TrainParams, *, generator, progress=None, device="cpu"):
     return trainer.fit(data)
 
 
+def numba_hint(edge_method: str) -> str:
+    """A hint for the log line when the HRG MCMC (edgerr, privhrg) ran without numba.
+
+    Args:
+        edge_method: the release's edge method.
+
+    Returns:
+        ``""`` when numba compiled the kernels or no MCMC ran, else the install hint.
+    """
+    if edge_method not in ("edgerr", "privhrg"):
+        return ""
+    from gnnprivacy.ldp.heterorr import _kernels
+
+    if _kernels.HAVE_NUMBA:
+        return ""
+    return ("; the HRG MCMC ran in pure Python (about 10x slower): "
+            "pip install 'gnnprivacy[heterorr]' (numba) compiles it")
+
+
 def _fit(ctx: RunContext, name: str) -> MethodResult:
     feature_method, edge_method, _ = METHODS[name]
     rel = fit_release(ctx, feature_method, edge_method)
@@ -167,7 +186,8 @@ def _fit(ctx: RunContext, name: str) -> MethodResult:
           "relation": (rel.privacy.get("relation") or {}).get(part),
           "unit": (rel.privacy.get("unit") or {}).get(part), "epsilon_part": part}
     ctx.log(f"{name}: eps_f={pr['epsilon_features']:.4g} (LDP), eps_e={pr['epsilon_edges']:.4g}"
-            f" (edge), test accuracy {metrics.get('test_accuracy', float('nan')):.4f}")
+            f" (edge), test accuracy {metrics.get('test_accuracy', float('nan')):.4f}"
+            f"{numba_hint(edge_method)}")
     ledger = {"features": rel.feature_accountant.to_dict(delta=0.0),
               "edges": rel.edge_accountant.to_dict(delta=0.0)}
     info = {**rel.info, "best_epoch": trainer.best_epoch_}

@@ -192,7 +192,8 @@ class DPMLPParams:
 
 def _result(trainer, ctx: RunContext) -> MethodResult:
     metrics = trainer.score(ctx.data)
-    ctx.log(f"{trainer.name}: {trainer.steps_} noisy steps, sigma={trainer.sigma_:.4g}, "
+    ctx.log(f"{trainer.name}: {trainer.steps_} noisy steps, noise_multiplier="
+            f"{trainer.noise_multiplier_:.4g} (noise_std={trainer.noise_std_:.4g}), "
             f"epsilon={trainer.epsilon_:.4g} at delta={trainer.delta_:.3g} "
             f"({trainer.privacy_info_['unit']}-level, {trainer.privacy_info_['relation']}"
             f"{', secure noise' if trainer.secure_mode else ', seeded noise'}), "

@@ -17,7 +17,7 @@ from gnnprivacy._validation import (check_choice, check_int, check_positive, che
 from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.experiments.context import MethodResult, RunContext
 from gnnprivacy.experiments.registry import register_method
-from gnnprivacy.nn.encoders import ACTIVATIONS
+from gnnprivacy.nn.activations import ACTIVATIONS
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from torch_geometric.data import Data
 
+from gnnprivacy._estimator import EstimatorParams
 from gnnprivacy._validation import check_int
 from gnnprivacy.training.checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from gnnprivacy.training.device import device_name, resolve_device
@@ -50,11 +51,12 @@ def os_entropy_generator() -> torch.Generator:
 __all__ = ["NodeDPTrainer"]
 
 
-class NodeDPTrainer:
+class NodeDPTrainer(EstimatorParams):
     """Base class: randomness plumbing, the step loop and the privacy summary.
 
-    Learned state common to all subclasses: ``model_``, ``noise_multiplier_``, ``sigma_``
-    (std of the noise on the clipped sum), ``steps_`` (executed noisy steps),
+    Learned state common to all subclasses: ``model_``, ``noise_multiplier_`` (noise std
+    over the clip norm, Opacus's name), ``noise_std_`` (std of the noise on the clipped sum;
+    ``sigma_`` is its old name), ``steps_`` (executed noisy steps),
     ``epsilon_``/``delta_``/``privacy_spent_``, ``ledger_``, ``accountant_``, ``info_``.
     """
 
@@ -209,7 +211,7 @@ class NodeDPTrainer:
 
     def _finish(self, engine: DPEngine, delta: float) -> None:
         """Epsilon from the accountant over the executed steps."""
-        self.sigma_ = engine.noise_std
+        self.noise_std_ = engine.noise_std
         self.delta_ = float(delta)
         self.epsilon_ = float(self.accountant_.get_epsilon(self.delta_))
         self.privacy_spent_ = (self.epsilon_, self.delta_)
@@ -219,7 +221,12 @@ class NodeDPTrainer:
         if not hasattr(self, "model_"):
             raise RuntimeError(f"{type(self).__name__} is not fitted; call fit(data) first")
 
+    @property
+    def sigma_(self) -> float:
+        """The old name of `noise_std_` (kept readable)."""
+        return self.noise_std_
+
     def privacy_record(self) -> dict[str, Any]:
-        """Privacy facts for a run record (unit, relation, accountant, mode, sigma ...)."""
+        """Privacy facts for a run record (unit, relation, accountant, mode, noise ...)."""
         self._check_fitted()
         return dict(self.privacy_info_)

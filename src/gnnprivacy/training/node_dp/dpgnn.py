@@ -219,7 +219,7 @@ class DPGNNTrainer(NodeDPTrainer):
         self._finish(engine, delta)
         self.privacy_info_ = {
             "unit": PrivacyUnit.NODE.value, "relation": relation.value, "accountant": "rdp",
-            "noise_multiplier": self.noise_multiplier_, "sigma": self.sigma_,
+            "noise_multiplier": self.noise_multiplier_, "noise_std": self.noise_std_,
             "clip_norms": [g.clip_norm for g in groups], "clip_norm_effective": engine.clip_norm,
             "max_degree": self.max_degree, "batch_size": m, "sampling": self.sampling,
             "steps": self.steps_, "scope": scope, "degree_sampler": self.degree_sampler,

@@ -154,7 +154,7 @@ class DPMLPTrainer(NodeDPTrainer):
         self._finish(engine, delta)
         self.privacy_info_ = {
             "unit": PrivacyUnit.NODE.value, "relation": NeighboringRelation.ADD_OR_REMOVE.value,
-            "accountant": "pld", "noise_multiplier": self.noise_multiplier_, "sigma": self.sigma_,
+            "accountant": "pld", "noise_multiplier": self.noise_multiplier_, "noise_std": self.noise_std_,
             "clip_norm": self.clip_norm, "sample_rate": q, "steps": self.steps_,
             "secure_mode": self.secure_mode,
             "scope": ("the trained MLP's parameters: every executed noisy step, for one "

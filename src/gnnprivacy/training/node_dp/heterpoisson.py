@@ -99,7 +99,7 @@ class HeterPoissonTrainer(NodeDPTrainer):
             (:class:`~gnnprivacy.training.node_dp.base.NodeDPTrainer`).
 
     Attributes (after :meth:`fit`):
-        model_, noise_multiplier_, sigma_, steps_, q_b_, expected_batch_size_, epsilon_,
+        model_, noise_multiplier_, noise_std_, steps_, q_b_, expected_batch_size_, epsilon_,
         delta_, privacy_spent_ (``(epsilon, delta)``), ledger_ (accountant ``to_dict()``),
         accountant_, feature_norm_, privacy_info_, info_.
     """
@@ -232,7 +232,7 @@ class HeterPoissonTrainer(NodeDPTrainer):
         return {
             "unit": PrivacyUnit.NODE.value, "relation": NeighboringRelation.ADD_OR_REMOVE.value,
             "accountant": kind, "accounting_mode": self.accounting,
-            "noise_multiplier": self.noise_multiplier_, "sigma": self.sigma_,
+            "noise_multiplier": self.noise_multiplier_, "noise_std": self.noise_std_,
             "clip_norm": self.clip_norm, "q_b": self.q_b_, "M": self.M, "steps": self.steps_,
             "max_out_degree_accounted": d_max, "enforce_no_overlap": self.enforce_no_overlap,
             "feature_norm": self.feature_norm_.mode, "secure_mode": self.secure_mode,
