@@ -30,7 +30,7 @@ __version__ = "0.1.0"
 # checkers read them (so `gp.train` has its signature) and `lazy_exports` builds the lazy
 # `__getattr__` from them.
 if TYPE_CHECKING:
-    from gnnprivacy.api import MethodInfo, TrainResult, account, datasets, methods, train
+    from gnnprivacy.api import MethodInfo, TrainResult, account, datasets, load, methods, train
     from gnnprivacy.attacks.link_stealing.method import \
         run_link_stealing as attack_link_stealing
     from gnnprivacy.auditing.api import audit
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = ["__version__", "train", "account", "methods", "datasets", "TrainResult", "MethodInfo",
            "load_dataset", "validate_data", "read_record", "RunRecord", "audit", "assess", "tune",
-           "attack_link_stealing", "attack_linkteller", "make_private", "PrivateTraining"]
+           "attack_link_stealing", "attack_linkteller", "make_private", "PrivateTraining",
+           "load"]
 
 __getattr__, __dir__ = lazy_exports(__name__, __file__, globals())

@@ -57,6 +57,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from gnnprivacy._estimator import EstimatorParams
 from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
 
 __all__ = ["GAP_MODES", "gap_sensitivity", "bound_degree", "noisy_aggregate", "gap_event",
@@ -190,7 +191,7 @@ def _mlp(dims: list[int]) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-class GAPTrainer:
+class GAPTrainer(EstimatorParams):
     """Node-level GAP (estimator-like): ``fit(data)``, ``predict_logits(data)``, ``score``.
 
     Args:
