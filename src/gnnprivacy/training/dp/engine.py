@@ -192,6 +192,9 @@ class DPEngine:
         self.update_clamp = None if update_clamp is None else check_positive(
             "update_clamp", update_clamp)
         self.steps_ = 0
+        from gnnprivacy.training.dp import audit_hooks
+
+        self._audit = audit_hooks.attach(self)   # a white-box code audit, when one is running
 
     @property
     def clip_norm(self) -> float:
@@ -215,7 +218,14 @@ class DPEngine:
         with self.capture.recording():
             losses = closure()
         clipped = clip_and_sum(self.capture, losses, self.groups, row_mask=row_mask)
-        return self.add_noise(clipped.sums), clipped.num_subgraphs
+        return self._noised(clipped.sums, clipped.num_subgraphs), clipped.num_subgraphs
+
+    def _noised(self, sums: dict[str, Tensor], num: int) -> dict[str, Tensor]:
+        """Noise on the clipped sums; a running code audit adds its canaries to the sums
+        first (clipped by the same code) and reads them back after the same noise."""
+        if self._audit is None:
+            return self.add_noise(sums)
+        return self._audit.observe(self.add_noise(self._audit.inject(sums)), num)
 
     def add_noise(self, sums: dict[str, Tensor]) -> dict[str, Tensor]:
         """``sums`` plus one fresh draw of ``N(0, σ² I)`` per parameter."""
@@ -240,7 +250,7 @@ class DPEngine:
         """Noise, update and account for clipped sums computed elsewhere (the user-loop path
         of :class:`~gnnprivacy.training.private.PrivateTraining`): the same noise, update
         and ledger entry as :meth:`step`."""
-        return self.apply(self.add_noise(clipped_sums), num_subgraphs)
+        return self.apply(self._noised(clipped_sums, num_subgraphs), num_subgraphs)
 
     def apply(self, noisy: dict[str, Tensor], num: int) -> StepInfo:
         """Set ``g̃ / B_exp`` as the gradients, update, compose one step event."""

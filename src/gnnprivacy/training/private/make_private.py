@@ -44,7 +44,7 @@ from torch import nn
 from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
 from gnnprivacy.accounting.units import PrivacyUnit
 from gnnprivacy.errors import InvalidParameterError
-from gnnprivacy.training.dp.clipping import clip_factors
+from gnnprivacy.training.dp import clipping
 from gnnprivacy.training.dp.engine import DPEngine
 from gnnprivacy.training.dp.flat_capture import BatchLayout, FlatCapture, SubgraphMixingError
 from gnnprivacy.training.private.samplers import SubgraphSampler, make_sampler
@@ -307,7 +307,7 @@ class PrivateTraining:
         for _, p in named:
             if p in contributions:
                 total = total + contributions[p].norm_sq.to(dtype)
-        factors = clip_factors(total.sqrt(), self.max_grad_norm)
+        factors = clipping.clip_factors(total.sqrt(), self.max_grad_norm)
         return {n: (contributions[p].weighted(factors).to(p.dtype) if p in contributions
                     else torch.zeros_like(p)) for n, p in named}
 
