@@ -25,6 +25,7 @@ import inspect
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -352,6 +353,7 @@ class FlatCapture:
                 subgraphs nor (for edge modules) the edges of the batch.
         """
         out: dict[nn.Parameter, Contribution] = {}
+        buckets: dict[int, Any] = {}             # size buckets per row mapping, shared
         for name, module, rule in self.layers:
             recs = self.records.get(module, [])
             calls = []
@@ -369,7 +371,7 @@ class FlatCapture:
                 if scale != 1.0:
                     grad = grad * scale
                 calls.append(Call(rec.args, rec.kwargs, grad, seg, layout.num_subgraphs,
-                                  {"rng": rec.rng}))
+                                  {"rng": rec.rng, "buckets": buckets}))
             if not calls:
                 continue
             if rule is exact_fallback:

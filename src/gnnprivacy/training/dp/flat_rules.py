@@ -115,6 +115,18 @@ def _rows(calls: list[Call], arg: Callable[[Call], Tensor]) -> tuple[Tensor, Ten
     return cat(a_parts), cat(d_parts), cat(s_parts)
 
 
+def _buckets(calls: list[Call], seg: Tensor, num: int):
+    """Size buckets of ``seg``, computed once per step for the batch's node rows (every layer
+    on node rows shares them: cached on the first call's ``cache``)."""
+    shared = calls[0].cache.get("buckets")
+    if shared is not None and len(calls) == 1 and seg is calls[0].seg:
+        key = id(seg)
+        if key not in shared:
+            shared[key] = segment_buckets(seg, num)
+        return shared[key]
+    return segment_buckets(seg, num)
+
+
 # ------------------------------------------------------------------------------ Linear
 def _linear_rule(layer: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Contribution]:
     a, d, seg = _rows(calls, lambda c: c.args[0])
@@ -122,7 +134,7 @@ def _linear_rule(layer: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Cont
     a = a.to(d.dtype)
     out: dict[nn.Parameter, Contribution] = {}
     if layer.weight.requires_grad:
-        norms = linear_norms_sq(a, d, segment_buckets(seg, num), num)
+        norms = linear_norms_sq(a, d, _buckets(calls, seg, num), num)
         out[layer.weight] = Contribution(
             norms, lambda c: (d * c.to(d.dtype)[seg].unsqueeze(1)).t() @ a)
     bias = getattr(layer, "bias", None)

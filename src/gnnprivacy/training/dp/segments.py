@@ -33,8 +33,12 @@ class Bucket:
     valid: Tensor
 
     def gather(self, t: Tensor) -> Tensor:
-        """``(S, L, *t.shape[1:])`` rows of ``t``, zero where padded."""
-        out = t[self.rows.clamp_min(0)]
+        """``(S, L, *t.shape[1:])`` rows of ``t``, zero where padded (``index_select`` on
+        the flat ids: several times faster than 2-D advanced indexing on CPU)."""
+        out = t.index_select(0, self.rows.clamp_min(0).reshape(-1)).view(
+            *self.rows.shape, *t.shape[1:])
+        if bool(self.valid.all()):
+            return out
         mask = self.valid.view(*self.valid.shape, *([1] * (t.dim() - 1)))
         return out * mask.to(out.dtype)
 
@@ -88,8 +92,9 @@ def linear_norms_sq(a: Tensor, d: Tensor, buckets: list[Bucket], num_segments: i
         width = b.rows.shape[1]
         if width == 1:
             rows = b.rows[:, 0]
-            out[b.segments] = (torch.linalg.vector_norm(d[rows], dim=1).square()
-                               * torch.linalg.vector_norm(a[rows], dim=1).square())
+            out[b.segments] = (torch.linalg.vector_norm(d.index_select(0, rows), dim=1).square()
+                               * torch.linalg.vector_norm(a.index_select(0, rows),
+                                                          dim=1).square())
             continue
         gram = width * (p + q) <= p * q
         per_seg = width * width if gram else p * q
