@@ -376,3 +376,29 @@ def test_dpengine_must_know_how_batches_are_drawn():
         DPEngine(model, opt, step_event=poisson, sampling="full", **base)
     assert DPEngine(model, opt, step_event=poisson, sampling="poisson", **base).sampling == \
         "poisson"
+
+
+@pytest.mark.parametrize("degree,hops", [(1, 1), (1, 3), (2, 2), (3, 1), (3, 2)])
+def test_occurrence_bound_holds_on_the_sampled_subgraphs(degree, hops, data):
+    """Every node lies in at most M_K of the K-hop subgraphs the sampler builds (all training
+    nodes as centres at once), and the bound is attained or nearly so."""
+    from gnnprivacy.training.private.samplers import occurrence_bound
+
+    spec = DegreeBoundedSubgraphs(max_degree=degree, hops=hops)
+    model = MODELS["gcn"](data.num_features).double()
+    pt, _ = _private(model, data, spec, batch_size=int(data.train_mask.sum()))
+    batch = pt.sampler.sample(torch.Generator().manual_seed(0))
+    per_node = torch.bincount(batch.n_id)
+    assert int(per_node.max()) <= occurrence_bound(degree, hops)
+    assert int(per_node.max()) >= min(2, occurrence_bound(degree, hops))
+    pt.close()
+
+
+def test_moore_bound_is_tighter_and_sound_against_a_control():
+    """Positive control: the looser sum D^j is >= the Moore bound; for D = 1 a node is in 2
+    neighbourhoods whatever the radius (its own and its partner's)."""
+    from gnnprivacy.training.private.samplers import auto_degree_bound, occurrence_bound
+
+    assert [occurrence_bound(1, k) for k in (1, 2, 5)] == [2, 2, 2]
+    assert occurrence_bound(3, 2) == 10 < sum(3 ** j for j in range(3))
+    assert [auto_degree_bound(k) for k in range(4)] == [1, 3, 1, 1]

@@ -17,7 +17,7 @@ Samplers (one noisy step per batch):
   degree-bounded graph, built once by its greedy Algorithm 2; a batch is a uniform
   ``m``-subset of training nodes (or Poisson), each with its ``K``-hop neighbourhood in the
   bounded graph (``K`` = the model's number of message-passing layers unless given). One node
-  reaches at most ``M_K = Σ_{j<=K} D^j`` subgraphs; event: DP-GNN's multi-term amplified
+  reaches at most ``M_K = 1 + D Σ_{j<K} (D-1)^j`` subgraphs; event: DP-GNN's multi-term amplified
   Gaussian with that occurrence bound, noise ``2 M_K C`` per unit multiplier.
 * :class:`NodeSubgraphs` (``"nodes"``): every training node alone, Poisson sampling, no
   edges: naive DP-SGD (the DP-MLP baseline). Event: the Poisson-subsampled Gaussian.
@@ -230,25 +230,53 @@ class HeterPoissonSubgraphs(SubgraphSampler):
         return self._assemble(nodes[order], seg, first, num, (src, first[seg[periph]]))
 
 
+#: the auto degree bound keeps one node in at most this many subgraphs of the bounded graph
+MAX_AUTO_OCCURRENCE = 4
+
+
+def occurrence_bound(max_degree: int, hops: int) -> int:
+    """The most ``K``-hop neighbourhoods of a graph of degree at most ``D`` that one node
+    lies in: ``z`` is in ``v``'s neighbourhood exactly when ``v`` is within ``K`` hops of
+    ``z``, and a ball of radius ``K`` holds at most ``1 + D Σ_{j<K} (D-1)^j`` nodes (the
+    Moore bound: a walk leaving ``z`` has ``D`` first steps and at most ``D - 1`` new
+    neighbours after each). Tighter than ``Σ_{j<=K} D^j``: 2 instead of ``K + 1`` for
+    ``D = 1``."""
+    return 1 + max_degree * sum((max_degree - 1) ** j for j in range(hops))
+
+
+def auto_degree_bound(hops: int) -> int:
+    """The largest ``D >= 1`` with ``M_K(D) <= MAX_AUTO_OCCURRENCE`` (1 when none is, and
+    for ``K = 0``, where no edge is used)."""
+    d = 1
+    while hops > 0 and occurrence_bound(d + 1, hops) <= MAX_AUTO_OCCURRENCE:
+        d += 1
+    return d
+
+
 class DegreeBoundedSubgraphs(SubgraphSampler):
     """DP-GNN degree-bounded ``K``-hop subgraphs (Daigavane et al., Algorithms 1-2).
 
     Args:
-        max_degree: the degree bound ``D`` of the bounded graph (3).
+        max_degree: the degree bound ``D`` of the bounded graph; ``None``: the largest ``D``
+            whose occurrence bound ``M_K`` is at most :data:`MAX_AUTO_OCCURRENCE` (4, a
+            sensitivity of 8 clip norms like DP-GNN's own ``K = 3`` for one layer): ``D = 3``
+            for one hop, ``D = 1`` for two or three.
         hops: subgraph radius ``K``; ``None``: the model's number of message-passing layers.
         sampling: ``"fixed"`` (uniform ``m``-subsets, replace-one relation, the paper) or
             ``"poisson"`` (add/remove).
 
-    Privacy: one node lies in at most ``M_K = Σ_{j<=K} D^j`` subgraphs of the bounded graph,
+    Privacy: one node lies in at most ``M_K = 1 + D Σ_{j<K} (D-1)^j`` subgraphs of the bounded
+    graph (:func:`occurrence_bound`),
     so the summed clipped gradient moves by at most ``2 M_K C``. The greedy bounding pass
     reads the raw graph and is not covered (listed under ``unaccounted``).
     """
 
     name = "degree_bounded"
 
-    def __init__(self, *, max_degree: int = 3, hops: int | None = None,
+    def __init__(self, *, max_degree: int | None = None, hops: int | None = None,
                  sampling: str = "fixed"):
-        self.max_degree = check_int("max_degree", max_degree, low=1)
+        self.max_degree = None if max_degree is None else check_int("max_degree", max_degree,
+                                                                    low=1)
         self.hops = None if hops is None else check_int("hops", hops, low=0)
         self.sampling = check_choice("sampling", sampling, ("fixed", "poisson"))
 
@@ -258,21 +286,20 @@ class DegreeBoundedSubgraphs(SubgraphSampler):
         from gnnprivacy.sampling import sample_degree_bounded_subgraphs
         from gnnprivacy.sampling._graph import clean_graph
 
-        if self.hops is None:
-            self.hops_ = _message_passing_depth(model)
-        else:
-            self.hops_ = self.hops
+        self.hops_ = _message_passing_depth(model) if self.hops is None else self.hops
+        self.max_degree_ = (auto_degree_bound(self.hops_) if self.max_degree is None
+                            else self.max_degree)
         gen = generator if generator is not None else torch.Generator().manual_seed(0)
         self._bounded = sample_degree_bounded_subgraphs(
             self.graph.edge_index, self.num_nodes, train_nodes=self.train_nodes,
-            max_degree=self.max_degree, generator=gen, bound_all_nodes=self.hops_ > 1)
+            max_degree=self.max_degree_, generator=gen, bound_all_nodes=self.hops_ > 1)
         self._csr = clean_graph(self._bounded.edge_index, self.num_nodes,
                                 where="DegreeBoundedSubgraphs")
 
     @property
     def occurrence_bound(self) -> int:
-        """``M_K = Σ_{j=0..K} D^j``: the most subgraphs one node can lie in."""
-        return sum(self.max_degree ** j for j in range(self.hops_ + 1))
+        """``M_K``: the most subgraphs one node can lie in (:func:`occurrence_bound`)."""
+        return occurrence_bound(self.max_degree_, self.hops_)
 
     def default_batch_size(self) -> int:
         from gnnprivacy.experiments.defaults import BATCH_FRACTION, adaptive_batch
@@ -289,8 +316,9 @@ class DegreeBoundedSubgraphs(SubgraphSampler):
         occ = self.occurrence_bound
         if occ - 1 > self.num_train - 1:
             raise InvalidParameterError(
-                "max_degree", f"an occurrence bound M_K = sum D^j (j <= {self.hops_}) of at "
-                f"most the {self.num_train} training nodes", f"M_K = {occ}")
+                "max_degree", f"an occurrence bound M_K (degree bound {self.max_degree_}, "
+                f"{self.hops_} hops) of at most the {self.num_train} training nodes",
+                f"M_K = {occ}")
         self._batches = NodeBatchSampler(self.num_train, batch_size=m, sampling=self.sampling)
         factory = _privacy.dpgnn_event_factory(num_train=self.num_train, batch_size=m,
                                                max_degree=occ - 1, sampling=self.sampling)
@@ -300,13 +328,13 @@ class DegreeBoundedSubgraphs(SubgraphSampler):
             factory, "rdp", relation, "degree_bounded", m / self.num_train, float(m),
             2.0 * occ, 1.0 / (10.0 * self.num_train),
             f"the model's parameters: every executed noisy step, for one node of the "
-            f"degree-bounded graph (degree <= {self.max_degree}) "
+            f"degree-bounded graph (degree <= {self.max_degree_}) "
             + ("replaced by another" if self.sampling == "fixed" else "added or removed")
             + f", with {self.hops_}-hop subgraphs (each node in at most {occ})",
             ("greedy degree bounding (DP-GNN Algorithm 2) depends on the data: removing one "
              "node can change other nodes' neighbourhoods",
              "the number of training nodes (assumed public) sets the sampling rate"),
-            {"max_degree": self.max_degree, "hops": self.hops_, "occurrence_bound": occ,
+            {"max_degree": self.max_degree_, "hops": self.hops_, "occurrence_bound": occ,
              "sampling": self.sampling, "batch_size": m})
 
     def steps_for_epochs(self, plan: SamplerPlan, epochs: float) -> int:
