@@ -61,8 +61,10 @@ def test_without_a_group_it_is_the_single_process_trainer():
     data = _data()
     a, b = _result(DPMLPTrainer(**KW).fit(data)), _result(DistributedDPMLPTrainer(**KW).fit(data))
     assert a["ledger"] == b["ledger"]
+    # the same samples and noise draws; DPMLPTrainer runs on the make_private path, whose
+    # row-wise clipped sums add in another order than the closure engine's (float rounding)
     for k in a["params"]:
-        assert torch.equal(a["params"][k], b["params"][k])
+        assert torch.allclose(a["params"][k], b["params"][k], rtol=1e-4, atol=1e-6)
 
 
 def test_two_processes_match_the_single_process_run(tmp_path):

@@ -303,8 +303,9 @@ class FlatCapture:
         target = int(counts.argmax())
         x2 = layout.x.clone()
         rows = layout.batch == target
-        if x2.is_floating_point():
-            x2[rows] = x2[rows] + torch.randn(x2[rows].shape, dtype=x2.dtype,
+        if x2.is_floating_point():          # a fixed, local stream: no global RNG is touched
+            gen = torch.Generator(device=x2.device).manual_seed(0)
+            x2[rows] = x2[rows] + torch.randn(x2[rows].shape, dtype=x2.dtype, generator=gen,
                                               device=x2.device) * (1.0 + x2.abs().mean())
         else:
             x2[rows] = x2[rows].flip(0) if rows.sum() > 1 else x2[rows] + 1

@@ -173,6 +173,31 @@ class NodeDPTrainer(EstimatorParams):
         self.steps_ = engine.steps_
         self.resumed_from_step_ = start
 
+    def _run_private(self, pt, step: Callable[[Any], None]) -> None:
+        """The user-loop path (:class:`~gnnprivacy.training.private.PrivateTraining`) with
+        the trainer's progress, checkpoints and resume: ``step(batch)`` runs forward,
+        backward and ``optimizer.step()`` on each batch of ``pt.loader``."""
+        engine = pt.engine
+        start = self._restore(engine) if self._resume_state is not None else 0
+        bar = self.progress(self.name, pt.steps_planned) if self.progress else None
+        if bar is not None and start:
+            bar.update(start)
+        done = start
+        self.model_.train()
+        for batch in pt.loader:
+            step(batch)
+            if bar is not None:
+                bar.update(engine.steps_ - done)
+            if self.checkpoint_path is not None and (
+                    engine.steps_ // self.checkpoint_every > done // self.checkpoint_every
+                    or engine.steps_ == pt.steps_planned):
+                self._save(engine)
+            done = engine.steps_
+        self.model_.eval()
+        pt.close()
+        self.steps_ = engine.steps_
+        self.resumed_from_step_ = start
+
     def _save(self, engine: DPEngine) -> None:
         """Atomic checkpoint after ``engine.steps_`` executed steps."""
         gens = {k: g.get_state() for k, g in self._gens.items() if g is not None}

@@ -27,12 +27,12 @@ from torch_geometric.data import Data
 
 from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
-from gnnprivacy.sampling import poisson_node_batch
-from gnnprivacy.training.dp import DPEngine, make_optimizer
+from gnnprivacy.training.dp import make_optimizer
 from gnnprivacy.training.node_dp import _privacy
 from gnnprivacy.training.node_dp.base import NodeDPTrainer
 from gnnprivacy.training.node_dp.common import FeatureNorm, is_inductive, node_metrics
 from gnnprivacy.training.nonprivate import num_classes_of, training_graph
+from gnnprivacy.training.private import NodeSubgraphs, PrivateTraining
 
 __all__ = ["DPMLPTrainer", "default_delta_dpmlp", "mlp"]
 
@@ -129,28 +129,31 @@ class DPMLPTrainer(NodeDPTrainer):
                                                           kind="pld"))
         public = None if inductive else ~graph.train_mask
         self.feature_norm_ = FeatureNorm(self.feature_norm).fit(graph.x, public)
-        dev = self.device_
-        x, y = self.feature_norm_.transform(graph.x).to(dev), graph.y.to(dev)
+        x = self.feature_norm_.transform(graph.x)
         self.num_classes_ = num_classes_of(data)
         self.model_ = mlp(x.shape[1], self.hidden_channels, self.num_classes_, self.num_layers,
-                          self.activation).to(dev)
-        self.accountant_ = _privacy.new_accountant("pld", PrivacyUnit.NODE,
-                                                   NeighboringRelation.ADD_OR_REMOVE,
-                                                   epsilon=self.epsilon,
-                                                   steps=self.steps_planned_)
-        engine = DPEngine(self.model_, make_optimizer(self.optimizer, self.model_.parameters(),
-                                                      lr=self.lr),
-                          clip_norm=self.clip_norm, noise_multiplier=self.noise_multiplier_,
-                          expected_batch_size=q * n_train, generator=gens["noise"],
-                          secure_mode=self.secure_mode, accountant=self.accountant_,
-                          step_event=make_event(self.noise_multiplier_), sampling="poisson")
-        model, gen = self.model_, gens["sample"]
+                          self.activation).to(self.device_)
+        opt = make_optimizer(self.optimizer, self.model_.parameters(), lr=self.lr)
+        graph = Data(x=x, y=graph.y, edge_index=graph.edge_index,
+                     train_mask=graph.train_mask, num_nodes=graph.num_nodes)
+        # the recipe: gp.make_private's "nodes" sampler and a plain loop, the user path
+        pt = PrivateTraining(self.model_, opt, graph, sampler=NodeSubgraphs(),
+                             noise_multiplier=self.noise_multiplier_, delta=delta,
+                             max_grad_norm=self.clip_norm, steps=self.steps_planned_,
+                             batch_size=min(self.batch_size, n_train),
+                             secure_mode=self.secure_mode, loss_reduction="sum",
+                             allow_large_delta=self.allow_large_delta, _generators=gens,
+                             _accounting_target=self.epsilon)
+        self.accountant_ = pt.accountant
+        model = self.model_
 
-        def closure_for_step():
-            nodes = poisson_node_batch(train, rate=q, generator=gen).to(dev)
-            return lambda: F.cross_entropy(model(x[nodes]), y[nodes], reduction="none")
+        def step(batch):
+            opt.zero_grad()
+            F.cross_entropy(model(batch.x), batch.y, reduction="sum").backward()
+            opt.step()
 
-        self._run(engine, self.steps_planned_, closure_for_step)
+        self._run_private(pt, step)
+        engine = pt.engine
         self._finish(engine, delta)
         self.privacy_info_ = {
             "unit": PrivacyUnit.NODE.value, "relation": NeighboringRelation.ADD_OR_REMOVE.value,

@@ -54,7 +54,7 @@ __all__ = ["PrivateLoader", "PrivateTraining", "make_private"]
 LOSS_REDUCTIONS = ("mean", "sum")
 
 
-def _generators(seed: int | None, secure: bool) -> dict[str, torch.Generator | None]:
+def _make_generators(seed: int | None, secure: bool) -> dict[str, torch.Generator | None]:
     """Independent streams for sampling, noise and the bounding pass (OS entropy without a
     seed; in secure mode the noise has no generator at all)."""
     names = ("sample", "noise", "subgraphs")
@@ -118,7 +118,12 @@ class PrivateTraining:
                  max_grad_norm: float = 1.0, epochs: float | None = None,
                  steps: int | None = None, batch_size: int | None = None,
                  secure_mode: bool = False, seed: int | None = None,
-                 loss_reduction: str = "mean"):
+                 loss_reduction: str = "mean", allow_large_delta: bool = False,
+                 _generators: dict | None = None,
+                 _accounting_target: float | None = None):
+        """See :func:`make_private`. ``_generators`` (``sample``/``noise``/``subgraphs``)
+        and ``_accounting_target`` (the epsilon that sizes the accountant's grid) let the
+        library's own trainers run on this path with their random streams and plans."""
         if not isinstance(model, nn.Module):
             raise InvalidParameterError("model", "a torch.nn.Module", type(model).__name__)
         if not isinstance(optimizer, torch.optim.Optimizer):
@@ -138,7 +143,8 @@ class PrivateTraining:
         self.seed = None if seed is None else check_int("seed", seed, low=0)
         self.model, self.optimizer = model, optimizer
         self.sampler = make_sampler(sampler)
-        self._gens = _generators(self.seed, self.secure_mode)
+        self._gens = (_make_generators(self.seed, self.secure_mode) if _generators is None
+                      else dict(_generators))
         self.sampler.setup(data, model=model, generator=self._gens["subgraphs"])
         self.plan = self.sampler.plan(batch_size=batch_size)
         self.delta = (self.plan.default_delta if delta is None
@@ -146,7 +152,8 @@ class PrivateTraining:
                                       high_open=True))
         from gnnprivacy.training.node_dp import _privacy
 
-        _privacy.check_delta(self.delta, self.sampler.num_train)
+        _privacy.check_delta(self.delta, self.sampler.num_train,
+                             allow_large_delta=bool(allow_large_delta))
         self.epochs = None if epochs is None else check_positive("epochs", epochs)
         if steps is not None:
             self.steps_planned = check_int("steps", steps, low=1)
@@ -159,8 +166,7 @@ class PrivateTraining:
         _privacy.check_planned_steps(self.steps_planned, explicit=steps is not None)
         self.target_epsilon = None if epsilon is None else check_positive("epsilon", epsilon)
         if noise_multiplier is not None:
-            self.noise_multiplier = check_real("noise_multiplier", noise_multiplier, low=0.0,
-                                               low_open=True)
+            self.noise_multiplier = check_real("noise_multiplier", noise_multiplier, low=0.0)
         else:
             self.noise_multiplier = _privacy.calibrate(
                 self.plan.event_factory, steps=self.steps_planned, epsilon=self.target_epsilon,
@@ -168,7 +174,8 @@ class PrivateTraining:
         self.event = self.plan.event_factory(self.noise_multiplier)
         self.accountant = _privacy.new_accountant(
             self.plan.accountant, PrivacyUnit.NODE, self.plan.relation,
-            epsilon=self.target_epsilon, steps=self.steps_planned)
+            epsilon=self.target_epsilon if _accounting_target is None else _accounting_target,
+            steps=self.steps_planned)
         self.capture = FlatCapture(model)
         self._original_step = optimizer.step
         self.engine = DPEngine(
@@ -393,7 +400,8 @@ def make_private(model: nn.Module, optimizer: torch.optim.Optimizer, data, *,
         sampler: ``"heterpoisson"``, ``"degree_bounded"``, ``"nodes"`` or a sampler object
             with options (:mod:`gnnprivacy.training.private.samplers`).
         epsilon: target epsilon (the noise multiplier is calibrated for the planned steps);
-            or ``noise_multiplier``: fixed ``z``, the epsilon is computed. Exactly one.
+            or ``noise_multiplier``: fixed ``z``, the epsilon is computed (``0``: a labelled
+            non-private run, epsilon infinite). Exactly one.
         delta: default per sampler (``|V|^-1.1`` for heterpoisson, ``1 / (10 N_train)``
             otherwise).
         max_grad_norm: per-subgraph clip bound ``C``.
