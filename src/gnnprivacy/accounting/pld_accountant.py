@@ -51,6 +51,10 @@ class PldAccountant(Accountant):
         degree_shortcut: evaluate only the largest degree where it is verified to dominate.
         disk_cache: read/write one-step PLDs and epsilons in the on-disk cache
             (:mod:`gnnprivacy.accounting.disk_cache`).
+        reuse_background: take the result of a background computation of the same
+            composition (:mod:`~gnnprivacy.accounting.prefetch`); ``False`` with
+            ``disk_cache=False`` computes everything anew (:mod:`~gnnprivacy.accounting.
+            verify`).
     """
 
     kind = "pld"
@@ -58,12 +62,14 @@ class PldAccountant(Accountant):
     def __init__(self, *, unit=PrivacyUnit.NODE, relation=NeighboringRelation.ADD_OR_REMOVE,
                  value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
                  heterpoisson_tail_mass: float = DEFAULT_TAIL_MASS,
-                 degree_shortcut: bool = True, disk_cache: bool = True):
+                 degree_shortcut: bool = True, disk_cache: bool = True,
+                 reuse_background: bool = True):
         self._vdi = check_positive("value_discretization_interval", value_discretization_interval)
         self._tail_mass = check_probability("heterpoisson_tail_mass", heterpoisson_tail_mass,
                                             allow_one=False)
         self._shortcut = bool(degree_shortcut)
         self._disk = bool(disk_cache)
+        self._background = bool(reuse_background)
         super().__init__(unit=unit, relation=relation)
 
     def options(self) -> dict:
@@ -206,7 +212,7 @@ class PldAccountant(Accountant):
 
     def _epsilon(self, delta, stop_above):
         key = self._ledger_key(delta)
-        pending = prefetch.lookup(key)
+        pending = prefetch.lookup(key) if self._background else None
         if pending is not None and not prefetch.in_background():
             try:
                 return pending.result()
