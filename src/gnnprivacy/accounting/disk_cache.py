@@ -33,8 +33,8 @@ from typing import Optional
 import numpy as np
 
 #: bump whenever an accounting formula or its numerics change, to invalidate old entries
-#: (2: entries carry a checksum)
-CACHE_VERSION = 2
+#: (3: entries carry a checksum; DP-GNN's RDP no longer rounds below zero at large noise)
+CACHE_VERSION = 3
 ENV = "GNNPRIVACY_ACCOUNTING_CACHE"
 SHARED_ENV = "GNNPRIVACY_CACHE"
 _OFF = {"off", "0", "none", "false", "no"}

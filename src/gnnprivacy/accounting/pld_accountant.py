@@ -21,11 +21,15 @@ from gnnprivacy.accounting.heterpoisson import DEFAULT_TAIL_MASS, truncated_shif
 from gnnprivacy.accounting.pld_builders import event_pld, pld_support_error
 from gnnprivacy.accounting.pld_mixtures import MAX_GRID_POINTS, grid_points
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
+from gnnprivacy.errors import InvalidParameterError
 
 #: Default PLD grid step; see ``benchmarks/bench_accounting.py`` for the speed/accuracy trade-off.
 DEFAULT_VALUE_DISCRETIZATION_INTERVAL = 1e-3
 #: the degree screen's grid is this many times coarser than the accountant's
 SCREEN_FACTOR = 10.0
+#: the coarsest PLD grid step (a loss step this large already says "almost no noise";
+#: dp_accounting's connect-the-dots computes e^step - 1, which overflows past ~709)
+MAX_DISCRETIZATION_INTERVAL = 100.0
 
 
 class PldAccountant(Accountant):
@@ -101,6 +105,11 @@ class PldAccountant(Accountant):
                     continue
                 while grid_points(1.0, ratio, step) > MAX_GRID_POINTS:
                     step *= 2.0
+                    if step > MAX_DISCRETIZATION_INTERVAL:
+                        raise InvalidParameterError(
+                            "noise_multiplier", "large enough for a PLD grid step of at most "
+                            f"{MAX_DISCRETIZATION_INTERVAL:g} (shift / noise <= "
+                            f"{_max_ratio():.3g})", f"shift / noise {ratio:.3g}")
             self._step_value = step
         return self._step_value
 
@@ -151,7 +160,7 @@ class PldAccountant(Accountant):
     def _coarse_twin(self) -> "PldAccountant":
         """The same composition on a grid ``SCREEN_FACTOR`` times coarser (upper bounds)."""
         twin = PldAccountant(unit=self._unit, relation=self._relation,
-                             value_discretization_interval=SCREEN_FACTOR * self._vdi,
+                             value_discretization_interval=coarser(self._vdi, SCREEN_FACTOR),
                              heterpoisson_tail_mass=self._tail_mass, degree_shortcut=False,
                              disk_cache=self._disk)
         twin._leaves = self._leaves                                     # noqa: SLF001
@@ -245,6 +254,19 @@ class PldAccountant(Accountant):
         return worst
 
 
+
+
+def coarser(interval: float, factor: float) -> float:
+    """A grid step ``factor`` times coarser, but not past :data:`MAX_DISCRETIZATION_INTERVAL`
+    (unless ``interval`` already is)."""
+    return min(factor * interval, max(interval, MAX_DISCRETIZATION_INTERVAL))
+
+
+def _max_ratio() -> float:
+    """The largest shift / noise whose grid fits at :data:`MAX_DISCRETIZATION_INTERVAL`."""
+    # grid_points(1, r, step) = (r^2 / 2 + 11 r) 2 / step = MAX_GRID_POINTS, solved for r
+    c = MAX_GRID_POINTS * MAX_DISCRETIZATION_INTERVAL / 2.0
+    return -11.0 + math.sqrt(121.0 + 2.0 * c)
 
 
 def _shift_noise_ratio(leaf, tail_mass: float):
