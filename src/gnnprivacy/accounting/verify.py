@@ -27,7 +27,7 @@ from gnnprivacy.accounting import events as _events
 from gnnprivacy.errors import GnnPrivacyError, InvalidParameterError
 
 __all__ = ["SPENT_RTOL", "SpentBudgetError", "accountant_from_dict", "check_spent",
-           "event_from_dict", "recompute_epsilon"]
+           "event_from_dict", "ledger_rdp", "recompute_epsilon"]
 
 #: relative tolerance of the comparison: the calibration's own (it stops within 0.1 % of the
 #: smallest noise, one-sided) is far below; this only absorbs float noise of a recomputation
@@ -120,6 +120,27 @@ def accountant_from_dict(data: Mapping[str, Any]):
     for entry in ledger.get("entries", []):
         acc.compose(*_entry_event(entry))
     return acc
+
+
+def ledger_rdp(data: Mapping[str, Any], orders) -> "np.ndarray":
+    """RDP curve (at ``orders``) of everything a recorded ledger composed, under its relation
+    (``inf`` where it holds a non-private event). Used to compose a tuned run's total from
+    what its trials executed (:mod:`gnnprivacy.experiments.tune`)."""
+    import numpy as np
+
+    from gnnprivacy.accounting.leaves import flatten_event, is_no_op, is_non_private
+    from gnnprivacy.accounting.rdp_builders import event_rdp
+
+    acc = accountant_from_dict(data)
+    orders = np.asarray(orders, dtype=float)
+    total = np.zeros(len(orders))
+    for entry in acc.ledger.entries:
+        for leaf, n in flatten_event(entry.event, entry.count):
+            if is_non_private(leaf):
+                return np.full(len(orders), np.inf)
+            if n and not is_no_op(leaf):
+                total = total + n * event_rdp(leaf, relation=acc.relation, orders=orders)
+    return total
 
 
 def recompute_epsilon(data: Mapping[str, Any], delta: Optional[float] = None) -> float:
