@@ -158,3 +158,14 @@ def test_selection_randomness_draws_are_in_range_and_secure_by_default():
     assert 0.0 <= secure.random() < 1.0 and secure.poisson(2.0) >= 0
     a, b = SelectionRandomness(0), SelectionRandomness(0)
     assert [a.integers(10) for _ in range(5)] == [b.integers(10) for _ in range(5)]
+
+
+def test_no_trial_drawn_records_the_plans_total(tmp_path):
+    """Poisson K = 0 (seed 0, reproducible): nothing ran, the total is the settings' plans."""
+    spec_ = {**ADAPTIVE, "name": "k0", "trials": {"distribution": "poisson", "mean": 0.5},
+             "reproducible_selection": True}
+    out = tune(spec_, runs_dir=tmp_path)
+    assert out["internal"] == {"trials": 0} and out["released"] is None
+    t = out["tuning"]
+    assert out["epsilon"] == t["total_epsilon"] == pytest.approx(t["planned_total_epsilon"])
+    assert t["total_epsilon"] <= 8.0 and t["selection"]["selection public"] is True
