@@ -28,6 +28,7 @@ import pytest
 DOC = Path(__file__).resolve().parents[1] / "docs" / "bad-inputs.md"
 SMALL = "num_nodes=120,num_features=8,num_classes=3,avg_degree=4"
 T = ["train", "--dataset", "csbm", "--dataset-args", SMALL, "--epochs", "2", "-q"]
+A = ["account", "--mechanism"]
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,28 @@ CASES: list[Case] = [
     cli("train privacy", "--delta 0.5 (heterpoisson)", T + ["--method", "heterpoisson", "--delta", "0.5"],
         "delta", "1/n", "--allow-large-delta"),
     cli("train privacy", "--delta 0.5 (dpmlp)", T + ["--method", "dpmlp", "--delta", "0.5"], "delta", "1/n"),
-    cli("train privacy", "--delta 0 (dpmlp)", T + ["--method", "dpmlp", "--delta", "0"], "delta", "(0, 1)"),
+    cli("train privacy", "--delta 0 (dpmlp)", T + ["--method", "dpmlp", "--delta", "0"], "delta", "[1e-12, 1)"),
+    # -- extreme budgets (issue 22 item 6) ---------------------------------------------------
+    cli("train privacy", "--delta 1e-20 (heterpoisson: the PLD read it as epsilon infinity and "
+        "over-noised or gave up)", T + ["--method", "heterpoisson", "--delta", "1e-20"], "delta",
+        "[1e-12, 1)"),
+    cli("train privacy", "--epsilon 1e6 (dpmlp: the PLD grid step overflowed, OverflowError)",
+        T + ["--method", "dpmlp", "--epsilon", "1e6"], "epsilon", "[0.001, 100000]"),
+    cli("train privacy", "--epsilon 1e-4 (heterpoisson: below the supported range)",
+        T + ["--method", "heterpoisson", "--epsilon", "1e-4"], "epsilon", "[0.001, 100000]"),
+    cli("train privacy", "--epsilon 1e5 --steps 1 (heterpoisson: the coarse calibration grid "
+        "overflowed; now calibrated)", T + ["--method", "heterpoisson", "--epsilon", "1e5", "--steps", "1",
+                                            "--runs-dir", "{tmp}/r"], "record:", outcome="ok"),
+    cli("train privacy", "--epsilon 0.01 on a 5,000-node csbm (heterpoisson: RecursionError; now "
+        "calibrated)", ["train", "--method", "heterpoisson", "--dataset", "csbm", "--dataset-args",
+                        "num_nodes=5000", "--epsilon", "0.01", "-q", "--runs-dir", "{tmp}/r"],
+        "epsilon 0.00999", outcome="ok"),
+    # -- what was spent (issue 22 item 7) ---------------------------------------------------
+    Case("train privacy", "a hand-edited accounting-cache entry (calibration noise 0.05: epsilon "
+         "7,915 against a target of 8 with exit 0)", "api", ("edited_cache",),
+         ("failed its checksum", "recomputing", "epsilon 7.99"), "warning"),
+    Case("train privacy", "a forged accounting-cache entry with a valid checksum", "api",
+         ("forged_cache",), ("spent epsilon", "above its target 8", "no finished record"), "error"),
     cli("train privacy", "--q-b 1e-6 (heterpoisson: under one central node per step)",
         T + ["--method", "heterpoisson", "--q-b", "1e-6"], "q_b", "expected", "nodes per step"),
     cli("train device", "--device banana", T + ["--device", "banana"], "device", "banana"),
@@ -243,6 +265,26 @@ CASES: list[Case] = [
     cli("results", "no runs directory at all", ["results"], "RUNS_DIR"),
     cli("datasets", "--data-root is a file", ["datasets", "--data-root", "{tmp}/afile"], "afile",
         files={"afile": "x"}),
+    # -- account (issue 24) -------------------------------------------------------------------
+    cli("account", "--noise-multiplier and --target-epsilon together",
+        A + ["dpsgd", "--sample-rate", "0.01", "--noise-multiplier", "1", "--target-epsilon", "1"],
+        "--noise-multiplier", "not both"),
+    cli("account", "laplace with --noise-multiplier and --epsilon", A + ["laplace", "--noise-multiplier",
+                                                                         "1", "--epsilon", "2"],
+        "--epsilon", "laplace's scale"),
+    cli("account", "gaussian with --sample-rate (ignored)", A + ["gaussian", "--noise-multiplier", "1",
+                                                                "--sample-rate", "0.1"],
+        "--sample-rate", "does not use it"),
+    cli("account", "heterpoisson --M 0.5 (train refuses M < 1)",
+        A + ["heterpoisson", "--q-b", "0.1", "--M", "0.5", "--num-nodes", "100", "--noise-multiplier", "2"],
+        "--neighbor-multiplier", "[1, inf)"),
+    cli("account", "--steps 1000000000000 (asked numpy for 226 GiB)",
+        A + ["dpsgd", "--sample-rate", "0.01", "--noise-multiplier", "1.1", "--steps", "1000000000000"],
+        "--steps", "grid points", "RDP accountant"),
+    cli("account", "heterpoisson --num-nodes 1000000000 (killed for memory; now computed)",
+        A + ["heterpoisson", "--q-b", "0.001", "--M", "2", "--num-nodes", "1000000000",
+             "--noise-multiplier", "2", "--steps", "100", "--delta", "1e-10"], "epsilon = 0.89",
+        outcome="ok"),
 ]
 
 
@@ -297,6 +339,54 @@ def api_truncated_not_finished(tmp: Path) -> str:
         done = store.completed_ids()
     assert done == {"ok-run"} and not store.has_record("broken")
     return " ".join(str(w.message) for w in caught)
+
+
+def _train_with_cache(tmp: Path, edit) -> str:
+    """Train dpmlp twice with a private accounting cache, ``edit``-ing its calibration entry
+    in between; the second run's output (errors raise ``ValueError`` with it)."""
+    from click.testing import CliRunner
+
+    from gnnprivacy.cli import main
+    from gnnprivacy.training.node_dp import _privacy
+
+    env = {"GNNPRIVACY_ACCOUNTING_CACHE": str(tmp / "cache")}
+    args = ["train", "--method", "dpmlp", "--dataset", "csbm", "--dataset-args", "num_nodes=300",
+            "--epsilon", "8", "--runs-dir", str(tmp / "runs")]      # (-q silences warnings)
+    _privacy.calibrate.cache_clear()
+    try:
+        assert CliRunner().invoke(main, args, env=env).exit_code == 0
+        for path in (tmp / "cache").glob("calibration-*.json"):
+            edit(path)
+        _privacy.calibrate.cache_clear()
+        out = CliRunner().invoke(main, args, env=env)
+    finally:
+        _privacy.calibrate.cache_clear()
+    if out.exit_code != 0:
+        raise ValueError(out.output)
+    return out.output
+
+
+def api_edited_cache(tmp: Path) -> str:
+    def edit(path):
+        stored = json.loads(path.read_text())
+        stored["value"]["noise_multiplier"] = 0.05
+        path.write_text(json.dumps(stored))
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        text = _train_with_cache(tmp, edit)
+    return text + " ".join(str(w.message) for w in caught)
+
+
+def api_forged_cache(tmp: Path) -> str:
+    from gnnprivacy.accounting import disk_cache
+
+    def forge(path):
+        value = {"noise_multiplier": 0.05}
+        path.write_text(json.dumps({"value": value, "sha256": disk_cache._json_digest(  # noqa: SLF001
+            path.stem, value)}))
+    return _train_with_cache(tmp, forge)
 
 
 def api_read_truncated(tmp: Path) -> str:
@@ -414,6 +504,7 @@ def test_the_table_has_at_least_60_rows_and_unique_ids():
 def render_table() -> str:
     """``docs/bad-inputs.md``, generated from :data:`CASES`."""
     errors = sum(c.outcome == "error" for c in CASES)
+    handled = sum(c.outcome == "ok" for c in CASES)
     lines = [
         "# Bad inputs and what happens",
         "",
@@ -421,13 +512,15 @@ def render_table() -> str:
         "`tests/test_bad_inputs.py` (this page is generated from that list:",
         "`python tests/test_bad_inputs.py --write`; a test fails when it is out of date).",
         "",
-        f"**{len(CASES)} bad inputs: {errors} clear errors, {len(CASES) - errors} warnings that skip the bad "
-        "part and keep the rest, 0 silent wrong results, 0 tracebacks.**",
+        f"**{len(CASES)} bad inputs: {errors} clear errors, {len(CASES) - errors - handled} warnings that skip "
+        f"the bad part and keep the rest, {handled} computed correctly, 0 silent wrong results, 0 tracebacks.**",
         "",
         "- *error*: the command exits non-zero (the Python call raises a `ValueError` subclass, usually "
         "`gnnprivacy.errors.InvalidParameterError`) with a one-line message naming the parameter, what was "
         "expected and what was received; the message contains the fragments shown.",
         "- *warning*: the command succeeds on the valid input and prints a warning naming what it skipped.",
+        "- *ok*: an extreme but legal input that once failed; the command now computes it (the output "
+        "contains the fragments shown).",
         "",
         "| # | where | bad input | outcome | the message contains |",
         "|---|---|---|---|---|",

@@ -88,3 +88,37 @@ def check_pure_epsilon(name: str, value: object) -> float:
             name, f"<= {MAX_PURE_EPSILON:g} (e^-epsilon underflows float64 beyond ~708, so the "
             "accountant cannot represent the mechanism; an epsilon this large protects nothing)", value)
     return eps
+
+
+#: the range of a calibrated trainer's target epsilon (issue 22 item 6): below it the noise
+#: exceeds what the accountants resolve within the noise cap, above it the PLD grid step
+#: overflows (and the run protects nothing)
+MIN_TARGET_EPSILON = 1e-3
+MAX_TARGET_EPSILON = 1e5
+#: the smallest delta the accountants state: the PLD truncates tails of about 1e-15 per
+#: composition into its infinite-loss mass, so a delta near it reads as epsilon infinity
+MIN_DELTA = 1e-12
+
+
+def check_target_epsilon(name: str, value: object) -> float:
+    """A target epsilon in ``[MIN_TARGET_EPSILON, MAX_TARGET_EPSILON]`` for a calibrated
+    trainer, else :class:`InvalidParameterError` naming the range."""
+    eps = check_positive(name, value)
+    if not MIN_TARGET_EPSILON <= eps <= MAX_TARGET_EPSILON:
+        raise InvalidParameterError(
+            name, f"in the supported range [{MIN_TARGET_EPSILON:g}, {MAX_TARGET_EPSILON:g}] "
+            "(outside it the accountants cannot calibrate the noise reliably)", value)
+    return eps
+
+
+def check_delta_range(name: str, value: object, *, allow_zero: bool = False) -> float:
+    """A delta in ``[MIN_DELTA, 1)`` (or exactly 0 where ``allow_zero``), else
+    :class:`InvalidParameterError` naming the range."""
+    delta = check_real(name, value, low=0.0, high=1.0, high_open=True)
+    if delta == 0.0 and allow_zero:
+        return delta
+    if not delta >= MIN_DELTA:
+        raise InvalidParameterError(
+            name, f"in the supported range [{MIN_DELTA:g}, 1) (the PLD accountant cannot "
+            "resolve a smaller delta: it would report epsilon infinity)", value)
+    return delta

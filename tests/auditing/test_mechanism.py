@@ -88,7 +88,8 @@ def test_facebook_configuration_small_runs():
     n = 22470
     law = heterpoisson_law(q_b=4096 / n, M=1, degree=n - 1, noise_multiplier=3.79 / 0.5)
     out = audit_phases([Phase(law, 50)], runs=3000, delta=n ** -1.1, generator=0)
-    assert 0.5 < out["epsilon_lower_bound"] < 2.0
+    # threshold held out (issue 22): 0.49 here; the same-sample maximum said 0.76
+    assert 0.35 < out["epsilon_lower_bound"] < 2.0
     control = heterpoisson_law(q_b=4096 / n, M=1, degree=n - 1, noise_multiplier=0.9475 / 0.5)
     out = audit_phases([Phase(control, 50)], runs=3000, delta=n ** -1.1, generator=0)
     assert out["epsilon_lower_bound"] > 2.0

@@ -36,7 +36,10 @@ def test_every_method_runs_and_accounts(name, data):
     pr = res.privacy
     assert pr["epsilon_features"] == (math.inf if fm == "clean" else pytest.approx(2.0))
     assert pr["epsilon_edges"] == (math.inf if em == "clean" else pytest.approx(1.5))
-    assert res.epsilon == pytest.approx(1.5 if em != "clean" else 2.0)
+    both = fm != "clean" and em != "clean"
+    # both parts: the total under the joint relation (issue 22 item 5); else the one part
+    assert res.epsilon == pytest.approx(3.5 if both else 1.5 if em != "clean" else 2.0)
+    assert pr["unit"] == ("feature+edge" if both else "edge" if em != "clean" else "feature")
     assert 0.0 <= res.metrics["test_accuracy"] <= 1.0
     assert "labels" in pr["unaccounted"] and pr["delta"] == 0.0
 
@@ -99,3 +102,28 @@ def test_log_line_hints_numba_when_the_mcmc_ran_in_python(have_numba, data, monk
     get_method("edge-rand").fn(RunContext(config=None, params=params, data=data, seed=1,
                                           log=lines.append))
     assert lines and not any("numba" in line for line in lines)
+
+
+def test_heterorr_record_states_the_total_and_lists_the_reference_nodes(data, tmp_path):
+    """issue 22 item 5: the top-level epsilon of a heterorr record is eps_f + eps_e under the
+    declared joint relation, the parts beside it; the public reference nodes whose raw
+    features and labels set theta are listed as unaccounted (ids in info)."""
+    from gnnprivacy.experiments.runner import run
+
+    rec = run({"method": "heterorr", "dataset": "csbm", "dataset_args": "num_nodes=120",
+               "eps_f": 2.0, "eps_e": 1.5, "epochs": 5, "patience": 5, "hidden": 8,
+               "mcmc_steps": 500, "runs_dir": str(tmp_path)})
+    p = rec.privacy
+    assert rec.epsilon == pytest.approx(3.5) == p["epsilon_total"]
+    assert p["epsilon_features"] == pytest.approx(2.0) and p["epsilon_edges"] == pytest.approx(1.5)
+    assert p["unit"] == "feature+edge" and p["relation"] == "feature_replace+edge_add_or_remove"
+    assert p["units"] == {"features": "feature", "edges": "edge"}
+    ref = rec.info["public_reference_nodes"]
+    assert ref == 12 and len(rec.info["public_reference_node_ids"]) == ref
+    assert any("12 public reference nodes" in u for u in p["unaccounted"])
+    assert "except the 12 public reference nodes" in p["scope"]
+    # a score source with no data-dependent split lists no reference nodes
+    uniform = release(data, eps_f=1.0, eps_e=1.0, mcmc_steps=300, score_source="uniform")
+    assert not any("reference" in u for u in uniform.privacy["unaccounted"])
+    private = release(data, eps_f=1.0, eps_e=1.0, mcmc_steps=300, score_source="private")
+    assert any("score_source=private" in u for u in private.privacy["unaccounted"])

@@ -44,6 +44,7 @@ from gnnprivacy._validation import check_int, check_positive, check_probability
 from gnnprivacy.accounting import disk_cache
 from gnnprivacy.accounting.accountants import make_accountant
 from gnnprivacy.accounting.events import resolve_scope
+from gnnprivacy.accounting.pld_fast import CompositionTooLargeError
 from gnnprivacy.errors import InvalidParameterError
 
 #: the coarse passes' grids are these many times coarser than the fine one (PLD only)
@@ -111,7 +112,7 @@ def calibrate_noise_multiplier(make_event: Callable[[float], dp_event.DpEvent], 
         try:
             return _evaluate(acc, full)
         except InvalidParameterError as err:
-            if err.name != "noise_multiplier":
+            if err.name != "noise_multiplier" and not isinstance(err, CompositionTooLargeError):
                 raise
             return math.inf, True           # too little noise to account: infeasible
 
@@ -130,10 +131,12 @@ def calibrate_noise_multiplier(make_event: Callable[[float], dp_event.DpEvent], 
         if vdi is None:
             from gnnprivacy.accounting.pld_accountant import DEFAULT_VALUE_DISCRETIZATION_INTERVAL
             vdi = DEFAULT_VALUE_DISCRETIZATION_INTERVAL
+        from gnnprivacy.accounting.pld_accountant import coarser
+
         grow, slope = 2.0, None
         for factor, pass_rtol in zip(COARSE_FACTORS, _COARSE_RTOLS):
             pass_rtol = max(pass_rtol, rtol)
-            coarse = {**options, "value_discretization_interval": factor * vdi}
+            coarse = {**options, "value_discretization_interval": coarser(vdi, factor)}
             if slope is not None and slope < 0:
                 guess = _newton_guess(lambda z, c=coarse: evaluate(z, False, c), guess,
                                       slope, target, pass_rtol)

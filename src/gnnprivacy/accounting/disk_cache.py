@@ -12,6 +12,12 @@ misses the cache instead of reading a stale value.
 Writes are atomic (a temporary file in the same directory, then ``os.replace``), so
 concurrent processes never read a partial entry; two writers of one key write the same
 content. An unreadable entry is ignored (and recomputed), never trusted.
+
+Every entry carries a SHA-256 checksum of its key and content (issue 22 item 7). An entry
+whose checksum does not match (a damaged or hand-edited file) is deleted and recomputed,
+with a warning naming the file. The checksum detects damage and edits, not a forger who
+recomputes it; the runner's check of the executed ledger in a fresh accountant
+(:mod:`gnnprivacy.accounting.verify`, no cache) covers the epsilon of every finished run.
 """
 
 from __future__ import annotations
@@ -20,13 +26,15 @@ import hashlib
 import json
 import os
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
 #: bump whenever an accounting formula or its numerics change, to invalidate old entries
-CACHE_VERSION = 1
+#: (3: entries carry a checksum; DP-GNN's RDP no longer rounds below zero at large noise)
+CACHE_VERSION = 3
 ENV = "GNNPRIVACY_ACCOUNTING_CACHE"
 SHARED_ENV = "GNNPRIVACY_CACHE"
 _OFF = {"off", "0", "none", "false", "no"}
@@ -79,47 +87,85 @@ def _atomic_write(path: Path, write) -> None:
         raise
 
 
+def _json_digest(key: str, value) -> str:
+    blob = json.dumps([key, value], sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _arrays_digest(key: str, arrays: dict) -> str:
+    h = hashlib.sha256(key.encode())
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(f"|{name}|{a.dtype.str}|{a.shape}|".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _reject(path: Path, why: str) -> None:
+    warnings.warn(f"accounting cache entry {path} {why}; ignoring it and recomputing",
+                  RuntimeWarning, stacklevel=3)
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
 def load_json(key: str) -> Optional[dict]:
-    """The JSON entry stored under ``key``, or ``None``."""
+    """The JSON entry stored under ``key``, or ``None`` (also for a bad checksum)."""
     directory = cache_dir()
     if directory is None:
         return None
+    path = directory / f"{key}.json"
     try:
-        return json.loads((directory / f"{key}.json").read_text())
+        stored = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    if not (isinstance(stored, dict) and isinstance(stored.get("value"), dict)
+            and stored.get("sha256") == _json_digest(key, stored["value"])):
+        _reject(path, "failed its checksum")
+        return None
+    return stored["value"]
 
 
 def save_json(key: str, value: dict) -> None:
-    """Store a JSON entry (best effort: a full disk only loses the cache)."""
+    """Store a JSON entry with its checksum (best effort: a full disk only loses the cache)."""
     directory = cache_dir()
     if directory is None:
         return
+    blob = json.dumps({"value": value, "sha256": _json_digest(key, value)}).encode()
     try:
-        _atomic_write(directory / f"{key}.json", lambda h: h.write(json.dumps(value).encode()))
+        _atomic_write(directory / f"{key}.json", lambda h: h.write(blob))
     except OSError:
         pass
 
 
 def load_arrays(key: str) -> Optional[dict]:
-    """The arrays stored under ``key`` (a dict of numpy arrays), or ``None``."""
+    """The arrays stored under ``key`` (a dict of numpy arrays), or ``None`` (also for a
+    bad checksum)."""
     directory = cache_dir()
     if directory is None:
         return None
+    path = directory / f"{key}.npz"
     try:
-        with np.load(directory / f"{key}.npz", allow_pickle=False) as data:
-            return {name: data[name] for name in data.files}
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {name: data[name] for name in data.files}
     except (OSError, ValueError, KeyError, EOFError):
         return None
+    digest = arrays.pop("_sha256", None)
+    if digest is None or str(digest) != _arrays_digest(key, arrays):
+        _reject(path, "failed its checksum")
+        return None
+    return arrays
 
 
 def save_arrays(key: str, **arrays) -> None:
-    """Store numpy arrays under ``key`` (best effort)."""
+    """Store numpy arrays under ``key`` with their checksum (best effort)."""
     directory = cache_dir()
     if directory is None:
         return
+    digest = np.array(_arrays_digest(key, arrays))
     try:
-        _atomic_write(directory / f"{key}.npz", lambda h: np.savez(h, **arrays))
+        _atomic_write(directory / f"{key}.npz", lambda h: np.savez(h, _sha256=digest, **arrays))
     except OSError:
         pass
 

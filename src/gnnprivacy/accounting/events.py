@@ -174,8 +174,12 @@ def resolve_scope(event: dp_event.DpEvent, unit: Optional[PrivacyUnit] = None,
 
 
 def event_to_dict(event: dp_event.DpEvent) -> dict:
-    """A JSON-able description of an event: its class name and fields, recursively."""
-    out: dict = {"event": type(event).__name__}
+    """A JSON-able description of an event: its class name and fields, recursively.
+
+    The class name is under ``"type"`` (and under ``"event"`` unless the event has a field
+    of that name, e.g. ``PoissonSampledDpEvent.event``), so
+    :func:`gnnprivacy.accounting.verify.event_from_dict` can rebuild the event."""
+    out: dict = {"event": type(event).__name__, "type": type(event).__name__}
     for field in attr.fields(type(event)):
         out[field.name] = _jsonable(getattr(event, field.name))
     return out

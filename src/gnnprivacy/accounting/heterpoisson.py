@@ -15,6 +15,12 @@ from scipy.special import gammaln, logsumexp
 #: Per-step probability mass of the largest shifts that the PLD accountant may drop;
 #: it is charged to delta (and to epsilon via -log(1 - mass)), see ``pld_builders``.
 DEFAULT_TAIL_MASS = 1e-30
+#: above this out-degree the PLD's shift law is built only for k peripheral uses up to a
+#: Chernoff bound (the binomial's mean is at most q_b M whatever D), and the bound on the
+#: mass beyond is charged as dropped: memory no longer grows with D (issue 24: ``account
+#: heterpoisson --num-nodes 1000000000`` was killed for memory). The RDP accountant, which
+#: needs the exact law, refuses such degrees.
+EXACT_DEGREE_LIMIT = 1_000_000
 
 
 def covering_degrees(max_degree: int) -> tuple[int, ...]:
@@ -38,9 +44,13 @@ def peripheral_probability(q_b: float, multiplier: float, degree: int) -> float:
     return q_b * min(1.0, multiplier / degree)
 
 
-def log_binomial_pmf(degree: int, p: float) -> np.ndarray:
-    """ln Bin(k; D, p) for k = 0..D, computed with gammaln (never factorials)."""
-    k = np.arange(degree + 1, dtype=float)
+def log_binomial_pmf(degree: int, p: float, upto: int | None = None) -> np.ndarray:
+    """ln Bin(k; D, p) for k = 0..D (or 0..``upto``), computed with gammaln (never
+    factorials)."""
+    k = np.arange((degree if upto is None else min(int(upto), degree)) + 1, dtype=float)
+    if upto is not None and p not in (0.0, 1.0):
+        return (gammaln(degree + 1.0) - gammaln(k + 1.0) - gammaln(degree - k + 1.0)
+                + k * np.log(p) + (degree - k) * np.log1p(-p))
     if p == 0.0:
         out = np.full(degree + 1, -np.inf)
         out[0] = 0.0
@@ -53,16 +63,39 @@ def log_binomial_pmf(degree: int, p: float) -> np.ndarray:
     return log_comb + k * np.log(p) + (degree - k) * np.log1p(-p)
 
 
+def binomial_tail_cut(degree: int, p: float, mass: float) -> tuple[int, float]:
+    """``(K, bound)``: ``P[Bin(D, p) > K] <= bound <= mass`` by the Chernoff bound
+    ``P[X >= k] <= (e mu / k)^k`` (``mu = D p < k``); ``K = D`` (bound 0) if none is
+    smaller."""
+    mu = degree * p
+    log_mass = np.log(mass)
+    k = max(int(np.ceil(np.e * mu)) + 1, 1)
+    while k <= degree:
+        log_bound = k * (1.0 + np.log(mu) - np.log(k)) if mu > 0 else -np.inf
+        if log_bound <= log_mass:
+            return k - 1, float(np.exp(log_bound))
+        k += 1
+    return degree, 0.0
+
+
 def shift_distribution(q_b: float, multiplier: float, degree: int,
-                       overlap_removal: bool = True) -> tuple[np.ndarray, np.ndarray]:
+                       overlap_removal: bool = True, *, cut_mass: float | None = None
+                       ) -> tuple[np.ndarray, np.ndarray]:
     """Support and log-weights of the Theorem-2 mixture for out-degree ``degree``.
+
+    Args:
+        cut_mass: if given, only ``k <= K`` peripheral uses are listed, with ``K`` from
+            :func:`binomial_tail_cut` (the caller must charge the mass beyond; see
+            :func:`truncated_shift_distribution`).
 
     Returns:
         ``(shifts, log_weights)``, shifts sorted ascending in units of R; zero-weight
-        components are dropped (never by size: the tail is kept exactly).
+        components are dropped (never by size: without ``cut_mass`` the tail is exact).
     """
-    log_bin = log_binomial_pmf(degree, peripheral_probability(q_b, multiplier, degree))
-    k = np.arange(degree + 1, dtype=float)
+    p = peripheral_probability(q_b, multiplier, degree)
+    upto = None if cut_mass is None else binomial_tail_cut(degree, p, cut_mass)[0]
+    log_bin = log_binomial_pmf(degree, p, upto)
+    k = np.arange(len(log_bin), dtype=float)
     log_q = np.log(q_b) if q_b > 0 else -np.inf
     log_1mq = np.log1p(-q_b) if q_b < 1 else -np.inf
     if overlap_removal:
@@ -102,8 +135,16 @@ def truncated_shift_distribution(q_b: float, multiplier: float, degree: int,
     """:func:`truncate_upper_tail` of :func:`shift_distribution`, cached: the law does not
     depend on the noise, and a calibration evaluates the same degrees at many noise levels.
     The arrays are read-only."""
-    shifts, log_w = shift_distribution(q_b, multiplier, degree, overlap_removal)
+    cut = 0.0
+    if degree > EXACT_DEGREE_LIMIT:             # the law up to K; the bound beyond is dropped
+        cut = binomial_tail_cut(degree, peripheral_probability(q_b, multiplier, degree),
+                                1e-6 * tail_mass)[1]
+        shifts, log_w = shift_distribution(q_b, multiplier, degree, overlap_removal,
+                                           cut_mass=1e-6 * tail_mass)
+    else:
+        shifts, log_w = shift_distribution(q_b, multiplier, degree, overlap_removal)
     shifts, weights, dropped = truncate_upper_tail(shifts, log_w, tail_mass)
+    dropped += cut
     shifts.setflags(write=False)
     weights.setflags(write=False)
     return shifts, weights, dropped

@@ -58,7 +58,16 @@ def dpgnn_rdp(orders, *, num_train: int, max_degree: int, batch_size: int,
     i, log_p = affected_count_log_pmf(num_train=num_train, max_degree=max_degree,
                                       batch_size=batch_size, sampling=sampling)
     scale = 2.0 * (max_degree + 1) ** 2 * noise_multiplier ** 2
+    # normalised weights (the gammaln pmf sums to 1 only up to ~1e-13), and ln(1 + E[e^c - 1])
+    # where the exponents are small: with large noise the RDP is ~1e-9 and logsumexp's
+    # rounding made it negative (dp_accounting then returned epsilon 0; issue 22 item 6)
+    log_p = log_p - logsumexp(log_p)
+    p = np.exp(log_p)
     out = np.empty(len(orders))
     for k, alpha in enumerate(orders):
-        out[k] = logsumexp(log_p + alpha * (alpha - 1.0) * i ** 2 / scale) / (alpha - 1.0)
+        c = alpha * (alpha - 1.0) * i ** 2 / scale
+        if c.max() < 1.0:
+            out[k] = np.log1p(np.sum(p * np.expm1(c))) / (alpha - 1.0)
+        else:
+            out[k] = logsumexp(log_p + c) / (alpha - 1.0)
     return out

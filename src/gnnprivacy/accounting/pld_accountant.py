@@ -21,11 +21,15 @@ from gnnprivacy.accounting.heterpoisson import DEFAULT_TAIL_MASS, truncated_shif
 from gnnprivacy.accounting.pld_builders import event_pld, pld_support_error
 from gnnprivacy.accounting.pld_mixtures import MAX_GRID_POINTS, grid_points
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
+from gnnprivacy.errors import InvalidParameterError
 
 #: Default PLD grid step; see ``benchmarks/bench_accounting.py`` for the speed/accuracy trade-off.
 DEFAULT_VALUE_DISCRETIZATION_INTERVAL = 1e-3
 #: the degree screen's grid is this many times coarser than the accountant's
 SCREEN_FACTOR = 10.0
+#: the coarsest PLD grid step (a loss step this large already says "almost no noise";
+#: dp_accounting's connect-the-dots computes e^step - 1, which overflows past ~709)
+MAX_DISCRETIZATION_INTERVAL = 100.0
 
 
 class PldAccountant(Accountant):
@@ -51,6 +55,10 @@ class PldAccountant(Accountant):
         degree_shortcut: evaluate only the largest degree where it is verified to dominate.
         disk_cache: read/write one-step PLDs and epsilons in the on-disk cache
             (:mod:`gnnprivacy.accounting.disk_cache`).
+        reuse_background: take the result of a background computation of the same
+            composition (:mod:`~gnnprivacy.accounting.prefetch`); ``False`` with
+            ``disk_cache=False`` computes everything anew (:mod:`~gnnprivacy.accounting.
+            verify`).
     """
 
     kind = "pld"
@@ -58,12 +66,14 @@ class PldAccountant(Accountant):
     def __init__(self, *, unit=PrivacyUnit.NODE, relation=NeighboringRelation.ADD_OR_REMOVE,
                  value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
                  heterpoisson_tail_mass: float = DEFAULT_TAIL_MASS,
-                 degree_shortcut: bool = True, disk_cache: bool = True):
+                 degree_shortcut: bool = True, disk_cache: bool = True,
+                 reuse_background: bool = True):
         self._vdi = check_positive("value_discretization_interval", value_discretization_interval)
         self._tail_mass = check_probability("heterpoisson_tail_mass", heterpoisson_tail_mass,
                                             allow_one=False)
         self._shortcut = bool(degree_shortcut)
         self._disk = bool(disk_cache)
+        self._background = bool(reuse_background)
         super().__init__(unit=unit, relation=relation)
 
     def options(self) -> dict:
@@ -95,6 +105,11 @@ class PldAccountant(Accountant):
                     continue
                 while grid_points(1.0, ratio, step) > MAX_GRID_POINTS:
                     step *= 2.0
+                    if step > MAX_DISCRETIZATION_INTERVAL:
+                        raise InvalidParameterError(
+                            "noise_multiplier", "large enough for a PLD grid step of at most "
+                            f"{MAX_DISCRETIZATION_INTERVAL:g} (shift / noise <= "
+                            f"{_max_ratio():.3g})", f"shift / noise {ratio:.3g}")
             self._step_value = step
         return self._step_value
 
@@ -145,7 +160,7 @@ class PldAccountant(Accountant):
     def _coarse_twin(self) -> "PldAccountant":
         """The same composition on a grid ``SCREEN_FACTOR`` times coarser (upper bounds)."""
         twin = PldAccountant(unit=self._unit, relation=self._relation,
-                             value_discretization_interval=SCREEN_FACTOR * self._vdi,
+                             value_discretization_interval=coarser(self._vdi, SCREEN_FACTOR),
                              heterpoisson_tail_mass=self._tail_mass, degree_shortcut=False,
                              disk_cache=self._disk)
         twin._leaves = self._leaves                                     # noqa: SLF001
@@ -206,7 +221,7 @@ class PldAccountant(Accountant):
 
     def _epsilon(self, delta, stop_above):
         key = self._ledger_key(delta)
-        pending = prefetch.lookup(key)
+        pending = prefetch.lookup(key) if self._background else None
         if pending is not None and not prefetch.in_background():
             try:
                 return pending.result()
@@ -239,6 +254,19 @@ class PldAccountant(Accountant):
         return worst
 
 
+
+
+def coarser(interval: float, factor: float) -> float:
+    """A grid step ``factor`` times coarser, but not past :data:`MAX_DISCRETIZATION_INTERVAL`
+    (unless ``interval`` already is)."""
+    return min(factor * interval, max(interval, MAX_DISCRETIZATION_INTERVAL))
+
+
+def _max_ratio() -> float:
+    """The largest shift / noise whose grid fits at :data:`MAX_DISCRETIZATION_INTERVAL`."""
+    # grid_points(1, r, step) = (r^2 / 2 + 11 r) 2 / step = MAX_GRID_POINTS, solved for r
+    c = MAX_GRID_POINTS * MAX_DISCRETIZATION_INTERVAL / 2.0
+    return -11.0 + math.sqrt(121.0 + 2.0 * c)
 
 
 def _shift_noise_ratio(leaf, tail_mass: float):

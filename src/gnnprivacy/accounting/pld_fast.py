@@ -24,8 +24,18 @@ from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from scipy import fft
 
+from gnnprivacy.errors import InvalidParameterError
+
 #: dp_accounting's default tail mass truncation of a self-composition
 SELF_COMPOSE_TAIL = 1e-15
+#: the most grid points a composed PMF may take (about 256 MiB, twice that during the
+#: FFT): ``account --steps 1000000000000`` asked numpy for 226 GiB (issue 24)
+MAX_COMPOSED_POINTS = 2 ** 25
+
+
+class CompositionTooLargeError(InvalidParameterError):
+    """A self-composition whose PLD would not fit in :data:`MAX_COMPOSED_POINTS` points
+    (too many steps for the noise); named ``steps``."""
 
 
 def self_compose(pld: pld_lib.PrivacyLossDistribution, num_times: int,
@@ -94,6 +104,11 @@ def _self_compose_pmf(pmf, num_times: int, tail_mass_truncation: float):
     probs = pmf._probs                                                            # noqa: SLF001
     lower, upper = convolve_bounds(probs, num_times, tail_mass_truncation)
     length = upper - lower + 1
+    if length > MAX_COMPOSED_POINTS:
+        raise CompositionTooLargeError(
+            "steps", f"few enough for the composed PLD to fit in {MAX_COMPOSED_POINTS:,} grid "
+            f"points at this noise (it needs {length:.3g}); use fewer steps, more noise, or "
+            "the RDP accountant", num_times)
     fast_len = fft.next_fast_len(max(length, len(probs)))
     convolved = np.real(fft.ifft(fft.fft(probs, fast_len) ** num_times))
     out = np.array(np.roll(convolved, -lower)[:length])

@@ -179,6 +179,10 @@ class VectorizedMixtureGaussianPrivacyLoss(plm.MixtureGaussianPrivacyLoss):
             lo, hi = scan[first], scan[last]
         grid = np.linspace(lo, hi, min(_COARSE_POINTS, max(257, 4 * losses.size + 1)))
         grid_losses = self._losses(grid)                        # non-increasing
+        # huge noise (e.g. epsilon 0.01 over thousands of steps) puts the roots so far out
+        # that multiples of ``precision`` exceed float resolution (x / precision > 2^52):
+        # round to the finest multiple that floats still resolve there instead
+        precision = max(precision, max(abs(lo), abs(hi)) * 2.0 ** -44)
         idx = np.clip(np.searchsorted(-grid_losses, -losses, side="left"), 1, len(grid) - 1)
         left, right = grid[idx - 1], grid[idx]
         f_left, f_right = grid_losses[idx - 1], grid_losses[idx]

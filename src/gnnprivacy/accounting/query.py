@@ -18,7 +18,8 @@ from typing import Any
 
 from dp_accounting import dp_event
 
-from gnnprivacy._validation import check_choice, check_int, check_probability
+from gnnprivacy._validation import (check_choice, check_delta_range, check_int,
+                                    check_probability, check_real)
 from gnnprivacy.accounting.accountants import make_accountant
 from gnnprivacy.accounting.builders import (dpgnn_event, dpsgd_event, gaussian_event,
                                             heterpoisson_event, laplace_event,
@@ -41,6 +42,41 @@ MECHANISMS: dict[str, tuple[str, ...]] = {
 }
 
 
+#: the optional parameters each mechanism reads; any other one given is an error
+_READS: dict[str, frozenset] = {
+    "dpsgd": frozenset({"sample_rate"}),
+    "heterpoisson": frozenset({"q_b", "multiplier", "max_out_degree", "num_nodes",
+                               "overlap_removal", "mode"}),
+    "dpgnn": frozenset({"num_nodes", "batch_size", "degree_bound", "sampling"}),
+    "gaussian": frozenset(),
+    "laplace": frozenset({"epsilon"}),
+    "rr": frozenset({"epsilon", "num_buckets"}),
+}
+#: defaults of the options that have one (given = differs from it)
+_DEFAULTS = {"sampling": "fixed", "overlap_removal": True, "mode": "sound", "num_buckets": 2}
+
+
+def _check_combination(mechanism: str, p: dict, noise_multiplier, target_epsilon) -> None:
+    """Refuse options the mechanism would ignore and contradictory ones (issue 24)."""
+    for name, value in p.items():
+        given = value != _DEFAULTS[name] if name in _DEFAULTS else value is not None
+        if given and name not in _READS[mechanism]:
+            raise InvalidParameterError(name, f"unset: mechanism {mechanism!r} does not use it",
+                                        value)
+    if noise_multiplier is not None and target_epsilon is not None:
+        raise InvalidParameterError("noise_multiplier", "unset when target_epsilon is given "
+                                    "(take the noise, or calibrate it: not both)",
+                                    noise_multiplier)
+    if mechanism == "rr" and noise_multiplier is not None:
+        raise InvalidParameterError("noise_multiplier", "unset: rr is set by its epsilon",
+                                    noise_multiplier)
+    if mechanism == "laplace" and p["epsilon"] is not None and (
+            noise_multiplier is not None or target_epsilon is not None):
+        raise InvalidParameterError("epsilon", "unset when noise_multiplier or target_epsilon "
+                                    "is given (laplace's scale comes from one of them)",
+                                    p["epsilon"])
+
+
 def _require(p: dict, name: str, mechanism: str):
     if p.get(name) is None:
         raise InvalidParameterError(name, f"set (mechanism {mechanism!r} requires it)", None)
@@ -54,7 +90,7 @@ def _event_factory(mechanism: str, p: dict) -> tuple[Callable[[float], dp_event.
         return (lambda z: dpsgd_event(sample_rate=q, noise_multiplier=z)), True
     if mechanism == "heterpoisson":
         q_b = _require(p, "q_b", mechanism)
-        multiplier = _require(p, "multiplier", mechanism)
+        multiplier = check_real("M", _require(p, "multiplier", mechanism), low=1.0)
         d_max = p.get("max_out_degree")
         if d_max is None:
             if p.get("num_nodes") is None:
@@ -125,10 +161,13 @@ def account(mechanism: str, *, delta: float = 1e-5, steps: int = 1,
     check_choice("mode", mode, ("sound", "paper"))
     steps = check_int("steps", steps, low=1)
     delta = check_probability("delta", delta, allow_one=False)
+    if delta > 0:
+        check_delta_range("delta", delta)
     p = {"sample_rate": sample_rate, "q_b": q_b, "multiplier": multiplier,
          "max_out_degree": max_out_degree, "num_nodes": num_nodes, "batch_size": batch_size,
          "degree_bound": degree_bound, "sampling": sampling, "overlap_removal": overlap_removal,
          "mode": mode, "epsilon": epsilon, "num_buckets": num_buckets}
+    _check_combination(mechanism, p, noise_multiplier, target_epsilon)
     if mode == "paper" and accountant == "pld":
         raise InvalidParameterError("accountant", "'rdp' with mode='paper' (Theorem 2's RDP)",
                                     accountant)

@@ -25,7 +25,7 @@ from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant as dp_rdp
 
 from gnnprivacy.accounting.events import DpGnnDpEvent, EpsilonDeltaDpEvent, HeterPoissonDpEvent
-from gnnprivacy.accounting.heterpoisson import shift_distribution
+from gnnprivacy.accounting.heterpoisson import EXACT_DEGREE_LIMIT, shift_distribution
 from gnnprivacy.accounting.mixture_rdp import mixture_rdp
 from gnnprivacy.accounting.multiterm import dpgnn_rdp
 from gnnprivacy.accounting.pld_builders import DP_RELATION
@@ -56,6 +56,9 @@ def default_orders() -> np.ndarray:
 def rdp_support_error(event: dp_event.DpEvent, relation: NeighboringRelation,
                       orders: np.ndarray) -> Optional[str]:
     """``None`` if the RDP accountant can account ``event`` (a flattened leaf), else why not."""
+    if isinstance(event, HeterPoissonDpEvent) and event.max_degree > EXACT_DEGREE_LIMIT:
+        return (f"out-degree {event.max_degree} above {EXACT_DEGREE_LIMIT:,}: the RDP "
+                "accountant needs the exact shift law (use the PLD accountant)")
     if isinstance(event, (dp_event.GaussianDpEvent, dp_event.LaplaceDpEvent,
                           HeterPoissonDpEvent, DpGnnDpEvent)):
         return None

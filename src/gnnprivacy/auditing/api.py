@@ -14,8 +14,10 @@ Modes:
   epsilon the code really spends (:mod:`gnnprivacy.auditing.code`); white-box.
 
 Every result states the claimed ε (the method's calibration target), the Clopper-Pearson
-lower bound at the given confidence, the GDP-based figure beside it, the number of runs,
-and whether the bound exceeds the claim (``violation``).
+lower bound at the given confidence (its threshold chosen on held-out runs by default,
+``selection``), the GDP estimate beside it (an estimate under a Gaussian trade-off
+assumption, not a bound), the number of runs, and whether the bound exceeds the claim
+(``violation``).
 """
 
 from __future__ import annotations
@@ -43,8 +45,9 @@ class AuditResult:
         epsilon_claimed: the ε the method claims at ``delta``.
         epsilon_lower_bound: Clopper-Pearson lower bound (max over canary variants), or the
             exact ε for local methods.
-        epsilon_lower_bound_gdp: the GDP-based (Nasr et al. 2023) figure (heuristic beside
-            the bound; ``None`` for exact audits).
+        epsilon_estimate_gdp: the GDP-based (Nasr et al. 2023) estimate (assumes a Gaussian
+            trade-off curve: not a bound; ``None`` for exact audits). Records before issue
+            22 called it ``epsilon_lower_bound_gdp`` (:meth:`from_dict` reads both).
         runs: runs per world (0 for exact audits).
         confidence: two-sided confidence of the Clopper-Pearson bounds (1 for exact audits).
         delta: δ of the claim.
@@ -60,7 +63,7 @@ class AuditResult:
     mode: str
     epsilon_claimed: float
     epsilon_lower_bound: float
-    epsilon_lower_bound_gdp: float | None
+    epsilon_estimate_gdp: float | None
     runs: int
     confidence: float
     delta: float
@@ -72,6 +75,11 @@ class AuditResult:
     details: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def epsilon_lower_bound_gdp(self) -> float | None:
+        """The GDP estimate under its name before issue 22 (it is not a bound)."""
+        return self.epsilon_estimate_gdp
+
+    @property
     def violation(self) -> bool:
         return self.epsilon_lower_bound > self.epsilon_claimed + 1e-9
 
@@ -79,6 +87,21 @@ class AuditResult:
         out = asdict(self)
         out["violation"] = self.violation
         return _jsonable(out)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AuditResult:
+        """Inverse of :meth:`to_dict`; also reads records that named the GDP estimate
+        ``epsilon_lower_bound_gdp`` (before issue 22)."""
+        from gnnprivacy.auditing.bounds import OLD_GDP_KEY
+
+        fields_ = {f for f in cls.__dataclass_fields__}
+        kw = {k: v for k, v in data.items() if k in fields_}
+        if "epsilon_estimate_gdp" not in kw and OLD_GDP_KEY in data:
+            kw["epsilon_estimate_gdp"] = data[OLD_GDP_KEY]
+        for key in ("epsilon_claimed", "epsilon_lower_bound", "epsilon_estimate_gdp"):
+            if isinstance(kw.get(key), str):          # "inf" as _jsonable writes it
+                kw[key] = float(kw[key])
+        return cls(**kw)
 
     def summary(self) -> str:
         if self.mode == "code":
@@ -91,14 +114,15 @@ class AuditResult:
                     f"per measured parameter; {self.runs} noisy steps observed: "
                     + "; ".join(parts) + ")"
                     + ("  ** EXCEEDS THE CLAIM **" if self.violation else ""))
-        gdp = ("n/a" if self.epsilon_lower_bound_gdp is None
-               else f"{self.epsilon_lower_bound_gdp:.3f}")
+        gdp = ("n/a" if self.epsilon_estimate_gdp is None
+               else f"{self.epsilon_estimate_gdp:.3f}")
         return (f"{self.method} on {self.dataset} ({self.mode}): claimed epsilon "
                 f"{self.epsilon_claimed:.3f} at delta {self.delta:.3g}; "
                 + (f"exact epsilon {self.epsilon_lower_bound:.3f} (enumeration)"
                    if self.mode == "exact" else
                    f"lower bound {self.epsilon_lower_bound:.3f} (Clopper-Pearson, "
-                   f"{self.confidence:.0%}), GDP {gdp}; {self.runs} runs per world")
+                   f"{self.confidence:.0%}), GDP estimate {gdp} (not a bound); {self.runs} "
+                   "runs per world")
                 + ("  ** EXCEEDS THE CLAIM **" if self.violation else ""))
 
 
@@ -117,7 +141,7 @@ def _jsonable(v):
 
 
 def audit_plan(plan: MechanismPlan, *, mode: str = "mechanism", runs: int = 10_000,
-               confidence: float = 0.95, selection: str = "same",
+               confidence: float = 0.95, selection: str = "heldout",
                num_thresholds: int | None = 400, generator=None, dataset: str = "",
                noise_scale: float = 1.0) -> AuditResult:
     """Audit a :class:`MechanismPlan` (mechanism-only or paper-literal mode)."""
@@ -148,18 +172,19 @@ def audit_plan(plan: MechanismPlan, *, mode: str = "mechanism", runs: int = 10_0
                                            confidence=confidence, selection=selection,
                                            num_thresholds=num_thresholds, generator=rng)
     if mode == "paper":
-        key = max(variants, key=lambda k: variants[k]["epsilon_lower_bound_gdp"])
+        key = max(variants, key=lambda k: variants[k]["epsilon_estimate_gdp"])
         v = variants[key]
         return AuditResult(plan.method, dataset, "paper", plan.epsilon_claimed,
-                           float(v["epsilon_lower_bound_step"]), float(v["epsilon_lower_bound_gdp"]),
+                           float(v["epsilon_lower_bound_step"]), float(v["epsilon_estimate_gdp"]),
                            runs, confidence, plan.delta, v["mia_accuracy_step"], None,
                            noise_scale, True, time.perf_counter() - t0,
                            {"variants": variants, "worst_variant": key, "facts": plan.facts,
-                            "note": "epsilon_lower_bound is PER STEP; epsilon_lower_bound_gdp is "
-                                    "the sqrt(T)-GDP composition (heuristic)"})
+                            "note": "epsilon_lower_bound is PER STEP (threshold chosen on the "
+                                    "same samples, as printed); epsilon_estimate_gdp is the "
+                                    "sqrt(T)-GDP composition (heuristic)"})
     key = max(variants, key=lambda k: variants[k]["epsilon_lower_bound"])
     v = variants[key]
-    gdp = float(np.max([x["epsilon_lower_bound_gdp"] for x in variants.values()]))
+    gdp = float(np.max([x["epsilon_estimate_gdp"] for x in variants.values()]))
     return AuditResult(plan.method, dataset, "mechanism", plan.epsilon_claimed,
                        float(v["epsilon_lower_bound"]), gdp, runs, confidence, plan.delta,
                        v["mia_accuracy"], v["mia_auc"], noise_scale, False,
@@ -181,7 +206,7 @@ def audit(method: str, dataset: str = "csbm", *, epsilon: float | None = None,
           delta: float | None = None, mode: str = "mechanism", runs: int | None = None,
           data_root: str | None = None, params: dict[str, Any] | None = None,
           degrees=None, noise_scale: float = 1.0, confidence: float = 0.95,
-          selection: str = "same", num_thresholds: int | None = 400, seed: int = 0,
+          selection: str = "heldout", num_thresholds: int | None = 400, seed: int = 0,
           data=None) -> AuditResult:
     """Audit a registered private method on a dataset: an empirical ε lower bound.
 
@@ -204,7 +229,10 @@ def audit(method: str, dataset: str = "csbm", *, epsilon: float | None = None,
             case, the graph's largest and its median out-degree).
         noise_scale: multiply the calibrated noise (``0.25``: the AU2 positive control).
         confidence: two-sided confidence (0.95).
-        selection: ``"same"`` or ``"split"`` threshold selection.
+        selection: where the distinguishing threshold is chosen: ``"heldout"`` (default:
+            on other runs: ``runs`` more simulated runs per world in the mechanism modes,
+            half of the runs in training mode), ``"split"`` (half of the runs) or
+            ``"same"`` (on the runs the bound counts: over-claims, for comparison only).
         num_thresholds: thresholds tried.
         seed: seed of the audit's randomness.
         data: an already loaded ``Data`` (skips loading).
@@ -236,7 +264,7 @@ def audit(method: str, dataset: str = "csbm", *, epsilon: float | None = None,
 
         return training_audit(method, method_params, loaded, runs=runs or 20,
                               confidence=confidence, seed=seed, dataset=dataset,
-                              noise_scale=noise_scale)
+                              noise_scale=noise_scale, selection=selection)
     runs = check_int("runs", runs if runs is not None else 10_000, low=2)
     local = method in LOCAL_METHODS or method in HETERORR_METHODS
     plan = plan_for(method, method_params, GraphFacts.from_data(loaded), noise_scale=noise_scale,

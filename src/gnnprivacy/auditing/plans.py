@@ -219,9 +219,9 @@ def _plan_local(method: str, p, g: GraphFacts, noise_scale: float, degrees,
 
 def _plan_heterorr(method: str, p, g: GraphFacts, noise_scale: float,
                    epsilon_total: float | None = None) -> MechanismPlan:
-    """Exact audits of HeteroRR's parts. The two parts have different units (feature LDP,
-    edge DP) and are never added (spec 001 §4.6); the primary figure is the edge part when
-    edges are privatised (as the method's record), the other is listed beside it."""
+    """Exact audits of HeteroRR's parts. A one-part method is audited on its part; heterorr
+    (both parts) on their sum, the total its record states under the joint relation (one
+    node's features replaced and one private edge added or removed), each part beside it."""
     from gnnprivacy.auditing.local import (edge_rand_audit, edge_rr_audit, feature_rr_audit,
                                            lapgraph_audit, multibit_audit, one_dim_ldp_audit)
 
@@ -253,9 +253,14 @@ def _plan_heterorr(method: str, p, g: GraphFacts, noise_scale: float,
         comps.append(multibit_audit(epsilon=eps_f, d=g.num_features))
     elif feat is not None:
         comps.append(one_dim_ldp_audit(feat, epsilon=eps_f, d=g.num_features))
-    primary = comps[0]
-    return MechanismPlan(method, {}, primary["epsilon_claimed"], 0.0, None, local=comps,
-                         facts={"combine": "primary", "unit": "edge" if edge else "feature",
+    both = bool(feat and edge)
+    # both parts: the record claims their total under the joint relation (issue 22 item 5),
+    # so the exact figures are summed against the summed claims
+    claimed = (sum(c["epsilon_claimed"] for c in comps) if both
+               else comps[0]["epsilon_claimed"])
+    return MechanismPlan(method, {}, claimed, 0.0, None, local=comps,
+                         facts={"combine": "sum" if both else "primary",
+                                "unit": "feature+edge" if both else "edge" if edge else "feature",
                                 "eps_f": eps_f if feat else None, "eps_e": eps_e if edge else None,
                                 "mode": getattr(p, "mode", None)})
 

@@ -198,7 +198,7 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
         res = audit(record.method, record.dataset, data_root=root, params=run_params,
                     runs=audit_runs, seed=seed)
         card["audit"] = {k: res.to_dict()[k] for k in (
-            "mode", "epsilon_claimed", "epsilon_lower_bound", "epsilon_lower_bound_gdp", "runs",
+            "mode", "epsilon_claimed", "epsilon_lower_bound", "epsilon_estimate_gdp", "runs",
             "confidence", "violation")}
         if res.mode != "exact":
             g = gradient_observation_attack(record.method, record.dataset, data_root=root,
@@ -217,7 +217,7 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
                                         "query", "game")}
         card["membership"]["lira"]["auc_ci95"] = [mia["lira"]["auc_ci95"]["low"],
                                                   mia["lira"]["auc_ci95"]["high"]]
-    covers_edges = (p.get("unit") in ("node", "edge")) or not private
+    covers_edges = (p.get("unit") in ("node", "edge", "feature+edge")) or not private
     if link_stealing and covers_edges:
         data, model, where = _model_and_data(record, record_path, data_root)
         card["link_stealing"] = {**_link_stealing(model, data, seed=seed), "model": where}
@@ -245,6 +245,8 @@ def _fmt(v, digits: int = 3) -> str:
 
 
 def _rows(card: dict) -> list[tuple[str, str]]:
+    from gnnprivacy.auditing.bounds import gdp_estimate_of   # cards before issue 22: old key
+
     c = card["claimed"]
     rows = [("Claimed epsilon", f"{_fmt(c['epsilon'])} at delta {_fmt(c['delta'])}"),
             ("Privacy unit / relation", f"{c['unit'] or 'n/a'} / {c['relation'] or 'n/a'}"),
@@ -255,7 +257,7 @@ def _rows(card: dict) -> list[tuple[str, str]]:
         a = card["audit"]
         rows.append(("Audited epsilon (lower bound)",
                      f"{_fmt(a['epsilon_lower_bound'])} ({a['mode']}, {a['runs']} runs/world, "
-                     f"{a['confidence']:.0%}); GDP estimate {_fmt(a['epsilon_lower_bound_gdp'])} "
+                     f"{a['confidence']:.0%}); GDP estimate {_fmt(gdp_estimate_of(a))} "
                      "(assumes a Gaussian trade-off curve: an estimate, not a bound)"
                      + ("  EXCEEDS THE CLAIM" if a["violation"] else "")))
     for name, m in card.get("membership", {}).items():

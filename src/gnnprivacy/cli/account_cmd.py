@@ -17,7 +17,7 @@ import math
 
 import click
 
-from gnnprivacy.errors import InvalidParameterError
+from gnnprivacy.errors import GnnPrivacyError, InvalidParameterError
 
 MECHANISMS = ("dpsgd", "heterpoisson", "dpgnn", "gaussian", "laplace", "rr")
 
@@ -77,6 +77,8 @@ def account_command(mechanism: str, as_json: bool, **params) -> None:
         result = account(mechanism, **params)
     except InvalidParameterError as err:
         raise click.BadParameter(str(err), param_hint=_OPTION_OF.get(err.name, err.name)) from err
+    except (ValueError, GnnPrivacyError) as err:       # e.g. an event the accountant refuses
+        raise click.ClickException(str(err)) from err
     if as_json:
         out = dict(result)
         out["epsilon"] = out["epsilon"] if math.isfinite(out["epsilon"]) else "inf"

@@ -46,15 +46,18 @@ def _parse_params(items) -> dict:
               help="HeterPoisson canary out-degrees, comma-separated (default: accounted worst "
                    "case, graph maximum and median).")
 @click.option("--confidence", type=float, default=0.95, show_default=True)
-@click.option("--selection", type=click.Choice(["same", "split"]), default="same",
-              show_default=True, help="Threshold chosen on the same runs or on a held-out half.")
+@click.option("--selection", type=click.Choice(["heldout", "split", "same"]), default="heldout",
+              show_default=True,
+              help="Where the distinguishing threshold is chosen: heldout (other runs: as many "
+                   "again simulated, or half the trainings in training mode), split (half the "
+                   "runs), same (the runs the bound counts: over-claims, comparison only).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("-p", "--param", "params", multiple=True,
               help="Method parameter KEY=VALUE (repeatable), as for `gnnprivacy train`.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 def audit_command(method, dataset, data_root, epsilon, delta, mode, runs, noise_scale, degrees,
                   confidence, selection, seed, params, as_json) -> None:
-    """Audit a private method: claimed epsilon, Clopper-Pearson lower bound, GDP figure."""
+    """Audit a private method: claimed epsilon, Clopper-Pearson lower bound, GDP estimate."""
     from gnnprivacy.auditing import audit
     from gnnprivacy.errors import GnnPrivacyError
 

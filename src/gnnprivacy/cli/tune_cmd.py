@@ -16,16 +16,23 @@ from gnnprivacy.errors import GnnPrivacyError
 @click.option("--data-root", type=click.Path(file_okay=False), default=None, help="dataset folder (overrides base.data_root)")
 @click.option("--compare/--no-compare", default=None,
               help="also select without accounting (every setting at the full epsilon)")
+@click.option("--reproducible-selection", is_flag=True, default=None,
+              help="draw K, the settings, trial seeds and score noise from the config's seed "
+                   "instead of the OS CSPRNG (recorded as a public selection: the total "
+                   "epsilon then does not hold against anyone who knows the seed)")
 @click.option("--plan", "plan_only", is_flag=True,
               help="print the per-trial training epsilon and the total, run nothing")
 @click.option("--quiet", "-q", is_flag=True, help="no log on stderr")
-def tune_command(config_file, runs_dir, data_root, compare, plan_only, quiet):
+def tune_command(config_file, runs_dir, data_root, compare, reproducible_selection, plan_only,
+                 quiet):
     """Tune hyperparameters with a random number of trials (Papernot & Steinke, ICLR 2022).
 
     Each trial draws a setting from the grid, trains it like `gnnprivacy train` at a per-trial
     epsilon, and scores it on the validation nodes with Gaussian noise; only the best trial is
-    released. Its record (RUNS/tune-NAME.json) holds the total epsilon (training + selection)
-    beside the per-trial training epsilon that ignores the selection.
+    released. Its record (RUNS/tune-NAME.json) holds the total epsilon (training + selection,
+    composed from the trials that ran) beside the per-trial training epsilon that ignores the
+    selection. The selection's randomness comes from the OS CSPRNG unless
+    --reproducible-selection.
     """
     from gnnprivacy.experiments.tune import load_tune_spec, tune
 
@@ -40,7 +47,8 @@ def tune_command(config_file, runs_dir, data_root, compare, plan_only, quiet):
                        f"{plan['total_epsilon']:.4g} at delta {plan['delta']:.3g} "
                        f"(target {spec.epsilon:g}, E[K] = {spec.distribution().mean():.3g})")
             return
-        out = tune(spec, runs_dir=runs_dir, data_root=data_root, compare=compare, log=log)
+        out = tune(spec, runs_dir=runs_dir, data_root=data_root, compare=compare,
+                   reproducible_selection=reproducible_selection, log=log)
     except (ValueError, GnnPrivacyError) as exc:
         raise click.ClickException(str(exc)) from None
     t = out["tuning"]
@@ -52,6 +60,9 @@ def tune_command(config_file, runs_dir, data_root, compare, plan_only, quiet):
             f"{t['total_epsilon']:.4g} (training {t['training_epsilon_per_trial']:.4g}, "
             f"target {t['target_epsilon']:g})  delta {t['delta']:.3g}")
     click.echo(line)
+    if t["selection"].get("selection public"):
+        click.echo(f"selection public (reproducible from seed {t['selection']['seed']}): the "
+                   "total epsilon does not hold against anyone who knows the seed")
     if "comparison" in out:
         c = out["comparison"]
         click.echo(f"without accounting: chosen {c['chosen_setting']}  test accuracy "

@@ -86,6 +86,9 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
         raise TypeError(f"method {spec.name!r} returned {type(result).__name__}, not MethodResult")
     if spec.private and not math.isfinite(result.epsilon):
         raise RuntimeError(f"private method {spec.name!r} reported a non-finite epsilon")
+    if spec.private:
+        check_executed_ledger(result, target=getattr(params, "epsilon", None),
+                              what=f"{spec.name} on {config.dataset}")
     t_end = time.perf_counter()
     if keep_result is not None:
         keep_result.update(result=result, data=data)
@@ -128,6 +131,30 @@ def _save_model(record: RunRecord, model, data, config, model_path: str | None) 
     record.info["model_file"] = str(path.name if model_path is None else path)
     save_model_file(path, trainer=model, data=data, method=record.method,
                     record=record.to_dict())
+
+
+def check_executed_ledger(result: MethodResult, *, target: float | None, what: str) -> None:
+    """Compose the run's executed ledger in a fresh accountant (no disk cache) and refuse
+    the run when it costs more than ``target`` or than the epsilon it reports (issue 22
+    item 7); a ledger made of parts (``{"features": ..., "edges": ...}``) is checked part
+    by part against the parts' reported epsilons.
+
+    Raises:
+        SpentBudgetError: the executed ledger exceeds the target or the reported figure.
+    """
+    from gnnprivacy.accounting.verify import check_spent
+
+    ledger = result.ledger
+    if not isinstance(ledger, dict):
+        return
+    if "ledger" in ledger:
+        check_spent(ledger, reported=result.epsilon, target=target, delta=result.delta,
+                    what=what)
+        return
+    for part, sub in ledger.items():
+        if isinstance(sub, dict) and "ledger" in sub and "epsilon" in sub:
+            reported = float(sub["epsilon"])
+            check_spent(sub, reported=reported, what=f"{what} ({part})")
 
 
 def checkpoint_path_for(config, params) -> Path:

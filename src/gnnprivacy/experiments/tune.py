@@ -12,8 +12,18 @@ One trial ``Q`` = (DP training at a per-trial budget ``eps_t``) followed by (a G
 release of the number of correctly classified validation nodes, std ``score_noise *
 sensitivity``). ``Q``'s RDP curve is the maximum over the grid of the composition of the
 two; :func:`~gnnprivacy.accounting.hparam_tuning.tuned_rdp` gives the tuned algorithm's
-curve, converted to ``(epsilon, delta)``. ``eps_t`` is found by bisection so that the total
-is at most the target.
+curve, converted to ``(epsilon, delta)``. ``eps_t`` is found by a secant search so that the
+total is at most the target; each setting is planned as it runs at ``eps_t`` (the adaptive
+defaults choose the steps from the epsilon). The recorded total is composed from what ran:
+each executed trial's ledger (its RDP curve) in place of its setting's plan, the plans of
+the settings not drawn beside them (``Q`` may draw any of them); a total above the target
+is refused (issue 22 item 2: Cora dpmlp recorded 7.901 for an executed 7.982).
+
+Selection randomness: ``K``, the settings drawn, each trial's seed and the score noise come
+from the OS CSPRNG (the Papernot-Steinke bound assumes them secret). ``reproducible_selection:
+true`` (CLI ``--reproducible-selection``) derives them from ``seed`` instead, which is also
+the public split seed: the record then says the selection is public and that the total
+epsilon does not hold against anyone who knows the seed.
 
 The YAML file::
 
@@ -24,7 +34,8 @@ The YAML file::
     delta: null             # default: the method's default delta for N training nodes
     trials: {distribution: negative_binomial, mean: 10, eta: 1}   # or {distribution: poisson, mean: 10}
     score_noise: 5          # std of the validation-count noise, in units of its sensitivity
-    seed: 0
+    seed: 0                 # the split seed (public); the selection uses the OS CSPRNG
+    reproducible_selection: false   # true: the selection from `seed` (recorded as public)
     compare: true           # also run the selection without accounting, for comparison
 
 Privacy:
@@ -57,7 +68,9 @@ from gnnprivacy.errors import InvalidParameterError, UnknownNameError
 __all__ = ["TuneSpec", "tune", "load_tune_spec", "plan_spec", "plan_trial_budget"]
 
 TUNE_KEYS = ("name", "base", "grid", "epsilon", "delta", "trials", "score_noise",
-             "score_sensitivity", "seed", "compare", "description")
+             "score_sensitivity", "seed", "reproducible_selection", "compare", "description")
+#: the settings' plans must reproduce the recorded total within this (relative)
+TOTAL_RTOL = 1e-9
 TUNABLE_METHODS = ("dpmlp", "dpgnn", "heterpoisson")
 
 
@@ -75,6 +88,7 @@ class TuneSpec:
     score_noise: float = 5.0
     score_sensitivity: float | None = None
     seed: int = 0
+    reproducible_selection: bool = False
     compare: bool = True
     description: str = ""
 
@@ -99,6 +113,9 @@ class TuneSpec:
         if self.score_sensitivity is not None:
             check_positive("score_sensitivity", self.score_sensitivity)
         check_int("seed", self.seed, low=0)
+        if not isinstance(self.reproducible_selection, bool):
+            raise InvalidParameterError("reproducible_selection", "true or false",
+                                        self.reproducible_selection)
         self.distribution()  # validates trials
 
     def settings(self) -> list[dict[str, Any]]:
@@ -189,6 +206,15 @@ def _trial_plan(values: dict[str, Any], *, num_train: int, num_nodes: int):
     raise InvalidParameterError("method", "one of " + ", ".join(TUNABLE_METHODS), method)
 
 
+def _plans_at(settings, epsilon: float, *, num_train: int, num_nodes: int) -> list:
+    """The distinct plans of ``settings`` trained at ``epsilon`` (what each trial runs)."""
+    plans: dict = {}
+    for s in settings:
+        plan = _trial_plan({**s, "epsilon": epsilon}, num_train=num_train, num_nodes=num_nodes)
+        plans.setdefault((plan[0], plan[1]), plan)
+    return list(plans.values())
+
+
 def _trial_rdp(plans, epsilon_t: float, delta: float, orders: np.ndarray,
                score_rdp: np.ndarray) -> tuple[np.ndarray, list[float]]:
     """Max over settings of the RDP of one trial trained at ``epsilon_t``; noise multipliers."""
@@ -210,7 +236,8 @@ def plan_trial_budget(plans, *, epsilon: float, delta: float, distribution, scor
     """Largest per-trial training epsilon whose tuned total is at most ``epsilon``.
 
     Args:
-        plans: ``(factory, steps, kind, relation)`` per distinct setting.
+        plans: ``(factory, steps, kind, relation)`` per distinct setting, or a function of
+            the per-trial epsilon returning them (the steps may depend on it).
         epsilon, delta: the target of the whole tuning.
         distribution: the trial-count distribution.
         score_std: std of the score noise divided by the score's sensitivity.
@@ -230,7 +257,8 @@ def plan_trial_budget(plans, *, epsilon: float, delta: float, distribution, scor
     score_rdp = orders / (2.0 * score_std ** 2)
 
     def total(eps_t):
-        curve, noises = _trial_rdp(plans, eps_t, delta, orders, score_rdp)
+        at = plans(eps_t) if callable(plans) else plans
+        curve, noises = _trial_rdp(at, eps_t, delta, orders, score_rdp)
         return tuned_epsilon(orders, curve, distribution, delta), noises, curve
 
     # total(eps_t) is close to affine in eps_t: a few secant steps on that line, keeping the
@@ -316,17 +344,15 @@ def plan_spec(spec: TuneSpec | Mapping[str, Any] | str | Path, *,
     method = get_method(config.method)
     delta = spec.delta if spec.delta is not None else method.default_delta(
         num_nodes if config.method == "heterpoisson" else num_train)
-    plans = {}
-    for s in settings:
-        plan = _trial_plan({**s, "epsilon": spec.epsilon}, num_train=num_train,
-                           num_nodes=num_nodes)
-        plans.setdefault((plan[0], plan[1]), plan)
-    plans = list(plans.values())
+    def plans(eps_t):
+        return _plans_at(settings, eps_t, num_train=num_train, num_nodes=num_nodes)
+
+    at_target = plans(spec.epsilon)
     if spec.score_sensitivity is not None:
         sens = float(spec.score_sensitivity)
     else:
         sens = 1.0 if config.method == "dpmlp" else 1.0 + _graph_max_degree(data)
-    if any(p[3].value == "replace" for p in plans):
+    if any(p[3].value == "replace" for p in at_target):
         sens *= 2.0
     dist = spec.distribution()
     budget = plan_trial_budget(plans, epsilon=spec.epsilon, delta=delta, distribution=dist,
@@ -337,8 +363,71 @@ def plan_spec(spec: TuneSpec | Mapping[str, Any] | str | Path, *,
             "num_val": num_val, "config": config, "distribution": dist, "budget": budget}
 
 
+class SelectionRandomness:
+    """Where ``K``, the settings drawn, the trial seeds and the score noise come from.
+
+    Args:
+        seed: ``None`` (default): every draw from the OS CSPRNG (:func:`os.urandom`, through
+            :class:`gnnprivacy.mechanisms._random.RandomSource`); an integer: a numpy stream
+            from ``SeedSequence([seed, 0x7E5E])`` (reproducible, hence public when the
+            seed is).
+
+    The methods are those :meth:`TrialDistribution.sample` and :func:`tune` call.
+    """
+
+    def __init__(self, seed: int | None = None):
+        self.public = seed is not None
+        self.seed = seed
+        if self.public:
+            self._rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x7E5E]))
+        else:
+            from gnnprivacy.mechanisms._random import RandomSource
+
+            self._source = RandomSource(secure=True)
+
+    def random(self) -> float:
+        """``U[0, 1)``."""
+        if self.public:
+            return float(self._rng.random())
+        return float(self._source.uniform(1)[0])
+
+    def integers(self, high: int) -> int:
+        """Uniform on ``{0, ..., high - 1}`` (rejection on 64-bit words: unbiased)."""
+        if self.public:
+            return int(self._rng.integers(high))
+        limit = (2 ** 64 // high) * high
+        while True:
+            word = int(self._source.words(1)[0])
+            if word < limit:
+                return word % high
+
+    def normal(self, loc: float, scale: float) -> float:
+        """``N(loc, scale^2)``."""
+        if self.public:
+            return float(self._rng.normal(loc, scale))
+        return loc + scale * float(self._source.normal(1)[0])
+
+    def poisson(self, mu: float) -> int:
+        """``Poisson(mu)`` (inversion on one uniform)."""
+        if self.public:
+            return int(self._rng.poisson(mu))
+        from scipy.stats import poisson
+
+        return int(poisson.ppf(self.random(), mu))
+
+    def describe(self) -> dict[str, Any]:
+        """What the record says about it."""
+        if self.public:
+            return {"randomness": "public seed", "seed": self.seed, "selection public": True,
+                    "note": "K, the settings drawn, the trial seeds and the score noise are "
+                            "reproducible from the seed (also the public split seed): the "
+                            "total epsilon does not hold against anyone who knows it"}
+        return {"randomness": "OS CSPRNG (os.urandom)", "selection public": False}
+
+
 def tune(spec: TuneSpec | Mapping[str, Any] | str | Path, *, runs_dir: str | Path = "runs",
          data_root: str | None = None, compare: bool | None = None,
+         reproducible_selection: bool | None = None,
          log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Tune with accounted selection; write and return the chosen model's record.
 
@@ -349,6 +438,8 @@ def tune(spec: TuneSpec | Mapping[str, Any] | str | Path, *, runs_dir: str | Pat
         data_root: dataset folder (overrides ``base.data_root``).
         compare: also run every setting once at the full target epsilon and select on the
             exact validation accuracy (the unaccounted practice), for comparison.
+        reproducible_selection: draw the selection from ``spec.seed`` instead of the OS
+            CSPRNG (overrides the spec; recorded as a public selection).
         log: message sink.
 
     Returns:
@@ -370,29 +461,41 @@ def tune(spec: TuneSpec | Mapping[str, Any] | str | Path, *, runs_dir: str | Pat
         f"training epsilon {eps_t:.4g} -> total {budget['total_epsilon']:.4g} "
         f"(target {spec.epsilon:g}, delta {delta:.3g})")
 
-    rng = np.random.default_rng(np.random.SeedSequence([spec.seed, 0x7E5E]))
+    public = spec.reproducible_selection if reproducible_selection is None else bool(
+        reproducible_selection)
+    rng = SelectionRandomness(spec.seed if public else None)
     k = dist.sample(rng)
     trial_dir = Path(runs_dir) / f"tune-{spec.name}-trials"
     trials = []
     for i in range(k):
-        j = int(rng.integers(len(settings)))
-        seed = int(rng.integers(2 ** 31))
+        j = rng.integers(len(settings))
+        seed = rng.integers(2 ** 31)
         rec = run({**settings[j], "epsilon": eps_t, "delta": delta, "seed": seed,
                    "runs_dir": str(trial_dir)}, log=None, save=True)
         _check_noise(rec, {**settings[j], "epsilon": eps_t}, eps_t, delta, num_train, num_nodes)
         correct = float(rec.metrics.get("val_accuracy", 0.0)) * num_val
-        noisy = correct + float(rng.normal(0.0, spec.score_noise * sens))
+        noisy = correct + rng.normal(0.0, spec.score_noise * sens)
         trials.append({"trial": i, "setting": j, "seed": seed, "run_id": rec.run_id,
                        "noisy_val_accuracy": noisy / num_val, "record": rec})
         log(f"  trial {i + 1}/{k}: setting {j} {spec.settings()[j]}  noisy val "
             f"{noisy / num_val:.4f}")
-    public = ["the grid and the trial distribution", "the split (public seed)",
-              "dataset sizes (N train, |V|, validation count)"]
+    total = executed_total(trials, settings, plan, spec)
+    public_parts = ["the grid and the trial distribution", "the split (public seed)",
+                    "dataset sizes (N train, |V|, validation count)"]
     if config.method != "dpmlp":
-        public.append("the graph's largest degree (score sensitivity)")
+        public_parts.append("the graph's largest degree (score sensitivity)")
+    unaccounted = ["test metrics (evaluation)", "the number of trials K and the other trials "
+                   "(internal; do not publish)"]
+    if rng.public:
+        public_parts.append("the selection's randomness (K, settings, trial seeds, score "
+                            "noise: reproducible from the seed)")
+        unaccounted.append("selection public: the Papernot-Steinke total assumes secret "
+                           "selection randomness (reproducible_selection)")
     tuning = {
         "name": spec.name, "target_epsilon": spec.epsilon, "delta": delta,
-        "total_epsilon": budget["total_epsilon"],
+        "total_epsilon": total, "planned_total_epsilon": budget["total_epsilon"],
+        "total_from": "each executed trial's ledger, and the plans of the settings not drawn",
+        "selection": rng.describe(),
         "training_epsilon_per_trial": eps_t,
         "epsilon_if_selection_ignored": eps_t,
         "distribution": dist.to_dict(), "settings": spec.settings(),
@@ -400,15 +503,14 @@ def tune(spec: TuneSpec | Mapping[str, Any] | str | Path, *, runs_dir: str | Pat
                   "sensitivity": sens, "noise_std": spec.score_noise * sens,
                   "noise_std_accuracy": spec.score_noise * sens / num_val},
         "covers": ["the released model", "its noisy validation score"],
-        "public": public,
-        "unaccounted": ["test metrics (evaluation)", "the number of trials K and the other "
-                        "trials (internal; do not publish)"],
+        "public": public_parts,
+        "unaccounted": unaccounted,
         "reference": "Papernot & Steinke, Hyperparameter Tuning with Renyi Differential "
                      "Privacy, ICLR 2022 (Theorem 2 / Theorem 6)",
     }
     if not trials:  # Poisson may draw K = 0: nothing is released
         out = {"run_id": f"tune-{spec.name}", "method": config.method, "dataset": config.dataset,
-               "epsilon": budget["total_epsilon"], "delta": delta, "released": None,
+               "epsilon": total, "delta": delta, "released": None,
                "tuning": tuning, "internal": {"trials": 0}}
         write_json_atomic(Path(runs_dir) / f"tune-{spec.name}.json", out)
         return out
@@ -416,7 +518,7 @@ def tune(spec: TuneSpec | Mapping[str, Any] | str | Path, *, runs_dir: str | Pat
     chosen = best["record"].to_dict()
     tuning["chosen_setting"] = spec.settings()[best["setting"]]
     tuning["chosen_noisy_val_accuracy"] = best["noisy_val_accuracy"]
-    out = {**chosen, "run_id": f"tune-{spec.name}", "epsilon": budget["total_epsilon"],
+    out = {**chosen, "run_id": f"tune-{spec.name}", "epsilon": total,
            "delta": delta, "tuning": tuning}
     # the exact validation metrics are not released (only the noisy score is covered)
     out["metrics"] = {k: v for k, v in chosen["metrics"].items() if not k.startswith("val_")}
@@ -438,8 +540,39 @@ def tune(spec: TuneSpec | Mapping[str, Any] | str | Path, *, runs_dir: str | Pat
     write_json_atomic(Path(runs_dir) / f"tune-{spec.name}.json", out)
     log(f"chosen: setting {tuning['chosen_setting']} test "
         f"{chosen['metrics'].get('test_accuracy', float('nan')):.4f}, total epsilon "
-        f"{budget['total_epsilon']:.4g} (training {eps_t:.4g})")
+        f"{total:.4g} (training {eps_t:.4g})")
     return out
+
+
+def executed_total(trials, settings, plan: dict[str, Any], spec: TuneSpec) -> float:
+    """The tuned total composed from what ran: ``Q``'s RDP curve is the maximum of each
+    executed trial's ledger (its RDP curve) and of the plans of the settings no trial drew
+    (at the per-trial epsilon), plus the score's; converted like the plan.
+
+    Raises:
+        SpentBudgetError: the total exceeds the target (a trial ran something other than
+            what was planned).
+    """
+    from gnnprivacy.accounting.hparam_tuning import tuned_epsilon
+    from gnnprivacy.accounting.verify import SpentBudgetError, ledger_rdp
+
+    orders = _orders()
+    eps_t, delta = plan["training_epsilon"], plan["delta"]
+    curve = np.zeros_like(orders)
+    for t in trials:
+        curve = np.maximum(curve, ledger_rdp(t["record"].privacy["ledger"], orders))
+    drawn = {t["setting"] for t in trials}
+    undrawn = [s for j, s in enumerate(settings) if j not in drawn]
+    if undrawn:
+        at = _plans_at(undrawn, eps_t, num_train=plan["num_train"], num_nodes=plan["num_nodes"])
+        curve = np.maximum(curve, _trial_rdp(at, eps_t, delta, orders, 0.0 * orders)[0])
+    curve = curve + orders / (2.0 * spec.score_noise ** 2)
+    total = tuned_epsilon(orders, curve, plan["distribution"], delta)
+    if not total <= spec.epsilon * (1.0 + TOTAL_RTOL):
+        raise SpentBudgetError(
+            f"tune {spec.name}: the trials' executed ledgers compose to epsilon {total:.6g}, "
+            f"above the target {spec.epsilon:g}; no tune record is written")
+    return total
 
 
 def _check_noise(rec, values, eps_t, delta, num_train, num_nodes) -> None:

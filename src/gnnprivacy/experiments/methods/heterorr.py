@@ -10,10 +10,16 @@ Each method releases a privatised copy of the graph (:func:`gnnprivacy.ldp.heter
 a random public/private edge split with ``--private-edge-frac``) and trains a 2-layer GCN on it
 (post-processing, no further cost); the test nodes' features are perturbed too (transductive).
 
-Privacy: two accountants, never added (spec §4.6): unit ``feature`` (relation replace, local
+Privacy: two accountants, one per unit (spec §4.6): unit ``feature`` (relation replace, local
 DP) and unit ``edge`` (add/remove one private edge for EdgeRR, any edge for the baselines).
-The record's ``epsilon`` is the edge epsilon when edges are privatised, else the feature
-epsilon; ``privacy`` carries both, their guarantee tags and what is unaccounted.
+A one-part method's record states that part's epsilon. ``heterorr`` releases both parts, so
+its record's ``epsilon`` is their total under the relation it declares, one node's feature
+vector replaced *and* one private edge added or removed (unit ``feature+edge``): the two
+releases are independent pure-DP mechanisms of disjoint inputs, so the total is ``eps_f +
+eps_e`` (basic composition), with ``epsilon_features`` and ``epsilon_edges`` beside it
+(issue 22 item 5). ``privacy`` also carries the guarantee tags and what is unaccounted,
+including the public reference nodes whose raw features and labels set FeatureRR's budget
+split.
 """
 
 from __future__ import annotations
@@ -25,8 +31,8 @@ from gnnprivacy._validation import (check_choice, check_int, check_positive, che
 from gnnprivacy.experiments.context import MethodResult, RunContext
 from gnnprivacy.experiments.registry import register_method
 
-__all__ = ["EdgeParams", "FeatureParams", "HeteroRRParams", "METHODS", "fit_release",
-           "train_gcn"]
+__all__ = ["EdgeParams", "FeatureParams", "HeteroRRParams", "JOINT_RELATION", "JOINT_UNIT",
+           "METHODS", "fit_release", "train_gcn"]
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,11 @@ class HeteroRRParams(FeatureParams, EdgeParams):
     ``__post_init__`` chain checks both parts)."""
 
 
+#: heterorr's declared relation: one node's feature vector replaced and one private edge
+#: added or removed (its record's top-level epsilon is the total under it)
+JOINT_UNIT = "feature+edge"
+JOINT_RELATION = "feature_replace+edge_add_or_remove"
+
 #: the options of the release (both parts), i.e. everything but the GCN's
 _RELEASE_OPTIONS = tuple(f.name for f in fields(HeteroRRParams)
                          if f.name not in {t.name for t in fields(_TrainParams)})
@@ -178,13 +189,20 @@ def _fit(ctx: RunContext, name: str) -> MethodResult:
         if bool(rel.data[f"{split}_mask"].any()):
             for key, value in trainer.evaluate(rel.data, f"{split}_mask").items():
                 metrics[f"{split}_{key}"] = value
-    part = "edges" if edge_method != "clean" else "features"
-    epsilon = rel.privacy[f"epsilon_{part}"]
-    # the record's epsilon is one part's: its relation (and unit) is that part's; both parts'
-    # stay under relations / units
-    pr = {**rel.privacy, "relations": rel.privacy.get("relation"), "units": rel.privacy.get("unit"),
-          "relation": (rel.privacy.get("relation") or {}).get(part),
-          "unit": (rel.privacy.get("unit") or {}).get(part), "epsilon_part": part}
+    pr = {**rel.privacy, "relations": rel.privacy.get("relation"),
+          "units": rel.privacy.get("unit")}
+    if feature_method != "clean" and edge_method != "clean":
+        # both parts: the total under the joint relation (pure DP, disjoint inputs)
+        epsilon = rel.privacy["epsilon_features"] + rel.privacy["epsilon_edges"]
+        pr.update(unit=JOINT_UNIT, relation=JOINT_RELATION, epsilon_part="total",
+                  epsilon_total=epsilon, composition="eps_f + eps_e: basic composition of "
+                  "the feature and edge releases (independent, pure DP, disjoint inputs)")
+    else:
+        # one part: the record's epsilon, unit and relation are that part's
+        part = "edges" if edge_method != "clean" else "features"
+        epsilon = rel.privacy[f"epsilon_{part}"]
+        pr.update(relation=(rel.privacy.get("relation") or {}).get(part),
+                  unit=(rel.privacy.get("unit") or {}).get(part), epsilon_part=part)
     ctx.log(f"{name}: eps_f={pr['epsilon_features']:.4g} (LDP), eps_e={pr['epsilon_edges']:.4g}"
             f" (edge), test accuracy {metrics.get('test_accuracy', float('nan')):.4f}"
             f"{numba_hint(edge_method)}")

@@ -11,14 +11,18 @@
   ``privhrg``, ``edgerand``, ``lapgraph``, or ``clean``.
 
 Every noisy step composes its event into one of two accountants: unit ``FEATURE`` (relation
-``REPLACE``, local DP) and unit ``EDGE`` (relation ``ADD_OR_REMOVE``). They are never added
-(spec §4.6). Training on the released graph is post-processing.
+``REPLACE``, local DP) and unit ``EDGE`` (relation ``ADD_OR_REMOVE``), one per unit (spec §4.6);
+a method releasing both states their sum under the joint relation
+(:mod:`gnnprivacy.experiments.methods.heterorr`). Training on the released graph is
+post-processing.
 
 Scores for FeatureRR (no masked inputs exist for these datasets, so ``beta = 1/d`` and
 ``theta = gamma alpha + (1 - gamma)/d``): ``score_source="public_nodes"`` (sound default) fits
 the gradient-x-input importance on a seeded random set of reference nodes whose features and
-labels are declared public; ``"uniform"`` uses ``theta = 1/d``; ``"private"`` (the paper's
-practice, spec E7) uses every training node's private features and is tagged ``heuristic``.
+labels are declared public (so they are outside the feature guarantee: the record lists them
+under ``unaccounted`` and their ids under ``info``); ``"uniform"`` uses ``theta = 1/d``
+(nothing data-dependent); ``"private"`` (the paper's practice, spec E7) uses every training
+node's private features and is tagged ``heuristic``.
 """
 
 from __future__ import annotations
@@ -71,10 +75,14 @@ def _theta(data, x01: torch.Tensor, *, source: str, gamma: float, public_frac: f
     if source == "public_nodes":
         count = max(2, int(round(public_frac * data.num_nodes)))
         nodes = torch.as_tensor(rng.choice(data.num_nodes, size=count, replace=False))
-        tag, extra = "proved", {"public_reference_nodes": count}
+        # their raw features and labels set theta for every node: declared public, outside
+        # the feature guarantee (the record lists them under unaccounted and names them)
+        tag, extra = "proved", {"public_reference_nodes": count,
+                                "public_reference_node_ids": sorted(int(i) for i in nodes)}
     else:
         nodes = torch.nonzero(data.train_mask).view(-1)
-        tag, extra = "heuristic", {"score_note": "importance from private features (E7)"}
+        tag, extra = "heuristic", {"score_note": "importance from private features (E7)",
+                                   "private_score_nodes": int(nodes.numel())}
     alpha = gradient_importance(x01[nodes].float(), data.y[nodes],
                                 num_classes=int(data.num_classes), generator=gen)
     return unified_scores(alpha, np.full(d, 1.0 / d), gamma), tag, extra
@@ -186,16 +194,28 @@ def _privacy_record(fm, em, facc, eacc, info, rho) -> dict:
     eps_f = facc.get_epsilon(0.0) if fm != "clean" else math.inf
     eps_e = eacc.get_epsilon(0.0) if em != "clean" else math.inf
     unaccounted = ["labels", "train/val/test split", "which edges are declared private"]
+    if info.get("public_reference_nodes"):
+        unaccounted.append(
+            f"raw features and labels of the {info['public_reference_nodes']} public reference "
+            "nodes that set FeatureRR's budget split theta (declared public: the feature "
+            "guarantee covers the other nodes; ids under info.public_reference_node_ids)")
+    if info.get("private_score_nodes"):
+        unaccounted.append(
+            f"raw features and labels of the {info['private_score_nodes']} training nodes "
+            "that set theta (score_source=private, the paper's practice: heuristic)")
     if fm == "clean":
         unaccounted.append("node features (released unprotected)")
     if em == "clean":
         unaccounted.append("edges (released unprotected)")
     elif em == "edgerr":
         unaccounted.append(f"public edges (a declared random {1 - rho:.0%} of the edges)")
+    ref = info.get("public_reference_nodes")
+    who = f" (except the {ref} public reference nodes)" if ref else ""
     return {"unit": {"features": "feature", "edges": "edge"},
             "relation": {"features": "replace", "edges": "add_or_remove"},
-            "scope": "features: eps_f-LDP per node's feature vector; edges: eps_e-edge-DP for "
-                     "one private edge (EdgeRR) or any edge (baselines); never added (§4.6)",
+            "scope": f"features: eps_f-LDP per node's feature vector{who}; edges: eps_e-edge-DP "
+                     "for one private edge (EdgeRR) or any edge (baselines); each part under "
+                     "its own unit (§4.6), both together: eps_f + eps_e",
             "epsilon_features": eps_f, "epsilon_edges": eps_e, "delta": 0.0,
             "guarantees": {"features": info.get("feature_guarantee", "none"),
                            "edges": info.get("edge_guarantee", "none")},

@@ -40,7 +40,8 @@ from torch import Tensor
 from torch.nn import functional as F
 from torch_geometric.data import Data
 
-from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
+from gnnprivacy._validation import (check_choice, check_int, check_positive, check_real,
+                                    check_delta_range, check_target_epsilon)
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.nn.dpgnn import ACTIVATIONS, OneLayerGCN
 from gnnprivacy.sampling import NodeBatchSampler, sample_degree_bounded_subgraphs
@@ -112,9 +113,8 @@ class DPGNNTrainer(NodeDPTrainer):
                           checkpoint_path=checkpoint_path, checkpoint_every=checkpoint_every,
                           resume=resume)
         self.degree_sampler = check_choice("degree_sampler", degree_sampler, DEGREE_SAMPLERS)
-        self.epsilon = check_positive("epsilon", epsilon)
-        self.delta = None if delta is None else check_real("delta", delta, low=0.0, high=1.0,
-                                                             low_open=True, high_open=True)
+        self.epsilon = check_target_epsilon("epsilon", epsilon)
+        self.delta = None if delta is None else check_delta_range("delta", delta)
         self.max_degree = check_int("max_degree", max_degree, low=0)
         self.batch_size = None if batch_size is None else check_int("batch_size", batch_size, low=1)
         self.sampling = check_choice("sampling", sampling, ("fixed", "poisson"))

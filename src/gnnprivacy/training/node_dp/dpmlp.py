@@ -25,7 +25,8 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch_geometric.data import Data
 
-from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
+from gnnprivacy._validation import (check_choice, check_int, check_positive, check_real,
+                                    check_delta_range, check_target_epsilon)
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.training.dp import make_optimizer
 from gnnprivacy.training.node_dp import _privacy
@@ -91,9 +92,8 @@ class DPMLPTrainer(NodeDPTrainer):
         self._set_runtime(secure_mode=secure_mode, device=device,
                           checkpoint_path=checkpoint_path, checkpoint_every=checkpoint_every,
                           resume=resume)
-        self.epsilon = check_positive("epsilon", epsilon)
-        self.delta = None if delta is None else check_real("delta", delta, low=0.0, high=1.0,
-                                                             low_open=True, high_open=True)
+        self.epsilon = check_target_epsilon("epsilon", epsilon)
+        self.delta = None if delta is None else check_delta_range("delta", delta)
         self.batch_size = check_int("batch_size", batch_size, low=1)
         self.epochs = check_positive("epochs", epochs)
         self.steps = None if steps is None else check_int("steps", steps, low=1)

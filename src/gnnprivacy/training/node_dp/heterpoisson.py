@@ -43,7 +43,8 @@ from torch import Tensor
 from torch.nn import functional as F
 from torch_geometric.data import Data
 
-from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
+from gnnprivacy._validation import (check_choice, check_int, check_positive, check_real,
+                                    check_delta_range, check_target_epsilon)
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.nn.star import AGGREGATORS, StarGNN
@@ -123,9 +124,8 @@ class HeterPoissonTrainer(NodeDPTrainer):
                           checkpoint_path=checkpoint_path, checkpoint_every=checkpoint_every,
                           resume=resume)
         self.backbone = check_choice("backbone", backbone, AGGREGATORS)
-        self.epsilon = check_positive("epsilon", epsilon)
-        self.delta = None if delta is None else check_real("delta", delta, low=0.0, high=1.0,
-                                                             low_open=True, high_open=True)
+        self.epsilon = check_target_epsilon("epsilon", epsilon)
+        self.delta = None if delta is None else check_delta_range("delta", delta)
         self.accounting = check_choice("accounting", accounting, _privacy.HETERPOISSON_MODES)
         self.q_b = None if q_b is None else check_real("q_b", q_b, low=0.0, high=1.0,
                                                        low_open=True)
