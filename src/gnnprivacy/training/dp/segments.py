@@ -3,9 +3,10 @@
 A batch of disjoint subgraphs stored PyG-style has all rows of all subgraphs stacked, with
 ``seg[r]`` the subgraph of row ``r`` (``Data.batch``). The ghost-clipping rules need, per
 subgraph ``i``, quantities like ``‖Σ_{r∈i} δ_r a_rᵀ‖²``. :func:`segment_buckets` groups
-subgraphs of similar size (powers of two) and pads each group to its largest member, so the
-padding never more than doubles the work even when one subgraph is a thousand times larger
-than the others (a hub's star); a single global padding to the largest subgraph could.
+subgraphs of equal size (small ones) or of similar size (powers of two beyond) and pads each
+group to its largest member, so the padding never more than doubles the work even when one
+subgraph is a thousand times larger than the others (a hub's star); a single global padding
+to the largest subgraph could.
 """
 
 from __future__ import annotations
@@ -43,9 +44,14 @@ class Bucket:
         return out * mask.to(out.dtype)
 
 
+#: subgraphs of at most this many rows are grouped by exact size (no padding to mask)
+EXACT_SIZES = 16
+
+
 def segment_buckets(seg: Tensor, num_segments: int) -> list[Bucket]:
-    """Group the rows of each subgraph, subgraphs bucketed by size (``1``, ``2``, ``3-4``,
-    ``5-8``, ...); empty subgraphs are left out.
+    """Group the rows of each subgraph: subgraphs of the same size up to
+    :data:`EXACT_SIZES` together, larger ones by powers of two (``17-32``, ``33-64``, ...);
+    empty subgraphs are left out.
 
     Args:
         seg: ``(R,)`` subgraph id of every row, in ``[0, num_segments)``, any order.
@@ -55,8 +61,9 @@ def segment_buckets(seg: Tensor, num_segments: int) -> list[Bucket]:
     order = torch.argsort(seg, stable=True)
     starts = torch.cumsum(counts, 0) - counts
     nonzero = counts > 0
-    size_class = torch.zeros_like(counts)
-    size_class[nonzero] = torch.ceil(torch.log2(counts[nonzero].double())).long()
+    size_class = counts.clone()                  # exact sizes up to EXACT_SIZES: no padding
+    big = counts > EXACT_SIZES
+    size_class[big] = EXACT_SIZES + torch.ceil(torch.log2(counts[big].double())).long()
     out = []
     for k in torch.unique(size_class[nonzero]).tolist():
         segs = (nonzero & (size_class == k)).nonzero().flatten()
