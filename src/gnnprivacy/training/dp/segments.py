@@ -3,10 +3,11 @@
 A batch of disjoint subgraphs stored PyG-style has all rows of all subgraphs stacked, with
 ``seg[r]`` the subgraph of row ``r`` (``Data.batch``). The ghost-clipping rules need, per
 subgraph ``i``, quantities like ``‖Σ_{r∈i} δ_r a_rᵀ‖²``. :func:`segment_buckets` groups
-subgraphs of equal size (small ones) or of similar size (powers of two beyond) and pads each
-group to its largest member, so the padding never more than doubles the work even when one
-subgraph is a thousand times larger than the others (a hub's star); a single global padding
-to the largest subgraph could.
+subgraphs of equal size (up to 4 rows) or of similar size (powers of two beyond) and pads
+each group to its largest member, so the padding never more than doubles the work even when
+one subgraph is a thousand times larger than the others (a hub's star); a single global
+padding to the largest subgraph could. The grouping is computed once per batch and shared by
+every layer; each layer then gathers its rows in one ``index_select`` per tensor.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["Bucket", "segment_buckets", "segment_sum", "linear_norms_sq"]
+__all__ = ["Bucket", "Buckets", "segment_buckets", "segment_sum", "linear_norms_sq"]
+
+#: subgraphs of at most this many rows are grouped by exact size (no padding)
+EXACT_SIZES = 4
 
 
 @dataclass(frozen=True)
@@ -27,15 +31,20 @@ class Bucket:
         segments: ``(S,)`` subgraph ids.
         rows: ``(S, L)`` row ids of each subgraph, ``-1`` beyond its size.
         valid: ``(S, L)`` bool, ``rows >= 0``.
+        offset: where the bucket's ``S L`` rows start in :attr:`Buckets.flat_rows`.
     """
 
     segments: Tensor
     rows: Tensor
     valid: Tensor
+    offset: int = 0
+
+    @property
+    def width(self) -> int:
+        return int(self.rows.shape[1])
 
     def gather(self, t: Tensor) -> Tensor:
-        """``(S, L, *t.shape[1:])`` rows of ``t``, zero where padded (``index_select`` on
-        the flat ids: several times faster than 2-D advanced indexing on CPU)."""
+        """``(S, L, *t.shape[1:])`` rows of ``t``, zero where padded."""
         out = t.index_select(0, self.rows.clamp_min(0).reshape(-1)).view(
             *self.rows.shape, *t.shape[1:])
         if bool(self.valid.all()):
@@ -44,13 +53,42 @@ class Bucket:
         return out * mask.to(out.dtype)
 
 
-#: subgraphs of at most this many rows are grouped by exact size (no padding to mask)
-EXACT_SIZES = 16
+@dataclass(frozen=True)
+class Buckets:
+    """The buckets of one batch and their rows laid end to end (for one gather per tensor).
+
+    Attributes:
+        buckets: the :class:`Bucket` list (width-1 bucket first when present).
+        flat_rows: every bucket's ``rows`` flattened and concatenated (padding -> row 0).
+        flat_valid: matching validity, as a float column (zeroes padded rows).
+        padded: whether any row is padding.
+    """
+
+    buckets: list
+    flat_rows: Tensor
+    flat_valid: Tensor
+    padded: bool
+
+    def __iter__(self):
+        return iter(self.buckets)
+
+    def gather(self, t: Tensor, *, zero_padding: bool = True) -> Tensor:
+        """All buckets' rows of ``t`` in one ``index_select`` (padded rows zeroed)."""
+        out = t.index_select(0, self.flat_rows)
+        if zero_padding and self.padded:
+            out = out * self.flat_valid.to(out.dtype).view(-1, *([1] * (t.dim() - 1)))
+        return out
+
+    @staticmethod
+    def view(flat: Tensor, b: Bucket) -> Tensor:
+        """Bucket ``b``'s ``(S, L, ...)`` block of a :meth:`gather` result."""
+        size = b.rows.numel()
+        return flat[b.offset:b.offset + size].view(*b.rows.shape, *flat.shape[1:])
 
 
-def segment_buckets(seg: Tensor, num_segments: int) -> list[Bucket]:
+def segment_buckets(seg: Tensor, num_segments: int) -> Buckets:
     """Group the rows of each subgraph: subgraphs of the same size up to
-    :data:`EXACT_SIZES` together, larger ones by powers of two (``17-32``, ``33-64``, ...);
+    :data:`EXACT_SIZES` together, larger ones by powers of two (``5-8``, ``9-16``, ...);
     empty subgraphs are left out.
 
     Args:
@@ -61,10 +99,10 @@ def segment_buckets(seg: Tensor, num_segments: int) -> list[Bucket]:
     order = torch.argsort(seg, stable=True)
     starts = torch.cumsum(counts, 0) - counts
     nonzero = counts > 0
-    size_class = counts.clone()                  # exact sizes up to EXACT_SIZES: no padding
+    size_class = counts.clone()
     big = counts > EXACT_SIZES
     size_class[big] = EXACT_SIZES + torch.ceil(torch.log2(counts[big].double())).long()
-    out = []
+    out, offset = [], 0
     for k in torch.unique(size_class[nonzero]).tolist():
         segs = (nonzero & (size_class == k)).nonzero().flatten()
         width = int(counts[segs].max())
@@ -72,8 +110,12 @@ def segment_buckets(seg: Tensor, num_segments: int) -> list[Bucket]:
         valid = pos.unsqueeze(0) < counts[segs].unsqueeze(1)
         idx = (starts[segs].unsqueeze(1) + pos.unsqueeze(0)).clamp_max(max(seg.numel() - 1, 0))
         rows = torch.where(valid, order[idx], torch.full_like(idx, -1))
-        out.append(Bucket(segs, rows, valid))
-    return out
+        out.append(Bucket(segs, rows, valid, offset))
+        offset += rows.numel()
+    empty = torch.zeros(0, dtype=torch.long, device=seg.device)
+    flat = torch.cat([b.rows.reshape(-1) for b in out]) if out else empty
+    valid = torch.cat([b.valid.reshape(-1) for b in out]) if out else empty.bool()
+    return Buckets(out, flat.clamp_min(0), valid, bool((~valid).any()))
 
 
 def segment_sum(t: Tensor, seg: Tensor, num_segments: int) -> Tensor:
@@ -82,37 +124,40 @@ def segment_sum(t: Tensor, seg: Tensor, num_segments: int) -> Tensor:
     return out.index_add_(0, seg, t)
 
 
-def linear_norms_sq(a: Tensor, d: Tensor, buckets: list[Bucket], num_segments: int) -> Tensor:
+#: elements of one Gram or per-subgraph-gradient temporary (about 64 MB in float32)
+CHUNK_ELEMENTS = 16 * 2 ** 20
+
+
+def linear_norms_sq(a: Tensor, d: Tensor, buckets: Buckets, num_segments: int) -> Tensor:
     """``‖Σ_{r∈i} d_r a_rᵀ‖²_F`` for every subgraph ``i`` of a linear map's weight.
 
     Per bucket of ``S`` subgraphs of at most ``L`` rows it takes the cheaper of two exact
     forms: the Gram form ``Σ_{r,r'} ⟨d_r,d_r'⟩⟨a_r,a_r'⟩`` (``S L² (p+q)`` flops) or the
     materialised per-subgraph gradient ``d_iᵀ a_i`` (``S L p q`` flops), chunked so that no
-    temporary exceeds about 64 MB.
+    temporary exceeds :data:`CHUNK_ELEMENTS`. The rows are gathered once for all buckets;
+    only ``d``'s padded rows are zeroed (a zero ``d_r`` removes row ``r`` from both forms).
 
     Args:
         a: ``(R, q)`` layer inputs; d: ``(R, p)`` gradients of the layer outputs.
     """
     out = torch.zeros(num_segments, dtype=d.dtype, device=d.device)
     p, q = d.shape[1], a.shape[1]
+    da, aa = buckets.gather(d), buckets.gather(a, zero_padding=False)
     for b in buckets:
-        width = b.rows.shape[1]
-        if width == 1:
-            rows = b.rows[:, 0]
-            out[b.segments] = (torch.linalg.vector_norm(d.index_select(0, rows), dim=1).square()
-                               * torch.linalg.vector_norm(a.index_select(0, rows),
-                                                          dim=1).square())
+        db, ab = Buckets.view(da, b), Buckets.view(aa, b)
+        if b.width == 1:
+            out[b.segments] = (torch.linalg.vector_norm(db[:, 0], dim=1).square()
+                               * torch.linalg.vector_norm(ab[:, 0], dim=1).square())
             continue
-        gram = width * (p + q) <= p * q
-        per_seg = width * width if gram else p * q
-        chunk = max(1, (16 * 2**20) // max(per_seg, 1))
+        gram = b.width * (p + q) <= p * q
+        per_seg = b.width * b.width if gram else p * q
+        chunk = max(1, CHUNK_ELEMENTS // max(per_seg, 1))
         for s in range(0, b.segments.numel(), chunk):
-            part = Bucket(b.segments[s:s + chunk], b.rows[s:s + chunk], b.valid[s:s + chunk])
-            dp, ap = part.gather(d), part.gather(a)
+            dp, ap = db[s:s + chunk], ab[s:s + chunk]
             if gram:
                 val = (torch.bmm(dp, dp.transpose(1, 2)) * torch.bmm(ap, ap.transpose(1, 2))
                        ).sum((1, 2)).clamp_min(0)
             else:
                 val = torch.bmm(dp.transpose(1, 2), ap).square().sum((1, 2))
-            out[part.segments] = val
+            out[b.segments[s:s + chunk]] = val
     return out
