@@ -81,7 +81,7 @@ MAX_PURE_EPSILON = 700.0
 
 
 def check_pure_epsilon(name: str, value: object) -> float:
-    """A finite ``0 < epsilon <= MAX_PURE_EPSILON``, else :class:`InvalidParameterError`."""
+    """A finite ``0 < epsilon <= MAX_PURE_EPSILON``, else `InvalidParameterError`."""
     eps = check_positive(name, value)
     if not eps <= MAX_PURE_EPSILON:
         raise InvalidParameterError(

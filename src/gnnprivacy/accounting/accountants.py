@@ -1,7 +1,7 @@
 """The accountant factory: ``make_accountant("pld" | "rdp", unit=..., relation=...)``.
 
-* :class:`~gnnprivacy.accounting.pld_accountant.PldAccountant` (default, tight);
-* :class:`~gnnprivacy.accounting.rdp_accountant.RdpAccountant` (cross-check, paper mode).
+* `PldAccountant` (default, tight);
+* `RdpAccountant` (cross-check, paper mode).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Validated constructors of the events trainers and mechanisms emit.
 
 Every builder takes keyword-only privacy parameters, validates them at the boundary
-(:class:`~gnnprivacy.errors.InvalidParameterError` naming the parameter) and returns an
+(`InvalidParameterError` naming the parameter) and returns an
 immutable event; there is no "noise = 0 means non-private" sentinel (use
 ``dp_accounting.NonPrivateDpEvent()``).
 """
@@ -52,7 +52,7 @@ def heterpoisson_event(*, q_b: float, M: float, noise_multiplier: float,
         overlap_removal: False for the ablation without overlap removal (000 §4.6).
         mode: ``"sound"`` (PLD, default) or ``"paper"`` (Theorem 2's RDP; RDP accountant).
 
-    Privacy: unit NODE, relation ADD_OR_REMOVE; event :class:`HeterPoissonDpEvent`.
+    Privacy: unit NODE, relation ADD_OR_REMOVE; event `HeterPoissonDpEvent`.
     """
     q = check_probability("q_b", q_b, allow_zero=False)
     m = check_positive("M", M)
@@ -85,7 +85,7 @@ def dpgnn_event(*, num_train: int, batch_size: int, max_degree: int, noise_multi
         noise_multiplier: lambda = sigma / (2 (K+1) C).
         sampling: ``"fixed"`` (hypergeometric, the paper) or ``"poisson"`` (binomial).
 
-    Privacy: unit NODE; relation REPLACE for fixed batches; event :class:`DpGnnDpEvent`.
+    Privacy: unit NODE; relation REPLACE for fixed batches; event `DpGnnDpEvent`.
     """
     n = check_int("num_train", num_train, low=1)
     k = check_int("max_degree", max_degree, low=0, high=n - 1)

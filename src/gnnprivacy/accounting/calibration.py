@@ -18,7 +18,7 @@ A bracketing root finder on ``x = log(noise_multiplier)`` for ``f(x) = log(epsil
 ``full_check=False`` skips that full verification where the bracket rests on the largest
 out-degree only: the caller must then check the full epsilon before releasing anything
 (the HeterPoisson trainer computes it in a background thread while it trains, see
-:mod:`~gnnprivacy.accounting.prefetch`, and re-calibrates with the full check if it
+`prefetch`, and re-calibrates with the full check if it
 fails).
 
 For events with a worst case over out-degrees (HeterPoisson under PLD) the passes use the
@@ -28,7 +28,7 @@ verified that the largest degree dominates): the bracket's lower end is then inf
 for sure, and only the upper end needs the full maximum over degrees. If that check
 fails, bisection continues with full evaluations.
 
-Results are cached on disk (:mod:`gnnprivacy.accounting.disk_cache`) keyed by the
+Results are cached on disk (`gnnprivacy.accounting.disk_cache`) keyed by the
 event's parameters, so a repeated calibration costs a file read.
 """
 
@@ -73,7 +73,7 @@ def calibrate_noise_multiplier(make_event: Callable[[float], dp_event.DpEvent], 
         initial_noise_multiplier: starting guess; the bracket grows from it by factors of 2.
         rtol: stop when ``upper / lower - 1 <= rtol``.
         max_noise_multiplier: give up above this noise.
-        accountant_options: extra keyword options for :func:`make_accountant`.
+        accountant_options: extra keyword options for `make_accountant`.
         use_disk_cache: read/write the result in the on-disk accounting cache.
         full_check: verify the result with the full epsilon (every covering degree).
             ``False``: where only the largest degree was evaluated the caller must check

@@ -6,7 +6,7 @@ Location: ``$GNNPRIVACY_ACCOUNTING_CACHE`` if set, else ``$GNNPRIVACY_CACHE/acco
 variable: ``GNNPRIVACY_CACHE`` names a folder, and ``off`` there would be a folder ``./off``
 for the dataset cache.)
 Entries are keyed by a SHA-256 of the event's parameters, the numerical options, this
-module's :data:`CACHE_VERSION` and dp_accounting's version, so a change of any of them
+module's `CACHE_VERSION` and dp_accounting's version, so a change of any of them
 misses the cache instead of reading a stale value.
 
 Writes are atomic (a temporary file in the same directory, then ``os.replace``), so
@@ -140,7 +140,7 @@ def pld_to_arrays(pld) -> Optional[dict]:
 
 
 def pld_from_arrays(arrays: dict):
-    """Inverse of :func:`pld_to_arrays`."""
+    """Inverse of `pld_to_arrays`."""
     from dp_accounting.pld import pld_pmf
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 

@@ -50,7 +50,7 @@ class PldAccountant(Accountant):
             that may be dropped and charged to delta.
         degree_shortcut: evaluate only the largest degree where it is verified to dominate.
         disk_cache: read/write one-step PLDs and epsilons in the on-disk cache
-            (:mod:`gnnprivacy.accounting.disk_cache`).
+            (`gnnprivacy.accounting.disk_cache`).
     """
 
     kind = "pld"
@@ -100,7 +100,7 @@ class PldAccountant(Accountant):
 
     @property
     def effective_discretization_interval(self) -> float:
-        """The grid step of the last evaluation (see :meth:`_step`)."""
+        """The grid step of the last evaluation (see `_step`)."""
         return self._step()
 
     def _leaf_pld(self, key: str, leaf, degree):
@@ -198,9 +198,9 @@ class PldAccountant(Accountant):
 
     def prefetch_epsilon(self, delta: float):
         """Start ``get_epsilon(delta)`` of what is composed now in a background thread
-        (:mod:`~gnnprivacy.accounting.prefetch`); an accountant that later holds the same
+        (`prefetch`); an accountant that later holds the same
         composition and asks for the same delta waits for that result. Returns the
-        :class:`concurrent.futures.Future`."""
+        `concurrent.futures.Future`."""
         delta = check_probability("delta", delta)
         return prefetch.submit(self._ledger_key(delta), lambda: self.get_epsilon(delta))
 

@@ -30,7 +30,7 @@ class RdpAccountant(Accountant):
     Args:
         unit: privacy unit.
         relation: neighbouring relation.
-        orders: Renyi orders (> 1); default :func:`default_orders`.
+        orders: Renyi orders (> 1); default `default_orders`.
         conversion: ``"balle"`` (default, tighter) or ``"mironov"`` RDP-to-DP conversion.
     """
 

@@ -4,11 +4,11 @@ Modes:
 
 * ``"mechanism"`` (default): the method's exact per-step mechanism (sampler law, clip,
   calibrated noise) with a white-box Dirac canary, ``runs`` runs per world, vectorised
-  (:mod:`gnnprivacy.auditing.mechanism`); local-DP methods are audited exactly by
-  enumeration of their randomizers' outputs (:mod:`gnnprivacy.auditing.local`).
+  (`gnnprivacy.auditing.mechanism`); local-DP methods are audited exactly by
+  enumeration of their randomizers' outputs (`gnnprivacy.auditing.local`).
 * ``"paper"``: Algorithm 4 as printed (per-step observations, composed as GDP); heuristic.
 * ``"training"``: the real trainer, trained ``runs`` times with and without an inserted
-  canary node (:mod:`gnnprivacy.auditing.training`); black-box, small ``runs``.
+  canary node (`gnnprivacy.auditing.training`); black-box, small ``runs``.
 
 Every result states the claimed ε (the method's calibration target), the Clopper-Pearson
 lower bound at the given confidence, the GDP-based figure beside it, the number of runs,
@@ -33,7 +33,7 @@ MODES = ("mechanism", "paper", "training")
 
 @dataclass
 class AuditResult:
-    """Outcome of one audit (JSON-able through :meth:`to_dict`).
+    """Outcome of one audit (JSON-able through `to_dict`).
 
     Attributes:
         method, dataset, mode: what was audited and how.
@@ -107,7 +107,7 @@ def audit_plan(plan: MechanismPlan, *, mode: str = "mechanism", runs: int = 10_0
                confidence: float = 0.95, selection: str = "same",
                num_thresholds: int | None = 400, generator=None, dataset: str = "",
                noise_scale: float = 1.0) -> AuditResult:
-    """Audit a :class:`MechanismPlan` (mechanism-only or paper-literal mode)."""
+    """Audit a `MechanismPlan` (mechanism-only or paper-literal mode)."""
     import numpy as np
 
     from gnnprivacy.random import numpy_generator
@@ -196,7 +196,7 @@ def audit(method: str, dataset: str = "csbm", *, epsilon: float | None = None,
         data: an already loaded ``Data`` (skips loading).
 
     Returns:
-        :class:`AuditResult`.
+        `AuditResult`.
     """
     mode = check_choice("mode", mode, MODES)
     noise_scale = check_positive("noise_scale", noise_scale)

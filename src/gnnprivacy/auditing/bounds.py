@@ -5,14 +5,18 @@ world ``G'`` that contains the canary and the *non-member* world ``G*`` that doe
 scores each run with a statistic (higher = "member"). For a threshold ``τ`` the test
 "member iff score >= τ" has false-positive rate ``FPR(τ)`` (on non-member runs) and
 false-negative rate ``FNR(τ)`` (on member runs). Any (ε, δ)-DP mechanism satisfies
-(Kairouz et al. 2015)::
+(Kairouz et al. 2015):
 
-    FPR + e^ε FNR >= 1 - δ   and   FNR + e^ε FPR >= 1 - δ,
+```
+FPR + e^ε FNR >= 1 - δ   and   FNR + e^ε FPR >= 1 - δ,
+```
 
 so with one-sided Clopper-Pearson upper bounds ``FPR_u``, ``FNR_u`` at level
-``1 - α/2`` each (jointly ``1 - α``, two-sided), spec 000 §3.7::
+``1 - α/2`` each (jointly ``1 - α``, two-sided), spec 000 §3.7:
 
-    ε_lb(τ) = max( ln((1 - δ - FPR_u) / FNR_u),  ln((1 - δ - FNR_u) / FPR_u) ).
+```
+ε_lb(τ) = max( ln((1 - δ - FPR_u) / FNR_u),  ln((1 - δ - FNR_u) / FPR_u) ).
+```
 
 The reported lower bound is the maximum over thresholds (``selection="same"``, as the
 paper and spec 000's reference simulation do; mildly optimistic because the threshold is

@@ -56,8 +56,10 @@ class MemGuard(EstimatorParams):
 
     Args:
         budget: expected L1 distortion per node (Phase II), >= 0.
-        steps, lr: Adam steps and learning rate of Phase I.
-        c2, c3: weights of the label hinge and of the L1 distortion.
+        steps: Adam steps of Phase I.
+        lr: Adam learning rate of Phase I.
+        c2: weight of the label hinge.
+        c3: weight of the L1 distortion.
         seed: seeds the defender classifier and Phase II's draws.
     """
 

@@ -39,7 +39,8 @@ class MinMaxTrainer(EstimatorParams):
         encoder: ``gcn``, ``gat``, ``sage`` or ``gin``; ``hidden_channels``, ``heads``, ``dropout``,
             ``lr``, ``weight_decay``: its architecture and optimiser.
         lam: the adversarial weight ``lambda`` (>= 0).
-        epochs, patience: training length and early stopping (validation accuracy).
+        epochs: training epochs.
+        patience: early-stopping patience in epochs (validation accuracy).
         adv_lr: the adversary's Adam learning rate.
         seed: seeds initialisation, dropout and pair sampling.
     """

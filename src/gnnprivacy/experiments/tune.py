@@ -1,8 +1,8 @@
 """Hyperparameter tuning whose privacy cost is counted (``gnnprivacy tune -c tune.yaml``).
 
 Papernot & Steinke (ICLR 2022): a random number ``K`` of trials (truncated negative
-binomial or Poisson, :mod:`gnnprivacy.accounting.hparam_tuning`); each trial draws a
-setting uniformly from the grid, trains it through :func:`gnnprivacy.experiments.runner.run`
+binomial or Poisson, `gnnprivacy.accounting.hparam_tuning`); each trial draws a
+setting uniformly from the grid, trains it through `gnnprivacy.experiments.runner.run`
 (the same code path as ``gnnprivacy train``) and scores it on the validation nodes; only the
 best trial (highest noisy score) is released. The released model's record carries the total
 epsilon (training + selection), beside the figure a paper would print if it ignored the
@@ -11,21 +11,23 @@ selection (the per-trial training epsilon).
 One trial ``Q`` = (DP training at a per-trial budget ``eps_t``) followed by (a Gaussian
 release of the number of correctly classified validation nodes, std ``score_noise *
 sensitivity``). ``Q``'s RDP curve is the maximum over the grid of the composition of the
-two; :func:`~gnnprivacy.accounting.hparam_tuning.tuned_rdp` gives the tuned algorithm's
+two; `tuned_rdp` gives the tuned algorithm's
 curve, converted to ``(epsilon, delta)``. ``eps_t`` is found by bisection so that the total
 is at most the target.
 
-The YAML file::
+The YAML file:
 
-    name: computers-dpmlp
-    base: {method: dpmlp, dataset: computers, train_frac: 0.6, val_frac: 0.2, test_frac: 0.2}
-    grid: {lr: [0.003, 0.01, 0.03], hidden: [64, 128], layers: [2, 3]}
-    epsilon: 8              # target total epsilon (training + selection)
-    delta: null             # default: the method's default delta for N training nodes
-    trials: {distribution: negative_binomial, mean: 10, eta: 1}   # or {distribution: poisson, mean: 10}
-    score_noise: 5          # std of the validation-count noise, in units of its sensitivity
-    seed: 0
-    compare: true           # also run the selection without accounting, for comparison
+```
+name: computers-dpmlp
+base: {method: dpmlp, dataset: computers, train_frac: 0.6, val_frac: 0.2, test_frac: 0.2}
+grid: {lr: [0.003, 0.01, 0.03], hidden: [64, 128], layers: [2, 3]}
+epsilon: 8              # target total epsilon (training + selection)
+delta: null             # default: the method's default delta for N training nodes
+trials: {distribution: negative_binomial, mean: 10, eta: 1}   # or {distribution: poisson, mean: 10}
+score_noise: 5          # std of the validation-count noise, in units of its sensitivity
+seed: 0
+compare: true           # also run the selection without accounting, for comparison
+```
 
 Privacy:
     Unit and relation: those of the tuned method (node; add/remove, or replace-one for
@@ -211,7 +213,8 @@ def plan_trial_budget(plans, *, epsilon: float, delta: float, distribution, scor
 
     Args:
         plans: ``(factory, steps, kind, relation)`` per distinct setting.
-        epsilon, delta: the target of the whole tuning.
+        epsilon: the target epsilon of the whole tuning.
+        delta: the delta it is stated at.
         distribution: the trial-count distribution.
         score_std: std of the score noise divided by the score's sensitivity.
         tol: stop once the total is within ``tol`` (relative) below ``epsilon``.
@@ -343,7 +346,7 @@ def tune(spec: TuneSpec | Mapping[str, Any] | str | Path, *, runs_dir: str | Pat
     """Tune with accounted selection; write and return the chosen model's record.
 
     Args:
-        spec: a :class:`TuneSpec`, its mapping, or a YAML path.
+        spec: a `TuneSpec`, its mapping, or a YAML path.
         runs_dir: where the tune record goes (``<runs_dir>/tune-<name>.json``); the trial
             records go to ``<runs_dir>/tune-<name>-trials/`` (internal, not to publish).
         data_root: dataset folder (overrides ``base.data_root``).

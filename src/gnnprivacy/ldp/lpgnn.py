@@ -1,7 +1,7 @@
 """LPGNN baseline: multi-bit features, KProp, label denoising with forward correction (Drop).
 
 Sajadmanesh and Gatica-Perez, "Locally Private Graph Neural Networks", CCS 2021, Sections
-4-5; as used by RGNN's Table II (spec 004 §10.3). From a :class:`ServerView` with multi-bit
+4-5; as used by RGNN's Table II (spec 004 §10.3). From a `ServerView` with multi-bit
 feature reports ``x*`` and GRR label reports:
 
 1. rectify: ``x' = MultiBit.rectify(x*)`` (unbiased, public bounds ``[0, 1]``);
@@ -19,7 +19,7 @@ The GNN uses SELU activations (LPGNN's choice). Budget parity with RGNN (spec §
 multi-bit encoder gets ``m * eps_x`` in total, i.e. ``eps_x`` per sampled dimension.
 
 Privacy: post-processing of the reports; no event (the reports' budget is in
-:mod:`gnnprivacy.ldp.budget`).
+`gnnprivacy.ldp.budget`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from gnnprivacy.mechanisms import grr_probabilities
 
 @dataclass(frozen=True)
 class LPGNNConfig(ServerModelConfig):
-    """Server-side hyperparameters of the LPGNN baseline (shared ones: :class:`ServerModelConfig`)."""
+    """Server-side hyperparameters of the LPGNN baseline (shared ones: `ServerModelConfig`)."""
 
     activation: str = "selu"
     forward_correction: bool = True

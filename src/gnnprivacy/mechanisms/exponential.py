@@ -56,7 +56,7 @@ class ExponentialMechanism(Mechanism):
     """Select a candidate index with probability ``∝ exp(eps * score / (2 Delta))``.
 
     *Privacy*: pure ``epsilon``-DP for the given unit and relation, provided every score has
-    sensitivity ``Delta`` under that relation; event :func:`pure_epsilon_event` at ``epsilon``.
+    sensitivity ``Delta`` under that relation; event `pure_epsilon_event` at ``epsilon``.
 
     Args:
         epsilon: ``epsilon > 0``.

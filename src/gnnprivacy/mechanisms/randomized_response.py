@@ -7,7 +7,7 @@ values with budget ``epsilon`` reports the true value with probability
 attained. Binary RR is GRR with ``k = 2`` (keep with ``e^eps / (1 + e^eps)``, else flip).
 
 Sampling uses the mixture form of GRR: keep with probability ``1 - k q``, else report a value
-uniform over all ``k`` (see :func:`grr_sample`), one uniform per entry. In secure mode the
+uniform over all ``k`` (see `grr_sample`), one uniform per entry. In secure mode the
 uniforms come from the OS CSPRNG; the outputs are integers, so there is no floating-point
 leakage beyond the 2^-53 resolution of the thresholds.
 
@@ -81,7 +81,7 @@ def grr_sample(x: Tensor, *, other_probability: Tensor | float, num_categories: 
 def generalized_randomized_response(x: Tensor, *, epsilon: float, num_categories: int,
                                     generator: torch.Generator | None = None,
                                     secure_mode: bool = False) -> Tensor:
-    """GRR on each entry of an integer tensor (functional core of :class:`GRR`).
+    """GRR on each entry of an integer tensor (functional core of `GRR`).
 
     Args:
         x: integer tensor with values in ``[0, num_categories)``; not modified.

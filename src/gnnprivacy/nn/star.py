@@ -74,7 +74,7 @@ def star_aggregate(x: Tensor, batch, aggregator: str) -> Tensor:
         x: node features ``(N, F)``.
         batch: StarBatch-like object with ``centers`` ``(B,)``, ``periph_nodes`` ``(E_b,)``
             and ``periph_subgraph`` ``(E_b,)`` (index into ``centers``).
-        aggregator: ``"gcn"`` or ``"sage"`` (GIN has a parameter; see :class:`StarGNN`).
+        aggregator: ``"gcn"`` or ``"sage"`` (GIN has a parameter; see `StarGNN`).
     """
     check_choice("aggregator", aggregator, ("gcn", "sage"))
     num, sub = batch.centers.numel(), batch.periph_subgraph

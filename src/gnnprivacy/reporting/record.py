@@ -2,7 +2,7 @@
 metrics and timings.
 
 JSON has no infinity: non-finite floats are written as the strings ``"inf"``, ``"-inf"``
-and ``"nan"`` (so the file stays strict JSON) and read back as floats by :func:`read_record`.
+and ``"nan"`` (so the file stays strict JSON) and read back as floats by `read_record`.
 A non-private run records ``epsilon = "inf"``.
 """
 
@@ -201,7 +201,7 @@ class RunRecord:
 
 
 def read_record(path: str | os.PathLike) -> RunRecord:
-    """Load a record written by :meth:`RunRecord.save`.
+    """Load a record written by `RunRecord.save`.
 
     Raises:
         InvalidParameterError: the file is not a complete run record (truncated, not JSON,

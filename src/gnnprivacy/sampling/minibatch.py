@@ -103,7 +103,7 @@ class NodeBatchSampler:
 
     Privacy:
         Unit node, relation replace-one for DP-GNN. The sampler emits no event; the trainer
-        records per executed step the event named by :meth:`accounting_params` ("fixed":
+        records per executed step the event named by `accounting_params` ("fixed":
         hypergeometric ``HG(N, K+1, m)``; "poisson": binomial ``Bin(K+1, m/N)``).
 
     Args:
@@ -125,7 +125,7 @@ class NodeBatchSampler:
 
     def sample(self, generator: torch.Generator) -> Tensor:
         """Positions of one step's batch (int64, ascending for Poisson, random order for fixed),
-        drawn in O(batch) time (:func:`uniform_subset`, :func:`poisson_subset`)."""
+        drawn in O(batch) time (`uniform_subset`, `poisson_subset`)."""
         _check_generator(generator, "NodeBatchSampler.sample")
         if self.sampling == "fixed":
             return uniform_subset(self.num_items, self.batch_size, generator)

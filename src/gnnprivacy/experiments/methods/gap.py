@@ -1,6 +1,6 @@
 """``gap``: GAP node-level DP GNN (aggregation perturbation), sound or the paper's accounting.
 
-See :mod:`gnnprivacy.nn.gap`. Privacy: unit node, add/remove; one PLD accountant over the
+See `gnnprivacy.nn.gap`. Privacy: unit node, add/remove; one PLD accountant over the
 encoder's and classifier's executed DP-SGD steps and the aggregation hops. ``accounting=
 "sound"`` (default) uses the corrected aggregation sensitivity ``2(D+1)`` of spec 000 §5.3;
 ``"paper"`` GAP's ``√D``.

@@ -1,6 +1,6 @@
 """HeteroRR end to end and its baselines in one harness (spec 001 §3.7, §5.3).
 
-:func:`release` replaces a graph's features and/or edges by a DP-protected copy with one of
+`release` replaces a graph's features and/or edges by a DP-protected copy with one of
 
 * features: ``featurerr`` (FeatureRR, the budget split by scores, released minus the public
   constant ``(k+1)/(2k)``: free post-processing that keeps an all-positive input from stalling

@@ -54,9 +54,9 @@ class ActivationCapture:
     """Forward hooks recording ``(input, output)`` of every trainable supported module.
 
     Args:
-        model: the model; validated with :func:`check_model`.
+        model: the model; validated with `check_model`.
 
-    Use :meth:`recording` around the forward pass, then :meth:`backprops` to get the
+    Use `recording` around the forward pass, then `backprops` to get the
     output gradients ``δ`` from the summed per-subgraph losses.
     """
 

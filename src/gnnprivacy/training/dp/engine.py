@@ -84,7 +84,7 @@ class DPEngine:
             dimension of its input.
         optimizer: a ``torch.optim`` optimizer over the model's parameters (SGD → DP-SGD,
             Adam → DP-Adam).
-        clip_norm: per-subgraph bound ``C`` or a sequence of :class:`ClipGroup`.
+        clip_norm: per-subgraph bound ``C`` or a sequence of `ClipGroup`.
         noise_multiplier: ``σ / C_eff`` (keyword-only; ``0`` only for a labelled
             non-private run).
         expected_batch_size: ``B_exp`` dividing the noisy sum.
@@ -92,7 +92,7 @@ class DPEngine:
             Seeded noise is for reproducible research only: whoever knows the seed can
             regenerate every draw and subtract it. Use ``secure_mode`` for a release.
         secure_mode: draw the noise from the OS CSPRNG (via
-            :func:`gnnprivacy.mechanisms.gaussian.gaussian_mechanism`); ``generator`` must
+            `gnnprivacy.mechanisms.gaussian.gaussian_mechanism`); ``generator`` must
             then be ``None``.
         accountant: object with ``compose(event)``; receives ``step_event`` after every step.
         step_event: the privacy event of ONE step (e.g. a dp_accounting ``DpEvent``).

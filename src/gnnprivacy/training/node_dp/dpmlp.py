@@ -2,11 +2,13 @@
 
 References: spec 000 §3.9 (naive DP-SGD baseline: MLP ``F-32-32-32-C`` with ReLU, clip 1,
 expected batch 2048, 5 epochs, Adam 1e-3, Poisson sampling) and spec 002 §3.8 (DP-MLP).
-Every node is one example; for ``t = 1..T``::
+Every node is one example; for ``t = 1..T``:
 
-    B_t ← Poisson(V_tr, q),  q = m / |V_tr|
-    g̃  ← Σ_{v∈B_t} clip_C(∇ ℓ_v) + N(0, σ² I),  σ = noise_multiplier · C
-    w  ← Adam(w, g̃ / (q |V_tr|))
+```
+B_t ← Poisson(V_tr, q),  q = m / |V_tr|
+g̃  ← Σ_{v∈B_t} clip_C(∇ ℓ_v) + N(0, σ² I),  σ = noise_multiplier · C
+w  ← Adam(w, g̃ / (q |V_tr|))
+```
 
 Privacy:
     Unit: node (each node influences only its own loss term since the graph is unused).
@@ -68,11 +70,19 @@ class DPMLPTrainer(NodeDPTrainer):
         optimizer: ``"adam"`` or ``"sgd"``.
         lr: learning rate (1e-3).
         clip_norm: per-node clip bound ``C`` (1.0).
-        hidden_channels, num_layers, activation: the MLP (32, 4 affine layers, ReLU).
-        feature_norm: see :class:`~gnnprivacy.training.node_dp.common.FeatureNorm`.
+        hidden_channels: width of the MLP (32).
+        num_layers: affine layers (4).
+        activation: activation between layers (ReLU).
+        feature_norm: see `FeatureNorm`.
         noise_multiplier: fix ``σ / C`` instead of calibrating it.
-        generator, progress, secure_mode, device, checkpoint_path, checkpoint_every, resume:
-            as in the other trainers (seeded noise is for reproducible research only).
+        generator: seeds sampling, initialisation and noise (``torch.Generator``, int or
+            ``None`` for OS entropy); seeded noise is for reproducible research only.
+        progress: ``progress(description, total)`` factory or ``None``; one update per step.
+        secure_mode: noise from the OS CSPRNG instead of ``generator``.
+        device: where the model trains (``"cpu"``, ``"cuda"``, ``"cuda:K"``).
+        checkpoint_path: where to write atomic checkpoints (``None``: no checkpoints).
+        checkpoint_every: noisy steps between two checkpoints.
+        resume: start from the checkpoint at ``checkpoint_path`` if it is this run's.
     """
 
     name = "dpmlp"
