@@ -53,6 +53,16 @@ def heterpoisson_event(*, q_b: float, M: float, noise_multiplier: float,
         mode: ``"sound"`` (PLD, default) or ``"paper"`` (Theorem 2's RDP; RDP accountant).
 
     Privacy: unit NODE, relation ADD_OR_REMOVE; event `HeterPoissonDpEvent`.
+
+    Example:
+        >>> from gnnprivacy.accounting import heterpoisson_event, make_accountant
+        >>> event = heterpoisson_event(q_b=0.18, M=2, noise_multiplier=8.0, max_out_degree=1000)
+        >>> type(event).__name__
+        'HeterPoissonDpEvent'
+        >>> acc = make_accountant("pld", unit="node")
+        >>> _ = acc.compose(event, count=50)
+        >>> acc.get_epsilon(1e-5) > 0
+        True
     """
     q = check_probability("q_b", q_b, allow_zero=False)
     m = check_positive("M", M)

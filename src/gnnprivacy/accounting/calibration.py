@@ -62,6 +62,9 @@ def calibrate_noise_multiplier(make_event: Callable[[float], dp_event.DpEvent], 
                                use_disk_cache: bool = True, full_check: bool = True) -> float:
     """The (near-)smallest noise multiplier z with ``epsilon(steps x make_event(z)) <= target``.
 
+    *Privacy*: one-sided: the epsilon reached at the returned noise multiplier never exceeds
+    ``target_epsilon`` (a property test checks it over parameter grids).
+
     Args:
         make_event: maps a noise multiplier to the event of ONE step.
         steps: number of steps composed.
@@ -85,6 +88,15 @@ def calibrate_noise_multiplier(make_event: Callable[[float], dp_event.DpEvent], 
 
     Raises:
         InvalidParameterError: bad arguments, or the target is unreachable.
+
+    Example:
+        >>> from gnnprivacy.accounting import calibrate_noise_multiplier, dpsgd_event, make_accountant
+        >>> z = calibrate_noise_multiplier(lambda z: dpsgd_event(sample_rate=0.01, noise_multiplier=z),
+        ...                                steps=1000, target_epsilon=2.0, target_delta=1e-5)
+        >>> acc = make_accountant("pld")
+        >>> _ = acc.compose(dpsgd_event(sample_rate=0.01, noise_multiplier=z), count=1000)
+        >>> acc.get_epsilon(1e-5) <= 2.0
+        True
     """
     steps = check_int("steps", steps, low=1)
     target = check_positive("target_epsilon", target_epsilon)

@@ -51,6 +51,14 @@ class PldAccountant(Accountant):
         degree_shortcut: evaluate only the largest degree where it is verified to dominate.
         disk_cache: read/write one-step PLDs and epsilons in the on-disk cache
             (`gnnprivacy.accounting.disk_cache`).
+
+    Example:
+        >>> from gnnprivacy.accounting import PldAccountant, heterpoisson_event
+        >>> acc = PldAccountant(unit="node", relation="add_or_remove")
+        >>> event = heterpoisson_event(q_b=0.3, M=1.0, noise_multiplier=8.0, max_out_degree=100)
+        >>> _ = acc.compose(event, count=30)
+        >>> 0 < acc.get_epsilon(1e-5) < 10
+        True
     """
 
     kind = "pld"

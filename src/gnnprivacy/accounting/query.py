@@ -118,6 +118,12 @@ def account(mechanism: str, *, delta: float = 1e-5, steps: int = 1,
 
     Raises:
         InvalidParameterError: a missing or invalid parameter (the message names it).
+
+    Example:
+        >>> from gnnprivacy.accounting.query import account
+        >>> r = account("dpsgd", sample_rate=0.01, target_epsilon=2.0, steps=1000, delta=1e-5)
+        >>> r["epsilon"] <= 2.0, r["unit"], r["relation"]      # the noise for a target
+        (True, 'node', 'add_or_remove')
     """
     check_choice("mechanism", mechanism, MECHANISMS)
     check_choice("accountant", accountant, ("pld", "rdp"))

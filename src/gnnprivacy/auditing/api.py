@@ -172,6 +172,9 @@ def audit(method: str, dataset: str = "csbm", *, epsilon: float | None = None,
           data=None) -> AuditResult:
     """Audit a registered private method on a dataset: an empirical ε lower bound.
 
+    *Privacy*: an audit measures; it spends no budget. A lower bound above the claim
+    (``violation``) is a privacy bug or a deliberately unsound mode.
+
     Args:
         method: registry name of a private method (``heterpoisson``, ``dpgnn``, ``dpmlp``,
             ``gap``, ``rgnn``, ``lpgnn``, ``ldp-naive``, ``heterorr`` and its feature and edge
@@ -197,6 +200,12 @@ def audit(method: str, dataset: str = "csbm", *, epsilon: float | None = None,
 
     Returns:
         `AuditResult`.
+
+    Example:
+        >>> from gnnprivacy.auditing import audit
+        >>> result = audit("dpmlp", "csbm", epsilon=2.0, runs=2000, params={"steps": 20})
+        >>> result.epsilon_lower_bound <= result.epsilon_claimed, result.violation
+        (True, False)
     """
     mode = check_choice("mode", mode, MODES)
     noise_scale = check_positive("noise_scale", noise_scale)

@@ -119,7 +119,26 @@ def train_lpgnn(view: ServerView, config: LPGNNConfig, *, generator: torch.Gener
 
 
 class LPGNN(EstimatorParams):
-    """Estimator wrapper: ``LPGNN(config).fit(view, generator=g)``; ``fit_``, ``logits_`` after."""
+    """Estimator wrapper: ``LPGNN(config).fit(view, generator=g)``; ``fit_``, ``logits_`` after.
+
+    *Privacy*: local DP, as `RGNN`: the server sees the users' multi-bit feature reports
+    (``collect_reports(..., feature_mechanism="multibit")``) and GRR label reports only;
+    training is post-processing.
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.datasets import load_dataset
+        >>> from gnnprivacy.ldp import collect_reports
+        >>> data = load_dataset("csbm", num_nodes=400, seed=0)
+        >>> x = (data.x > 0).float()       # binary features: the users' public preprocessing
+        >>> view = collect_reports(x, data.y, edge_index=data.edge_index, train_mask=data.train_mask,
+        ...                        val_mask=data.val_mask, test_mask=data.test_mask, num_classes=4,
+        ...                        eps_x=1.0, eps_y=1.0, m=4, feature_mechanism="multibit",
+        ...                        generator=torch.Generator().manual_seed(0))
+        >>> from gnnprivacy.ldp import LPGNN, LPGNNConfig
+        >>> LPGNN(LPGNNConfig(epochs=10)).fit(view, generator=torch.Generator().manual_seed(1)).predict().shape
+        torch.Size([400])
+    """
 
     def __init__(self, config: LPGNNConfig | None = None):
         self.config = config or LPGNNConfig()

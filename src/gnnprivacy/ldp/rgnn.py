@@ -266,8 +266,27 @@ def grid_configs(base: RGNNConfig, grid: dict[str, Sequence]) -> list[RGNNConfig
 class RGNN(EstimatorParams):
     """Estimator wrapper: ``RGNN(config, grid=...).fit(view, generator=g)``.
 
+    *Privacy*: local DP. Each user reports once: ``m`` sampled features by GRR-FS at
+    ``eps_x`` each and the label by GRR at ``eps_y``, so a labelled user spends
+    ``m * eps_x + eps_y`` (`gnnprivacy.ldp.user_budget`); unit node, relation replace. The
+    server (this class) sees only the reports: reconstruction and training are post-processing.
+
     Attributes (after `fit`): ``fit_`` (the selected `RGNNFit`), ``selection_``
     (the grid table, empty without a grid), ``logits_``, ``config_`` (the selected config).
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.datasets import load_dataset
+        >>> from gnnprivacy.ldp import collect_reports
+        >>> data = load_dataset("csbm", num_nodes=400, seed=0)
+        >>> x = (data.x > 0).float()       # binary features: the users' public preprocessing
+        >>> view = collect_reports(x, data.y, edge_index=data.edge_index, train_mask=data.train_mask,
+        ...                        val_mask=data.val_mask, test_mask=data.test_mask, num_classes=4,
+        ...                        eps_x=1.0, eps_y=1.0, m=4, generator=torch.Generator().manual_seed(0))
+        >>> from gnnprivacy.ldp import RGNN, RGNNConfig
+        >>> model = RGNN(RGNNConfig(epochs=10)).fit(view, generator=torch.Generator().manual_seed(1))
+        >>> model.predict().shape
+        torch.Size([400])
     """
 
     def __init__(self, config: RGNNConfig | None = None, *, grid: dict[str, Sequence] | None = None,

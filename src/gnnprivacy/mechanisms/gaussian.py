@@ -85,6 +85,15 @@ class GaussianMechanism(Mechanism):
 
     Raises:
         InvalidParameterError: a parameter is out of range.
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.mechanisms import GaussianMechanism
+        >>> mech = GaussianMechanism(noise_multiplier=2.0, sensitivity=0.5, unit="node")
+        >>> mech.std, mech.event
+        (1.0, GaussianDpEvent(noise_multiplier=2.0))
+        >>> mech(torch.zeros(3), generator=torch.Generator().manual_seed(0)).shape
+        torch.Size([3])
     """
 
     _repr_fields = ("noise_multiplier", "sensitivity", "std", "unit", "relation", "secure_mode")

@@ -135,6 +135,14 @@ class GRRFS(Mechanism):
     Raises:
         InvalidParameterError: ``epsilon <= 0``, ``m > d'``, bad domain sizes, or (at call time)
             non-binary input without grouping, wrong width, values outside the domains.
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.mechanisms import GRRFS
+        >>> mech = GRRFS(epsilon=1.0, num_features=8, m=2)      # each user reports 2 of 8 features
+        >>> reports = mech(torch.randint(0, 2, (5, 8)).float(), generator=torch.Generator().manual_seed(0))
+        >>> reports.shape
+        torch.Size([5, 8])
     """
 
     _repr_fields = ("epsilon", "feature_epsilon", "m", "num_features", "num_reported",

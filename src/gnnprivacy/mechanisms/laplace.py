@@ -139,6 +139,13 @@ class LaplaceMechanism(Mechanism):
     Raises:
         InvalidParameterError: a parameter is out of range, ``bound`` is missing in secure
             mode or given outside it.
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.mechanisms import LaplaceMechanism
+        >>> mech = LaplaceMechanism(epsilon=1.0, sensitivity=1.0, unit="edge")
+        >>> mech.epsilon, mech(torch.tensor([3.0]), generator=torch.Generator().manual_seed(0)).shape
+        (1.0, torch.Size([1]))
     """
 
     _repr_fields = ("epsilon", "sensitivity", "scale", "unit", "relation", "secure_mode", "bound")

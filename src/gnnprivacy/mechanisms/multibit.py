@@ -75,6 +75,14 @@ class MultiBit(Mechanism):
         clip: clamp inputs into ``[a, b]`` (a local, data-independent map) instead of raising.
         unit: privacy unit (default ``FEATURE``).
         secure_mode: draw from the OS CSPRNG.
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.mechanisms import MultiBit
+        >>> mech = MultiBit(epsilon=2.0, num_features=6, lower=0.0, upper=1.0)
+        >>> x_star = mech(torch.rand(5, 6), generator=torch.Generator().manual_seed(0))
+        >>> mech.rectify(x_star).shape                  # unbiased estimates of the inputs
+        torch.Size([5, 6])
     """
 
     _repr_fields = ("epsilon", "m", "num_features", "unit", "secure_mode")

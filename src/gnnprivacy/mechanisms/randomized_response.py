@@ -118,6 +118,14 @@ class GRR(Mechanism):
         num_categories: ``k >= 2``.
         unit: the privacy unit of the guarantee.
         secure_mode: draw from the OS CSPRNG (no user seed).
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.mechanisms import GRR
+        >>> grr = GRR(epsilon=2.0, num_categories=4, unit="label")
+        >>> labels = grr(torch.tensor([0, 1, 2, 3]), generator=torch.Generator().manual_seed(0))
+        >>> labels.shape, grr.epsilon
+        (torch.Size([4]), 2.0)
     """
 
     _repr_fields = ("epsilon", "num_categories", "keep_probability", "unit", "secure_mode")
@@ -171,6 +179,15 @@ class RandomizedResponse(Mechanism):
     *Privacy*: ``epsilon``-LDP per bit under the replace relation (``sensitivity = 1`` bit);
     unit as given (e.g. ``PrivacyUnit.EDGE`` for adjacency bits). Event:
     ``RandomizedResponseDpEvent(2 / (e^eps + 1), 2)`` per bit.
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.mechanisms import RandomizedResponse
+        >>> rr = RandomizedResponse(epsilon=1.0, unit="edge")
+        >>> round(rr.keep_probability, 4)               # e / (1 + e)
+        0.7311
+        >>> rr(torch.tensor([0, 1, 1]), generator=torch.Generator().manual_seed(0)).shape
+        torch.Size([3])
     """
 
     _repr_fields = ("epsilon", "keep_probability", "unit", "secure_mode")

@@ -124,6 +124,9 @@ def _mlp(dims: list[int], activation: str, last_activation: bool,
 class OneLayerGCN(nn.Module):
     """DP-GNN's one-layer GCN with MLP encoder and decoder.
 
+    *Privacy*: a model, no mechanism: the loss of node ``v`` depends on its degree-bounded
+    subgraph only (row-local normalisation), which `DPGNNTrainer`'s sensitivity bound needs.
+
     Args:
         in_channels: feature dimension ``d``.
         num_classes: ``Q``.
@@ -138,6 +141,14 @@ class OneLayerGCN(nn.Module):
             never materialises the ``(B, K+1, d)`` gathered features (same function, same
             parameters; much less memory and time for large ``d``). The DP engine then
             needs the rule registered by `gnnprivacy.training.dp.rules`.
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.nn import OneLayerGCN
+        >>> model = OneLayerGCN(8, 3, hidden_channels=16)
+        >>> nodes = torch.tensor([[0, 1, 2], [3, 4, -1]])     # slot 0: the node; -1: padding
+        >>> model(torch.randn(5, 8), nodes, nodes >= 0).shape
+        torch.Size([2, 3])
     """
 
     def __init__(self, in_channels: int, num_classes: int, *, hidden_channels: int = 100,

@@ -157,6 +157,9 @@ def build_encoder(name: str, in_channels: int, out_channels: int, *, hidden_chan
                   generator: torch.Generator | None = None) -> Encoder:
     """Build a registered encoder with freshly initialised weights.
 
+    *Privacy*: a model, no mechanism (the non-private baselines and the local-DP methods'
+    backbones use it).
+
     Architectures (``L = num_layers``, ``h = hidden_channels``, ``act`` between layers,
     dropout on the input and after every hidden layer):
 
@@ -189,6 +192,13 @@ def build_encoder(name: str, in_channels: int, out_channels: int, *, hidden_chan
     Raises:
         UnknownNameError: unknown ``name`` or ``activation`` (the message lists the choices).
         InvalidParameterError: a size, probability or head count out of range.
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.nn import build_encoder
+        >>> model = build_encoder("gcn", 8, 3, hidden_channels=16, generator=torch.Generator().manual_seed(0))
+        >>> model(torch.randn(5, 8), torch.tensor([[0, 1], [1, 0]])).shape
+        torch.Size([5, 3])
     """
     if name not in _BUILDERS:
         raise UnknownNameError("encoder", name, _BUILDERS)

@@ -148,7 +148,20 @@ def legacy_privacy_keys(privacy: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class RunRecord:
-    """Everything needed to understand and reproduce one run."""
+    """Everything needed to understand and reproduce one run.
+
+    *Privacy*: the record states what was spent (``epsilon`` at ``delta``, the ledger, the unit
+    and relation in ``privacy``) and what is not covered (``privacy["unaccounted"]``).
+
+    Example:
+        >>> import tempfile
+        >>> import gnnprivacy as gp
+        >>> runs = tempfile.mkdtemp()
+        >>> result = gp.train("csbm", method="gcn", epochs=5, dataset_args="num_nodes=1000", runs_dir=runs)
+        >>> record = gp.read_record(f"{runs}/{result.record.run_id}.json")
+        >>> record.method, record.epsilon, record.privacy["private"]
+        ('gcn', inf, False)
+    """
 
     run_id: str
     method: str

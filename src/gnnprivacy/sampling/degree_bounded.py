@@ -220,6 +220,17 @@ def sample_degree_bounded_subgraphs(edge_index: Tensor, num_nodes: int, *, train
 
     Raises:
         InvalidParameterError: bad graph, ``max_degree``, empty ``train_nodes`` or generator.
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.datasets import load_dataset
+        >>> from gnnprivacy.sampling import sample_degree_bounded_subgraphs
+        >>> data = load_dataset("csbm", num_nodes=400, seed=0)
+        >>> sub = sample_degree_bounded_subgraphs(data.edge_index, 400,
+        ...     train_nodes=data.train_mask.nonzero().view(-1), max_degree=5,
+        ...     generator=torch.Generator().manual_seed(0))
+        >>> int((sub.neighbors >= 0).sum(dim=1).max()) <= 5 + 1    # the node and <= 5 neighbours
+        True
     """
     k = check_int("max_degree", max_degree, low=0, where=_WHERE)
     if not isinstance(generator, torch.Generator):

@@ -85,6 +85,18 @@ class HeterPoissonSampler:
     Raises:
         InvalidParameterError: bad ``q_b``, ``M``, node sets, empty candidate set,
             or ``edge_index`` out of range.
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.datasets import load_dataset
+        >>> from gnnprivacy.sampling import HeterPoissonSampler
+        >>> data = load_dataset("csbm", num_nodes=400, seed=0)
+        >>> train = data.train_mask.nonzero().view(-1)
+        >>> sampler = HeterPoissonSampler(data.edge_index, data.num_nodes, candidates=train,
+        ...                               eligible=torch.ones(400, dtype=torch.bool), q_b=0.1, M=1.0)
+        >>> batch = sampler.sample(torch.Generator().manual_seed(0))   # star subgraphs
+        >>> batch.num_subgraphs == batch.centers.numel()
+        True
     """
 
     def __init__(self, edge_index: Tensor, num_nodes: int, *, candidates: Tensor, eligible: Tensor,

@@ -206,6 +206,14 @@ class FullBatchTrainer(EstimatorParams):
         sparse_features_: whether training used a sparse CSR ``x``.
 
     Privacy: none (non-private baseline; no event emitted).
+
+    Example:
+        >>> from gnnprivacy.datasets import load_dataset
+        >>> data = load_dataset("csbm", num_nodes=400, seed=0)     # a PyG Data with masks
+        >>> from gnnprivacy.training import FullBatchTrainer
+        >>> trainer = FullBatchTrainer("gcn", hidden_channels=16, epochs=20, generator=0).fit(data)
+        >>> trainer.evaluate(data, "test_mask")["accuracy"] > 0.5
+        True
     """
 
     kind = "full-batch"
@@ -408,6 +416,14 @@ class MiniBatchTrainer(FullBatchTrainer):
         **kwargs: as `FullBatchTrainer`.
 
     Privacy: none (non-private baseline; no event emitted).
+
+    Example:
+        >>> from gnnprivacy.datasets import load_dataset
+        >>> data = load_dataset("csbm", num_nodes=400, seed=0)     # a PyG Data with masks
+        >>> from gnnprivacy.training import MiniBatchTrainer
+        >>> trainer = MiniBatchTrainer("sage", batch_size=64, fanouts="5,5", epochs=3, generator=0)
+        >>> trainer.fit(data).epochs_run_
+        3
     """
 
     kind = "mini-batch"

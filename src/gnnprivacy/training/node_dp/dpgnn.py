@@ -68,6 +68,12 @@ def default_delta_dpgnn(num_train: int) -> float:
 class DPGNNTrainer(NodeDPTrainer):
     """DP-GNN (spec 002) as an estimator.
 
+    *Privacy*: unit node, relation replace-one (the number of training nodes is public).
+    One DP-GNN multi-term event (`DpGnnDpEvent`) per executed step, composed by an RDP
+    accountant. Not covered, and listed in ``privacy_record()["unaccounted"]``: the
+    data-dependent degree bounding and the full-graph inference. Its epsilon is for
+    replace-one: do not compare it with an add/remove epsilon as if they were equal.
+
     Args:
         epsilon: target epsilon (> 0).
         delta: target delta in (0, 1); ``None`` means ``1 / (10 |V_tr|)``.
@@ -101,6 +107,14 @@ class DPGNNTrainer(NodeDPTrainer):
         checkpoint_path: file of the atomic checkpoint for kill-and-resume (``None``: off).
         checkpoint_every: steps between checkpoints.
         resume: continue from ``checkpoint_path`` when it holds a checkpoint of this run.
+
+    Example:
+        >>> from gnnprivacy.datasets import load_dataset
+        >>> data = load_dataset("csbm", num_nodes=400, seed=0)     # a PyG Data with masks
+        >>> from gnnprivacy.training.node_dp import DPGNNTrainer
+        >>> trainer = DPGNNTrainer(epsilon=4.0, max_degree=5, steps=20, generator=0).fit(data)
+        >>> trainer.epsilon_ <= 4.0, trainer.privacy_record()["relation"]
+        (True, 'replace')
     """
 
     name = "dpgnn"

@@ -71,6 +71,13 @@ def default_delta_heterpoisson(num_nodes: int) -> float:
 class HeterPoissonTrainer(NodeDPTrainer):
     """Node-level DP star-GNN trained with HeterPoisson sampling (estimator-like).
 
+    *Privacy*: unit node (features, label and edges of one training node), relation
+    add/remove inside a fixed graph whose degree sequence is public. One HeterPoisson
+    mixture-of-Gaussians event (`HeterPoissonDpEvent`) per executed step, composed by a PLD
+    accountant (Theorem 2's RDP with ``accounting="paper"``); ``epsilon_`` is computed from
+    the steps that ran. Private inference of non-training nodes is post-processing; what is
+    not covered is listed in ``privacy_record()["unaccounted"]``.
+
     Args:
         backbone: ``"gcn"``, ``"gin"`` or ``"sage"``.
         epsilon: target epsilon (> 0).
@@ -106,6 +113,16 @@ class HeterPoissonTrainer(NodeDPTrainer):
         model_, noise_multiplier_, noise_std_, steps_, q_b_, expected_batch_size_, epsilon_,
         delta_, privacy_spent_ (``(epsilon, delta)``), ledger_ (accountant ``to_dict()``),
         accountant_, feature_norm_, privacy_info_, info_.
+
+    Example:
+        >>> from gnnprivacy.datasets import load_dataset
+        >>> data = load_dataset("csbm", num_nodes=400, seed=0)     # a PyG Data with masks
+        >>> from gnnprivacy.training.node_dp import HeterPoissonTrainer
+        >>> trainer = HeterPoissonTrainer("gcn", epsilon=4.0, steps=20, generator=0).fit(data)
+        >>> trainer.epsilon_ <= 4.0, trainer.steps_, trainer.privacy_record()["unit"]
+        (True, 20, 'node')
+        >>> trainer.predict_logits(data).shape       # the test nodes, by private inference
+        torch.Size([100, 4])
     """
 
     name = "heterpoisson"
