@@ -127,17 +127,17 @@ class LPGNN(EstimatorParams):
 
     Example:
         >>> import torch
-        >>> from gnnprivacy.datasets import load_dataset
-        >>> from gnnprivacy.ldp import collect_reports
-        >>> data = load_dataset("csbm", num_nodes=400, seed=0)
-        >>> x = (data.x > 0).float()       # binary features: the users' public preprocessing
-        >>> view = collect_reports(x, data.y, edge_index=data.edge_index, train_mask=data.train_mask,
-        ...                        val_mask=data.val_mask, test_mask=data.test_mask, num_classes=4,
-        ...                        eps_x=1.0, eps_y=1.0, m=4, feature_mechanism="multibit",
-        ...                        generator=torch.Generator().manual_seed(0))
-        >>> from gnnprivacy.ldp import LPGNN, LPGNNConfig
-        >>> LPGNN(LPGNNConfig(epochs=10)).fit(view, generator=torch.Generator().manual_seed(1)).predict().shape
-        torch.Size([400])
+        >>> from gnnprivacy.ldp import LPGNN, LPGNNConfig, collect_reports
+        >>> g = torch.Generator().manual_seed(0)
+        >>> y = torch.randint(0, 3, (300,), generator=g)
+        >>> x = torch.nn.functional.one_hot(y, 8).float()      # features in [0, 1]
+        >>> split = [torch.arange(300) % 3 == r for r in range(3)]
+        >>> view = collect_reports(x, y, edge_index=torch.randint(0, 300, (2, 1200), generator=g),
+        ...                        train_mask=split[0], val_mask=split[1], test_mask=split[2],
+        ...                        num_classes=3, eps_x=2.0, eps_y=2.0, m=None,
+        ...                        feature_mechanism="multibit", generator=g)
+        >>> LPGNN(LPGNNConfig(epochs=10)).fit(view, generator=g).predict().shape
+        torch.Size([300])
     """
 
     def __init__(self, config: LPGNNConfig | None = None):
