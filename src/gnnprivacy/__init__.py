@@ -12,6 +12,7 @@ gp.audit("heterpoisson", "facebook", epsilon=2.0)     # empirical epsilon lower 
 gp.assess(result.record)                              # privacy report card
 gp.tune("tune.yaml")                                  # tuning with the selection counted
 gp.attack_link_stealing("cora", attack=6, defense="grid")
+pt = gp.make_private(model, optimizer, data, sampler="heterpoisson", epsilon=8.0)
 ```
 
 Sub-packages (imports point down only): ``accounting`` (privacy events, accountants,
@@ -31,7 +32,7 @@ __version__ = "0.1.0"
 # checkers read them (so `gp.train` has its signature) and `lazy_exports` builds the lazy
 # `__getattr__` from them.
 if TYPE_CHECKING:
-    from gnnprivacy.api import MethodInfo, TrainResult, account, datasets, methods, train
+    from gnnprivacy.api import MethodInfo, TrainResult, account, datasets, load, methods, train
     from gnnprivacy.attacks.link_stealing.method import \
         run_link_stealing as attack_link_stealing
     from gnnprivacy.auditing.api import audit
@@ -40,9 +41,11 @@ if TYPE_CHECKING:
     from gnnprivacy.experiments.linkteller_run import run_linkteller as attack_linkteller
     from gnnprivacy.experiments.tune import tune
     from gnnprivacy.reporting.record import RunRecord, read_record
+    from gnnprivacy.training.private import PrivateTraining, make_private
 
 __all__ = ["__version__", "train", "account", "methods", "datasets", "TrainResult", "MethodInfo",
            "load_dataset", "validate_data", "read_record", "RunRecord", "audit", "assess", "tune",
-           "attack_link_stealing", "attack_linkteller"]
+           "attack_link_stealing", "attack_linkteller", "make_private", "PrivateTraining",
+           "load"]
 
 __getattr__, __dir__ = lazy_exports(__name__, __file__, globals())

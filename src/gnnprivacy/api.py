@@ -29,7 +29,8 @@ from typing import Any
 from gnnprivacy.accounting.query import account
 from gnnprivacy.errors import InvalidParameterError, SmallSplitWarning
 
-__all__ = ["MethodInfo", "ParameterInfo", "TrainResult", "account", "datasets", "methods", "train"]
+__all__ = ["MethodInfo", "ParameterInfo", "TrainResult", "account", "datasets", "load", "methods",
+           "train"]
 
 
 @dataclass(frozen=True)
@@ -130,27 +131,53 @@ class TrainResult:
         """The record's privacy facts: unit, relation, scope, unaccounted, ledger ..."""
         return self.record.privacy
 
-    def predict(self, data: Any = None):
-        """Logits ``[num_nodes, num_classes]`` of the trained model on ``data``.
+    def predict(self, data: Any = None, nodes: Any = None):
+        """Logits ``[num_nodes, num_classes]`` of the trained model on ``data``, or the rows
+        of ``nodes``.
 
         Args:
-            data: the graph to predict on (default: the training graph). Node-level DP
-                methods use their private inference (HeterPoisson: star queries of the test
-                nodes; see the method's docs); local-DP methods (rgnn, lpgnn) are
-                transductive and predict only on the graph they were trained on.
+            data: the graph to predict on (default: the training graph; required for a model
+                loaded with `load`, except for transductive methods). Methods with a
+                private inference use it (HeterPoisson: each query node aggregates only
+                non-training neighbours); the others run their model on the whole graph.
+                Transductive methods (rgnn, lpgnn, ldp-naive, heterorr) predict only on the
+                graph they were trained on.
+            nodes: node ids (or a boolean mask) whose rows to return; default every node.
 
         Raises:
-            RuntimeError: the method keeps no model, or cannot predict on a new graph.
+            RuntimeError: the method keeps no model.
+            InvalidParameterError: no graph to predict on, or a graph the method cannot use.
         """
+        from gnnprivacy.training.predict import node_logits
+
         if self.model is None:
             raise RuntimeError(f"method {self.record.method!r} keeps no model to predict with")
-        if hasattr(self.model, "predict_logits"):
-            return self.model.predict_logits(self.data if data is None else data)
-        if data is not None and data is not self.data:
-            raise RuntimeError(
-                f"method {self.record.method!r} is transductive (local DP reports of the training "
-                "graph): call predict() without data for its predictions on that graph")
-        return self.model.logits_
+        if data is not None and data is not self.data and not hasattr(self.model,
+                                                                      "predict_logits"):
+            raise InvalidParameterError(
+                "data", f"the graph {self.record.method!r} was trained on (the method is "
+                "transductive: local DP reports of that graph)", "another graph")
+        graph = self.data if data is None else data
+        if graph is None and type(self.model).__name__ != "Predictions":
+            raise InvalidParameterError("data", "the graph to predict on (a loaded model keeps "
+                                        "no graph)", None)
+        return node_logits(self.model, graph, nodes)
+
+    def save(self, path: str | None = None):
+        """Save the model: weights, JSON configuration and the run record in one file that
+        ``torch.load(path, weights_only=True)`` reads (no pickled code); `load` gives it
+        back. Default path: ``<run_id>.model.pt`` in the current folder.
+
+        Returns:
+            The path written.
+        """
+        from gnnprivacy.training.persist import save_model_file
+
+        if self.model is None:
+            raise RuntimeError(f"method {self.record.method!r} keeps no model to save")
+        target = path if path is not None else f"{self.record.run_id}.model.pt"
+        return save_model_file(target, trainer=self.model, data=self.data,
+                               method=self.record.method, record=self.record.to_dict())
 
     def __repr__(self) -> str:
         r = self.record
@@ -222,3 +249,18 @@ def train(data: Any = "csbm", *, method: str = "gcn", seed: int = 0,
     for note in record.warnings:
         warnings.warn(note, SmallSplitWarning, stacklevel=2)
     return TrainResult(record=record, model=kept["result"].model, data=kept["data"])
+
+
+def load(path: str) -> TrainResult:
+    """A model saved by `TrainResult.save` or ``gnnprivacy train`` (``<run_id>.model.pt``
+    beside its record), as a `TrainResult` whose ``predict(data)`` gives the same
+    predictions as the trained model.
+
+    Raises:
+        InvalidParameterError: not a saved model (the message names the file).
+    """
+    from gnnprivacy.reporting.record import RunRecord, _decode
+    from gnnprivacy.training.persist import load_model_file
+
+    model, record = load_model_file(path)
+    return TrainResult(record=RunRecord(**_decode(record)), model=model, data=None)

@@ -45,7 +45,7 @@ def test_aggregate_sensitivity_under_node_removal():
         u = torch.nn.functional.normalize(xx, dim=1)
         return u.clone().index_add_(0, e[1], u[e[0]])
     diff = float(torch.linalg.norm(sums(x, ei) - sums(x_minus, ei[:, keep])))
-    assert diff <= true_sensitivity(d) + 1e-6 <= gap_sensitivity(d, "sound")
+    assert diff <= true_sensitivity(d) + 1e-6 <= gap_sensitivity(d, "bounded-graph")
     assert diff > gap_sensitivity(d, "paper")
     assert len(full) == 2 and without.shape == x.shape
 
@@ -91,3 +91,100 @@ def test_release_audit_exceeds_published_claim_only():
     r = embedding_release_audit(epsilon=2.0, max_degree=5, runs=3000)
     assert r["published"]["exceeds_claim"] and r["published"]["epsilon_lower_bound"] > 2.0
     assert not r["corrected"]["exceeds_claim"]
+
+
+# ------------------------------------------------------------- the bounded-graph guarantee
+def _agg_sums(x, ei):
+    u = torch.nn.functional.normalize(x, dim=1)
+    return u.clone().index_add_(0, ei[1], u[ei[0]])
+
+
+def _remove(ei, z):
+    return ei[:, (ei[0] != z) & (ei[1] != z)]
+
+
+def _bounding(ei, n, d):
+    return bound_degree(ei, n, d, generator=torch.Generator().manual_seed(0))
+
+
+def hub_graph(m: int):
+    """Hub 0 linked both ways to leaves 1..m; each leaf linked both ways to its own partner
+    m+1..2m. With D = 1 every leaf keeps one of its two in-edges; removing the hub lets the
+    partners' edges in."""
+    leaves = torch.arange(1, m + 1)
+    hub = torch.zeros(m, dtype=torch.long)
+    src = torch.cat([hub, leaves, leaves, leaves + m])
+    dst = torch.cat([leaves, hub, leaves + m, leaves])
+    return torch.stack([src, dst]), 2 * m + 1
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bounding_is_the_identity_within_d_and_adjacent_graphs_stay_within_the_sensitivity(seed):
+    """The bounded-graph relation: G with in/out-degree <= D and G - z for EVERY z. The
+    bounding leaves both unchanged, and the aggregate moves by at most sqrt((D+1)^2+D)."""
+    d, n = 3, 50
+    g = _bounding(_graph(n, 0.25, seed), n, d)          # a graph within the bound
+    assert torch.equal(_bounding(g, n, d), g)
+    x = torch.randn(n, 6, generator=torch.Generator().manual_seed(seed))
+    full = _agg_sums(x, g)
+    worst = 0.0
+    for z in range(n):
+        g_minus = _remove(g, z)
+        assert torch.equal(_bounding(g_minus, n, d), g_minus)
+        x_minus = x.clone()
+        x_minus[z] = 0.0
+        worst = max(worst, float(torch.linalg.norm(full - _agg_sums(x_minus, g_minus))))
+    assert worst <= true_sensitivity(d) + 1e-5 <= gap_sensitivity(d)
+
+
+def test_hub_construction_exceeds_the_sensitivity_after_bounding():
+    """Why the mode is not called sound: on an input graph beyond D, removing one hub
+    re-selects other nodes' edges, and the bounded aggregates move far beyond 2(D+1)."""
+    ei, n = hub_graph(2048)
+    x = torch.randn(n, 8, generator=torch.Generator().manual_seed(1))
+    x_minus = x.clone()
+    x_minus[0] = 0.0
+    diff = _agg_sums(x, _bounding(ei, n, 1)) - _agg_sums(x_minus, _bounding(_remove(ei, 0), n, 1))
+    changed = int((diff.norm(dim=1) > 1e-6).sum())
+    assert float(diff.norm()) > 5 * gap_sensitivity(1) and changed > 500
+
+
+def test_old_sound_name_is_refused_with_the_new_one():
+    from gnnprivacy.errors import InvalidParameterError
+
+    with pytest.raises(InvalidParameterError, match="renamed 'bounded-graph'"):
+        GAPTrainer(accounting="sound")
+    with pytest.raises(InvalidParameterError, match="bounded-graph"):
+        gap_sensitivity(3, "sound")
+
+
+def _tiny_fit(data, **kw):
+    return GAPTrainer(epsilon=4.0, max_degree=2, encoder_epochs=1, epochs=1, batch_size=64,
+                      **kw).fit(data)
+
+
+def test_record_lists_every_unaccounted_access_and_the_dropped_edges():
+    from gnnprivacy.datasets import load_dataset
+
+    data = load_dataset("csbm", num_nodes=200)
+    rec = _tiny_fit(data, generator=0).privacy_record()
+    text = " ".join(rec["unaccounted"])
+    assert rec["accounting_mode"] == "bounded-graph" and "sound" not in rec["accounting_mode"]
+    assert rec["edges_dropped_by_bounding"] > 0
+    assert f"dropped {rec['edges_dropped_by_bounding']} edges" in text
+    assert "hop-0" in text and "number of training nodes" in text
+    assert "D = 2" in rec["relation_detail"]
+
+
+def test_secure_mode_draws_noise_from_the_os_not_the_seed():
+    from gnnprivacy.datasets import load_dataset
+
+    data = load_dataset("csbm", num_nodes=200)
+    a = _tiny_fit(data, generator=0)
+    b = _tiny_fit(data, generator=0)
+    assert torch.equal(a.features_, b.features_)              # seeded: reproducible
+    s1 = _tiny_fit(data, generator=0, secure_mode=True)
+    s2 = _tiny_fit(data, generator=0, secure_mode=True)
+    assert not torch.equal(s1.features_, s2.features_)
+    assert s1.privacy_record()["secure_mode"] is True
+    assert s1.epsilon_ == pytest.approx(a.epsilon_)

@@ -9,6 +9,9 @@ Modes:
 * ``"paper"``: Algorithm 4 as printed (per-step observations, composed as GDP); heuristic.
 * ``"training"``: the real trainer, trained ``runs`` times with and without an inserted
   canary node (`gnnprivacy.auditing.training`); black-box, small ``runs``.
+* ``"code"``: one real training run (the runner's code path) with gradient canaries in
+  every noisy update; the executed noise, clip and sampling rate, measured, give the
+  epsilon the code really spends (`gnnprivacy.auditing.code`); white-box.
 
 Every result states the claimed ε (the method's calibration target), the Clopper-Pearson
 lower bound at the given confidence, the GDP-based figure beside it, the number of runs,
@@ -28,7 +31,7 @@ from gnnprivacy.auditing.plans import GraphFacts, MechanismPlan, plan_for
 
 __all__ = ["AuditResult", "audit", "audit_plan", "MODES"]
 
-MODES = ("mechanism", "paper", "training")
+MODES = ("mechanism", "paper", "training", "code")
 
 
 @dataclass
@@ -78,6 +81,16 @@ class AuditResult:
         return _jsonable(out)
 
     def summary(self) -> str:
+        if self.mode == "code":
+            parts = [f"noise x{e['noise_factor']:.3f}, clip {e['clip']:.3g} "
+                     f"(planned {e['planned_clip_norm']:.3g}), batch x{e['rate_factor']:.3f}"
+                     for e in self.details.get("engines", []) if e.get("measured")]
+            return (f"{self.method} on {self.dataset} (code): claimed epsilon "
+                    f"{self.epsilon_claimed:.3f} at delta {self.delta:.3g}; the executed code "
+                    f"spends at least {self.epsilon_lower_bound:.3f} ({self.confidence:.1%} "
+                    f"per measured parameter; {self.runs} noisy steps observed: "
+                    + "; ".join(parts) + ")"
+                    + ("  ** EXCEEDS THE CLAIM **" if self.violation else ""))
         gdp = ("n/a" if self.epsilon_lower_bound_gdp is None
                else f"{self.epsilon_lower_bound_gdp:.3f}")
         return (f"{self.method} on {self.dataset} ({self.mode}): claimed epsilon "
@@ -185,7 +198,8 @@ def audit(method: str, dataset: str = "csbm", *, epsilon: float | None = None,
             (``eps_x = E/(2m)``), half label (``eps_y = E/2``); for HeteroRR's feature or edge
             mechanisms it is the budget of the part they protect; default their own params.
         delta: δ (default: the method's).
-        mode: ``"mechanism"`` | ``"paper"`` | ``"training"`` (see the module docstring).
+        mode: ``"mechanism"`` | ``"paper"`` | ``"training"`` | ``"code"`` (see the module
+            docstring).
         runs: runs per world (default 10 000; ``training`` mode: 20).
         data_root: dataset root.
         params: further method parameters (as for ``gnnprivacy train``).
@@ -221,6 +235,11 @@ def audit(method: str, dataset: str = "csbm", *, epsilon: float | None = None,
         values["delta"] = delta
     config, method_params, loaded = _load(method, dataset, data_root, values) if data is None \
         else (*_resolve_only(method, dataset, values), data)
+    if mode == "code":
+        from gnnprivacy.auditing.code import audit_method_code
+
+        run_values = {**values, "data_root": data_root, "seed": seed}
+        return audit_method_code(method, dataset, run_values, data=data, seed=seed)
     if mode == "training":
         from gnnprivacy.auditing.training import training_audit
 

@@ -157,7 +157,8 @@ def embedding_release_audit(*, epsilon: float = 2.0, delta: float = 1e-5, max_de
 
 def gap_precision(dataset: str, *, data_root=None, epsilon: float = 2.0, seed: int = 0,
                   **gap_kwargs) -> dict:
-    """GAP (sound and paper accounting) on ``dataset``: weighted precision beside Eq. (3)."""
+    """GAP (bounded-graph and paper accounting) on ``dataset``: weighted precision beside
+    Eq. (3)."""
     import torch
 
     from gnnprivacy.datasets import load_dataset
@@ -172,7 +173,7 @@ def gap_precision(dataset: str, *, data_root=None, epsilon: float = 2.0, seed: i
            "bound_balanced": precision_bound(epsilon, delta, c),
            "bound_prior_weighted": float((prior.numpy() * precision_bound_prior(
                epsilon, delta, prior.numpy())).sum())}
-    for mode in ("sound", "paper"):
+    for mode in ("bounded-graph", "paper"):
         t = GAPTrainer(epsilon=epsilon, delta=delta, accounting=mode, generator=seed,
                        **gap_kwargs).fit(data)
         out[f"gap_{mode}"] = {**t.score(data), "epsilon": t.epsilon_,
@@ -219,7 +220,7 @@ def to_markdown(study: dict) -> str:
         gp = study["gap_precision"]
         lines += [f"- {gp['dataset']}, eps = {gp['epsilon']:g}: bound (balanced) "
                   f"{gp['bound_balanced']:.4f}, prior-weighted {gp['bound_prior_weighted']:.4f}"]
-        for mode in ("sound", "paper"):
+        for mode in ("bounded-graph", "paper"):
             g = gp[f"gap_{mode}"]
             lines.append(f"  - GAP ({mode} accounting, aggregation std "
                          f"{g['aggregation_noise_std']:.3g}): weighted precision "

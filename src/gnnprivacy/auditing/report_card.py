@@ -70,6 +70,39 @@ def retrain_from_record(record, *, data_root: str | None = None):
     return data, model, params
 
 
+def saved_model_for(record, record_path: str | os.PathLike | None):
+    """The model saved beside the record (``info["model_file"]``), loaded, or ``None`` when
+    the run kept none (records written before models were kept)."""
+    name = (record.info or {}).get("model_file")
+    if not name:
+        return None
+    path = Path(name)
+    if not path.is_absolute() and record_path is not None:
+        path = Path(record_path).parent / path
+    if not path.is_file():
+        return None
+    from gnnprivacy.training.persist import load_model_file
+
+    return load_model_file(path)[0], path
+
+
+def _model_and_data(record, record_path, data_root):
+    """``(data, model, where)``: the saved model with the record's graph, or (older records)
+    the model retrained from the record's seeds."""
+    saved = saved_model_for(record, record_path)
+    if saved is None:
+        data, model, _ = retrain_from_record(record, data_root=data_root)
+        return data, model, "retrained from the record's configuration and seeds (no saved model)"
+    from gnnprivacy.experiments.config import resolve_config
+    from gnnprivacy.experiments.runner import load_run_data
+
+    values = _values(record)
+    if data_root is not None:
+        values["data_root"] = data_root
+    config, _ = resolve_config(values)
+    return load_run_data(config), saved[0], f"the saved model {saved[1]}"
+
+
 def _link_stealing(model, data, *, pairs: int = 2000, seed: int = 0) -> dict:
     import torch
 
@@ -114,7 +147,8 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
                 lira_models: int = 0, link_stealing: bool = True, baseline: bool = True,
                 seed: int = 0, lira_query: str = "full", lira_fixed_variance: bool = True,
                 lira_game: str | None = None) -> dict[str, Any]:
-    """The privacy report card of a run record (a `RunRecord` or a path to one).
+    """The privacy report card of a run record (a `RunRecord`, a path to one, or a
+    saved model ``<run_id>.model.pt``, which carries its record).
 
     Args:
         record: the run record.
@@ -124,15 +158,23 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
         lira_query: LiRA's query graph(s) (`gnnprivacy.attacks.membership.run_membership`).
         lira_fixed_variance: LiRA's fixed (global) variance instead of per-example ones.
         lira_game: LiRA's membership game.
-        link_stealing: run the link-stealing attack when the unit covers edges (retrains the
-            record's model with its seeds).
+        link_stealing: run the link-stealing attack when the unit covers edges, against the
+            model saved beside the record (records without one: retrained with its seeds).
         baseline: train a non-private GCN on the same split for the utility comparison.
         seed: seed of the audit and attacks.
     """
-    from gnnprivacy.reporting.record import RunRecord, read_record
+    from gnnprivacy.reporting.record import RunRecord, _decode, read_record
 
+    record_path = None
     if not isinstance(record, RunRecord):
-        record = read_record(record)
+        record_path = Path(record)
+        if record_path.name.endswith(".model.pt"):       # a saved model carries its record
+            from gnnprivacy.training.persist import load_model_file
+
+            record = RunRecord(**_decode(load_model_file(record_path)[1]))
+            record.info = {**record.info, "model_file": record_path.name}
+        else:
+            record = read_record(record_path)
     p = record.privacy or {}
     private = bool(p.get("private", math.isfinite(record.epsilon)))
     card: dict[str, Any] = {
@@ -178,8 +220,8 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
                                                   mia["lira"]["auc_ci95"]["high"]]
     covers_edges = (p.get("unit") in ("node", "edge")) or not private
     if link_stealing and covers_edges:
-        data, model, _ = retrain_from_record(record, data_root=data_root)
-        card["link_stealing"] = _link_stealing(model, data, seed=seed)
+        data, model, where = _model_and_data(record, record_path, data_root)
+        card["link_stealing"] = {**_link_stealing(model, data, seed=seed), "model": where}
     if baseline:
         if data is None:
             from gnnprivacy.experiments.config import resolve_config

@@ -25,20 +25,9 @@ from torch_geometric.data import Data
 from gnnprivacy._validation import check_int
 from gnnprivacy.auditing.bounds import empirical_epsilon
 from gnnprivacy.errors import InvalidParameterError
+from gnnprivacy.training.predict import node_logits  # noqa: F401 (re-exported)
 
 __all__ = ["insert_canary", "training_audit", "make_trainer_for", "node_logits"]
-
-
-def node_logits(model, data: Data, nodes: torch.Tensor | None = None) -> torch.Tensor:
-    """Logits of ``nodes`` (default: every node) from any trainer's ``predict_logits``
-    (some take ``nodes=`` and default to the test nodes; others return every node)."""
-    import inspect
-
-    idx = torch.arange(int(data.num_nodes)) if nodes is None else nodes
-    with torch.no_grad():
-        if "nodes" in inspect.signature(model.predict_logits).parameters:
-            return model.predict_logits(data, nodes=idx)
-        return model.predict_logits(data)[idx]
 
 
 def insert_canary(data: Data, *, degree: int | None = None,

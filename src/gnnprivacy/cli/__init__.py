@@ -37,6 +37,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("gnnprivacy.cli.audit_cmd:audit_command",
               "Audit a private method: empirical epsilon lower bound beside the claim."),
     "tune": ("gnnprivacy.cli.tune_cmd:tune_command", "Tune hyperparameters with the selection's privacy cost counted."),
+    "predict": ("gnnprivacy.cli.predict_cmd:predict_command",
+                "Predictions of a saved model (train keeps it beside the record) as CSV."),
 }
 
 

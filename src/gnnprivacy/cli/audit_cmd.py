@@ -34,10 +34,12 @@ def _parse_params(items) -> dict:
 @click.option("--data-root", type=click.Path(file_okay=False), default=None)
 @click.option("--epsilon", type=float, default=None, help="Claimed (target) epsilon.")
 @click.option("--delta", type=float, default=None, help="Delta (default: the method's).")
-@click.option("--mode", type=click.Choice(["mechanism", "paper", "training"]),
+@click.option("--mode", type=click.Choice(["mechanism", "paper", "training", "code"]),
               default="mechanism", show_default=True,
               help="mechanism: exact per-step mechanism, vectorised; paper: Algorithm 4 per "
-                   "step, GDP-composed (heuristic); training: the real trainer with a canary node.")
+                   "step, GDP-composed (heuristic); training: the real trainer with a canary node; "
+                   "code: one real training run with gradient canaries in every noisy update "
+                   "(measures the executed noise, clip and sampling rate).")
 @click.option("--runs", type=click.IntRange(min=2), default=None,
               help="Runs per world (default 10000; training mode 20).")
 @click.option("--noise-scale", type=float, default=1.0, show_default=True,

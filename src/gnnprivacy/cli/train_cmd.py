@@ -34,7 +34,7 @@ def _fields():
     return collect_fields(groups)
 
 
-def _train(config_file, print_config, as_json, quiet, **options):
+def _train(config_file, print_config, as_json, quiet, save_model, **options):
     try:
         values = load_yaml_config(config_file) if config_file else {}
         values.update({k: v for k, v in merge_aliases(options).items() if v is not None})
@@ -52,7 +52,7 @@ def _train(config_file, print_config, as_json, quiet, **options):
     try:
         # a bar on a terminal, plain "[progress] step t/T, elapsed, ETA" lines in logs
         with quiet_mode(quiet), progress_factory(enabled=not quiet) as progress:
-            record = run(resolved, progress=progress, log=log)
+            record = run(resolved, progress=progress, log=log, model_path=save_model)
     except GnnPrivacyError as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
@@ -62,6 +62,10 @@ def _train(config_file, print_config, as_json, quiet, **options):
                f"{record.metrics.get('test_accuracy', float('nan')):.4f}  {privacy_summary(record)}"
                f"  ({record.timings['total_seconds']:.1f} s)")
     click.echo(f"record: {config.runs_dir}/{record.run_id}.json")
+    model_file = record.info.get("model_file")
+    if model_file:
+        shown = model_file if save_model else f"{config.runs_dir}/{model_file}"
+        click.echo(f"model: {shown}  (gnnprivacy predict {shown} --dataset ...)")
 
 
 def _print_resolved(config, params) -> None:
@@ -86,6 +90,9 @@ def _build_train_command():
            "same names (CLI options override it).\n\n\b\nMethods:\n" + _method_table())
     command = add_options(_train, fields, common=set(RUN_FIELDS))
     command = click.option("--quiet", "-q", is_flag=True, help="no progress or log on stderr")(command)
+    command = click.option("--save-model", type=click.Path(dir_okay=False), default=None,
+                           help="where to save the trained model (default: "
+                                "RUNS_DIR/<run_id>.model.pt beside the record)")(command)
     command = click.option("--json", "as_json", is_flag=True,
                            help="print a machine-readable result on stdout")(command)
     command = click.option("--print-config", is_flag=True,

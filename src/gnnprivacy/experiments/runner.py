@@ -35,7 +35,7 @@ def load_run_data(config):
 def run(values: dict[str, Any], *, progress: Callable | None = None,
         log: Callable[[str], None] | None = None, save: bool = True,
         run_id: str | None = None, data: Any = None,
-        keep_result: dict[str, Any] | None = None) -> RunRecord:
+        keep_result: dict[str, Any] | None = None, model_path: str | None = None) -> RunRecord:
     """Resolve ``values``, train, evaluate, and write one run record.
 
     Args:
@@ -50,6 +50,9 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
             `gnnprivacy.experiments.user_data.prepare_user_data`.
         keep_result: if given, receives ``{"result": MethodResult, "data": the data trained
             on}`` (the public API keeps the fitted model this way).
+        model_path: where to save the trained model (default, when saving:
+            ``<runs_dir>/<run_id>.model.pt`` beside the record; see
+            `gnnprivacy.training.persist`).
 
     Returns:
         The `RunRecord` (also written to ``<runs_dir>/<run_id>.json``).
@@ -103,12 +106,28 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
         info=result.info,
         warnings=notes,
     )
+    if save and getattr(result, "model", None) is not None:
+        _save_model(record, result.model, data, config, model_path)
     if save:
         record.save(config.runs_dir)
         split.save(Path(config.runs_dir) / f"{record.run_id}.split.npz")
         if ckpt is not None:  # the record is written: the checkpoint has done its job
             ckpt.unlink(missing_ok=True)
     return record
+
+
+def _save_model(record: RunRecord, model, data, config, model_path: str | None) -> None:
+    """Keep the trained model beside its record (the record names the file in
+    ``info["model_file"]``); methods whose model cannot predict are skipped."""
+    from gnnprivacy.training.persist import save_model_file
+
+    if not (hasattr(model, "predict_logits") or hasattr(model, "logits_")):
+        return
+    path = (Path(model_path) if model_path else
+            Path(config.runs_dir) / f"{record.run_id}.model.pt")
+    record.info["model_file"] = str(path.name if model_path is None else path)
+    save_model_file(path, trainer=model, data=data, method=record.method,
+                    record=record.to_dict())
 
 
 def checkpoint_path_for(config, params) -> Path:

@@ -20,18 +20,31 @@ aggregation noise ``σ_agg = z Δ``. The per-hop sensitivity ``Δ`` is where the
 
 * ``accounting="paper"``: ``Δ = √D`` (GAP's node-level code: a node's unit row enters at
   most ``D`` aggregates). It ignores the node's *own* aggregate row (up to ``D + 1`` unit
-  vectors) — the flaw of spec 000 §5.3;
-* ``accounting="sound"`` (default): ``Δ = 2(D + 1)``, the corrected noise of spec 000
-  §3.9/§5.3. Under add/remove with the node's slot kept (zero row when absent), removing
-  ``z`` changes its own row by at most ``D + 1`` and each of its ``≤ D`` out-neighbours'
-  rows by 1, so the matrix moves by at most ``√((D+1)² + D) ≤ 2(D+1)``.
+  vectors) — the flaw found by Xiang et al. (IEEE S&P 2024, §5.3);
+* ``accounting="bounded-graph"`` (default): ``Δ = 2(D + 1)``, the corrected noise. It is a
+  guarantee about the **degree-bounded graph**: for two graphs whose in- and out-degrees are
+  all at most ``D`` and that differ in one node (its features, label and edges; its slot kept
+  as a zero row when absent), the aggregate matrices differ by at most
+  ``√((D+1)² + D) ≤ 2(D+1)``. On such a graph :func:`bound_degree` is the identity, so the
+  guarantee holds for the input graph itself. On a graph with larger degrees it holds for
+  the bounded graph only: the bounding is recomputed from the data, and removing one hub can
+  re-select the edges of arbitrarily many other nodes (with ``D = 1``, removing a hub of
+  in/out-degree 16,384 changes 8,157 rows and moves the matrix by 90.3 against ``2(D+1) = 4``;
+  docs/gap.md). No top-``D`` edge selection avoids this (removing a
+  node always admits the next-ranked edge at each neighbour), so this mode is not called
+  "sound": the record lists the edges the bounding dropped under ``privacy["unaccounted"]``.
+  The old name ``"sound"`` is refused with a message naming the new one.
 
-*Privacy.* Unit node, relation add/remove. Events: ``PoissonSampledDpEvent(q,
-GaussianDpEvent(z))`` per executed encoder and classifier step, ``GaussianDpEvent(z)``
-per hop (noise ``z Δ`` over sensitivity ``Δ``), all composed by one PLD accountant.
-Not covered (recorded under ``privacy["unaccounted"]``): the degree bounding is
-recomputed on each input graph, so removing ``z`` can re-select other nodes' edges
-(GAP's ``BoundOutDegree`` has the same property).
+*Privacy.* Unit node, relation add/remove among graphs of in/out-degree at most ``D``
+(``privacy["relation_detail"]``). Events: ``PoissonSampledDpEvent(q, GaussianDpEvent(z))``
+per executed encoder and classifier step, ``GaussianDpEvent(z)`` per hop (noise ``z Δ``
+over sensitivity ``Δ``), all composed by one PLD accountant. Not covered, and listed under
+``privacy["unaccounted"]``: the degree bounding of an input graph that exceeds ``D``; the
+hop-0 embedding ``x̄⁽⁰⁾ = e_v``, which feeds node ``v``'s own prediction without noise (the
+predictions of training nodes are not covered, only the model and the noisy aggregates);
+the number of training nodes, which sets the sampling rate ``q``, the step counts and the
+default ``δ``. ``secure_mode=True`` draws every noise sample from the OS CSPRNG (and the
+sampling and bounding seeds from OS entropy), like the other trainers.
 """
 
 from __future__ import annotations
@@ -44,18 +57,39 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from gnnprivacy._estimator import EstimatorParams
 from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
 
 __all__ = ["GAP_MODES", "gap_sensitivity", "bound_degree", "noisy_aggregate", "gap_event",
            "gap_privacy_plan", "GAPTrainer", "default_delta_gap"]
 
-GAP_MODES = ("sound", "paper")
+GAP_MODES = ("bounded-graph", "paper")
+#: the previous name of ``"bounded-graph"`` (refused: the guarantee is not for every graph)
+_RENAMED = {"sound": "bounded-graph"}
 
 
-def gap_sensitivity(max_degree: int, mode: str = "sound") -> float:
-    """Per-hop ℓ2 sensitivity of the aggregate: ``2(D+1)`` (sound) or ``√D`` (GAP's)."""
+def check_gap_mode(mode: str, name: str = "accounting") -> str:
+    """``mode`` if it is one of :data:`GAP_MODES`; the old ``"sound"`` gets a message that
+    names its replacement and why it was renamed.
+
+    Raises:
+        InvalidParameterError: naming ``name``.
+    """
+    if mode in _RENAMED:
+        from gnnprivacy.errors import InvalidParameterError
+
+        raise InvalidParameterError(
+            name, f"one of {list(GAP_MODES)} (GAP's {mode!r} mode was renamed "
+            f"{_RENAMED[mode]!r}: its guarantee covers the degree-bounded graph, not every "
+            "input graph; see docs/gap.md)", mode)
+    return check_choice(name, mode, GAP_MODES)
+
+
+def gap_sensitivity(max_degree: int, mode: str = "bounded-graph") -> float:
+    """Per-hop ℓ2 sensitivity of the aggregate: ``2(D+1)`` (bounded-graph) or ``√D``
+    (GAP's)."""
     d = check_int("max_degree", max_degree, low=1)
-    return 2.0 * (d + 1) if check_choice("mode", mode, GAP_MODES) == "sound" else math.sqrt(d)
+    return 2.0 * (d + 1) if check_gap_mode(mode, "mode") == "bounded-graph" else math.sqrt(d)
 
 
 def true_sensitivity(max_degree: int) -> float:
@@ -89,9 +123,13 @@ def bound_degree(edge_index: Tensor, num_nodes: int, max_degree: int, *,
 
 
 def noisy_aggregate(x: Tensor, edge_index: Tensor, *, hops: int, noise_std: float,
-                    generator: torch.Generator | None) -> list[Tensor]:
+                    generator: torch.Generator | None,
+                    secure_mode: bool = False) -> list[Tensor]:
     """``[x̄⁽⁰⁾, …, x̄⁽ᴷ⁾]``: row-normalised inputs and ``K`` noisy sum-aggregations (self
-    included), each normalised (``noise_std = 0``: exact aggregation)."""
+    included), each normalised (``noise_std = 0``: exact aggregation; ``secure_mode``: the
+    noise from the OS CSPRNG, ``generator`` unused)."""
+    from gnnprivacy.training.dp.noise import gaussian_noise
+
     n = x.size(0)
     src, dst = edge_index
     out = [F.normalize(x, dim=1)]
@@ -99,7 +137,7 @@ def noisy_aggregate(x: Tensor, edge_index: Tensor, *, hops: int, noise_std: floa
         prev = out[-1]
         agg = prev.clone().index_add_(0, dst, prev[src])
         if noise_std > 0:
-            agg = agg + noise_std * torch.randn(agg.shape, generator=generator)
+            agg = agg + gaussian_noise(agg, noise_std, generator=generator, secure=secure_mode)
         out.append(F.normalize(agg, dim=1))
     assert all(t.size(0) == n for t in out)
     return out
@@ -153,18 +191,22 @@ def _mlp(dims: list[int]) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-class GAPTrainer:
+class GAPTrainer(EstimatorParams):
     """Node-level GAP (estimator-like): ``fit(data)``, ``predict_logits(data)``, ``score``.
 
     Args:
         epsilon: target ε (> 0); delta: δ (default ``10^-len(str(N_train))``, GAP's).
-        accounting: ``"sound"`` (Δ = 2(D+1), default) or ``"paper"`` (Δ = √D).
+        accounting: ``"bounded-graph"`` (Δ = 2(D+1), default; the guarantee covers the
+            degree-bounded graph) or ``"paper"`` (Δ = √D).
         hops: aggregation hops ``K`` (2). max_degree: degree bound ``D`` (100, GAP's).
         encoder_epochs, epochs: DP-SGD epochs of encoder and classifier (steps ``⌈E/q⌉``).
         batch_size: expected batch (Poisson rate ``q = batch_size / N_train``; 256).
         clip_norm: per-node clip ``C`` (1.0). hidden: width (16). lr: Adam (0.01).
         noise_multiplier: fix ``z`` instead of calibrating it.
         generator: int seed, ``torch.Generator`` or ``None``.
+        secure_mode: draw the DP-SGD and aggregation noise from the OS CSPRNG (no
+            generator), and the Poisson-sampling and degree-bounding seeds from OS entropy;
+            seeded noise (the default) is for reproducible research only.
 
     Attributes (after fit): ``epsilon_``, ``delta_``, ``noise_multiplier_``, ``steps_``,
     ``accountant_``, ``ledger_``, ``features_`` (noisy aggregates of the fitted graph),
@@ -174,16 +216,16 @@ class GAPTrainer:
     name = "gap"
 
     def __init__(self, *, epsilon: float = 8.0, delta: float | None = None,
-                 accounting: str = "sound", hops: int = 2, max_degree: int = 100,
+                 accounting: str = "bounded-graph", hops: int = 2, max_degree: int = 100,
                  encoder_epochs: int = 100, epochs: int = 100, batch_size: int = 256,
                  clip_norm: float = 1.0, hidden: int = 16, lr: float = 0.01,
                  noise_multiplier: float | None = None,
                  generator: torch.Generator | int | None = None,
-                 progress: Callable | None = None):
+                 progress: Callable | None = None, secure_mode: bool = False):
         self.epsilon = check_positive("epsilon", epsilon)
         self.delta = None if delta is None else check_real("delta", delta, low=0.0, high=1.0,
                                                              low_open=True, high_open=True)
-        self.accounting = check_choice("accounting", accounting, GAP_MODES)
+        self.accounting = check_gap_mode(accounting)
         self.hops = check_int("hops", hops, low=0)
         self.max_degree = check_int("max_degree", max_degree, low=1)
         self.encoder_epochs = check_int("encoder_epochs", encoder_epochs, low=1)
@@ -196,11 +238,12 @@ class GAPTrainer:
                                  else check_real("noise_multiplier", noise_multiplier, low=0.0))
         self.generator = generator
         self.progress = progress
+        self.secure_mode = bool(secure_mode)
 
     def trainer_kwargs(self) -> dict:
         return {k: getattr(self, k) for k in (
             "epsilon", "delta", "accounting", "hops", "max_degree", "encoder_epochs", "epochs",
-            "batch_size", "clip_norm", "hidden", "lr", "noise_multiplier")}
+            "batch_size", "clip_norm", "hidden", "lr", "noise_multiplier", "secure_mode")}
 
     # ------------------------------------------------------------------ fit
     def _dp_train(self, model: nn.Module, inputs: Tensor, y: Tensor, train: Tensor, q: float,
@@ -211,7 +254,8 @@ class GAPTrainer:
         engine = DPEngine(model, make_optimizer("adam", model.parameters(), lr=self.lr),
                           clip_norm=self.clip_norm, noise_multiplier=self.noise_multiplier_,
                           expected_batch_size=q * train.numel(), generator=gens["noise"],
-                          accountant=self.accountant_, step_event=self._step_event)
+                          secure_mode=self.secure_mode, accountant=self.accountant_,
+                          step_event=self._step_event, sampling="poisson")
         model.train()
         for _ in range(steps):
             nodes = poisson_node_batch(train, rate=q, generator=gens["sample"])
@@ -232,6 +276,11 @@ class GAPTrainer:
         seeds = torch.randint(0, 2**62, (5,), generator=gen).tolist()
         gens = {k: torch.Generator().manual_seed(int(s))
                 for k, s in zip(("init", "sample", "noise", "edges", "agg"), seeds)}
+        if self.secure_mode:   # only the (non-private) initialisation stays seeded
+            from gnnprivacy.training.node_dp.base import os_entropy_generator
+
+            gens.update(sample=os_entropy_generator(), edges=os_entropy_generator(),
+                        noise=None, agg=None)
         graph = training_graph(data)
         train = graph.train_mask.nonzero().flatten()
         plan = gap_privacy_plan(self.trainer_kwargs(), num_train=int(train.numel()),
@@ -266,27 +315,54 @@ class GAPTrainer:
         self.epsilon_ = float(self.accountant_.get_epsilon(self.delta_))
         self.privacy_spent_ = (self.epsilon_, self.delta_)
         self.ledger_ = self.accountant_.to_dict(self.delta_)
-        self.privacy_info_ = {
+        self.privacy_info_ = self._privacy_info(plan, enc_steps, cls_steps,
+                                                dropped=int(graph.edge_index.size(1))
+                                                - int(self.edge_index_.size(1)))
+        self.info_ = {"num_train": int(train.numel()), "edges_kept": int(self.edge_index_.size(1))}
+        return self
+
+    def _privacy_info(self, plan: dict, enc_steps: int, cls_steps: int, *,
+                      dropped: int) -> dict:
+        """The record's privacy facts: what the epsilon covers and every data access it
+        does not (``unaccounted``)."""
+        from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
+
+        d = self.max_degree
+        unaccounted = [
+            f"degree bounding: the guarantee is for graphs of in/out-degree <= D = {d}; "
+            + (f"this input exceeded D and the bounding dropped {dropped} edges, so the "
+               "epsilon covers the bounded graph, not the input (removing a node re-selects "
+               "other nodes' edges)" if dropped else
+               "this input was within D (the bounding dropped no edge); a neighbouring "
+               "graph that exceeds D is not covered"),
+            "hop-0 embedding: each node's own encoded features feed its own prediction "
+            "without noise (predictions of training nodes are not covered)",
+            "the number of training nodes (assumed public) sets the sampling rate q, the "
+            "encoder and classifier step counts and the default delta",
+        ]
+        if self.accounting == "paper":
+            unaccounted.append("paper-mode aggregation sensitivity sqrt(D) omits the node's "
+                               "own aggregate (Xiang et al., IEEE S&P 2024, §5.3)")
+        return {
             "unit": PrivacyUnit.NODE.value, "relation": NeighboringRelation.ADD_OR_REMOVE.value,
-            "scope": "encoder, aggregation and classifier of one GAP training run",
+            "relation_detail": f"add or remove one node (features, label, edges) among graphs "
+                               f"whose in- and out-degrees are at most D = {d}",
+            "scope": ("the encoder and classifier parameters and the K noisy aggregates of one "
+                      "GAP training run, for one node of the degree-bounded graph"),
             "accountant": "pld", "accounting_mode": self.accounting,
             "noise_multiplier": self.noise_multiplier_, "aggregation_noise_std": self.agg_std_,
             "aggregation_sensitivity": plan["aggregation_sensitivity"],
-            "max_degree": self.max_degree, "hops": self.hops, "sample_rate": q,
-            "encoder_steps": enc_steps, "classifier_steps": cls_steps, "clip_norm": self.clip_norm,
-            "unaccounted": ["degree bounding re-selects other nodes' edges when a node is "
-                            "removed (as GAP's BoundOutDegree)"]
-            + (["paper-mode aggregation sensitivity sqrt(D) omits the node's own aggregate "
-                "(spec 000 §5.3)"] if self.accounting == "paper" else []),
+            "max_degree": d, "hops": self.hops, "sample_rate": plan["sample_rate"],
+            "encoder_steps": enc_steps, "classifier_steps": cls_steps,
+            "clip_norm": self.clip_norm, "secure_mode": self.secure_mode,
+            "edges_dropped_by_bounding": dropped, "unaccounted": unaccounted,
             "calibrated": self.noise_multiplier is None}
-        self.info_ = {"num_train": int(train.numel()), "edges_kept": int(self.edge_index_.size(1))}
-        return self
 
     def _features(self, x: Tensor, edge_index: Tensor) -> Tensor:
         with torch.no_grad():
             emb = self.encoder_(x)
             hops = noisy_aggregate(emb, edge_index, hops=self.hops, noise_std=self.agg_std_,
-                                   generator=self._agg_gen)
+                                   generator=self._agg_gen, secure_mode=self.secure_mode)
         return torch.cat(hops, dim=1)
 
     # ------------------------------------------------------------------ predict

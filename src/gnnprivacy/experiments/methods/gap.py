@@ -1,9 +1,10 @@
-"""``gap``: GAP node-level DP GNN (aggregation perturbation), sound or the paper's accounting.
+"""``gap``: GAP node-level DP GNN (aggregation perturbation), bounded-graph or the paper's
+accounting.
 
-See `gnnprivacy.nn.gap`. Privacy: unit node, add/remove; one PLD accountant over the
-encoder's and classifier's executed DP-SGD steps and the aggregation hops. ``accounting=
-"sound"`` (default) uses the corrected aggregation sensitivity ``2(D+1)`` of spec 000 §5.3;
-``"paper"`` GAP's ``√D``.
+See `gnnprivacy.nn.gap`. Privacy: unit node, add/remove among graphs of in/out-degree at
+most ``D``; one PLD accountant over the encoder's and classifier's executed DP-SGD steps and
+the aggregation hops. ``accounting="bounded-graph"`` (default) uses the corrected aggregation
+sensitivity ``2(D+1)`` (Xiang et al. 2024, §5.3); ``"paper"`` GAP's ``√D``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from gnnprivacy.experiments.context import MethodResult, RunContext
+from gnnprivacy.experiments.methods.node_dp import SECURE_HELP
 from gnnprivacy.experiments.registry import register_method
 
 __all__ = ["GAPParams"]
@@ -23,8 +25,9 @@ class GAPParams:
     epsilon: float = field(default=8.0, metadata={"help": "target privacy budget epsilon (> 0)"})
     delta: float | None = field(default=None, metadata={
         "help": "target delta in (0,1); default: GAP's 10^-len(str(|V_train|))"})
-    accounting: str = field(default="sound", metadata={
-        "help": "gap: sound (aggregation sensitivity 2(D+1)) | paper (GAP's sqrt(D))"})
+    accounting: str = field(default="bounded-graph", metadata={
+        "help": "gap: bounded-graph (aggregation sensitivity 2(D+1); the guarantee covers "
+                "graphs of in/out-degree <= D) | paper (GAP's sqrt(D))"})
     hops: int = field(default=2, metadata={"help": "gap: aggregation hops K"})
     max_degree: int = field(default=100, metadata={"help": "gap: degree bound D"})
     encoder_epochs: int = field(default=100, metadata={"help": "gap: DP-SGD epochs of the encoder"})
@@ -34,6 +37,7 @@ class GAPParams:
     clip_norm: float = field(default=1.0, metadata={"help": "per-node gradient clip bound"})
     hidden: int = field(default=16, metadata={"help": "hidden channels per layer"})
     lr: float = field(default=0.01, metadata={"help": "learning rate"})
+    secure_mode: bool = field(default=False, metadata={"help": SECURE_HELP})
 
     def __post_init__(self):
         from gnnprivacy.nn.gap import GAPTrainer

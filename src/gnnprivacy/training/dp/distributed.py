@@ -194,6 +194,7 @@ class DistributedDPMLPTrainer(DPMLPTrainer):
             clip_norm=self.clip_norm, noise_multiplier=self.noise_multiplier_,
             expected_batch_size=q * n_train, generator=gens["noise"],
             accountant=self.accountant_, step_event=make_event(self.noise_multiplier_),
+            sampling="poisson",
             **engine_kwargs)
         model, gen = self.model_, gens["sample"]
 

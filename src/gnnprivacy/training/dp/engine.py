@@ -47,7 +47,56 @@ from gnnprivacy.training.dp.clipping import (ClipGroup, clip_and_sum, effective_
                                              resolve_groups)
 from gnnprivacy.training.dp.noise import gaussian_noise
 
-__all__ = ["DPEngine", "StepInfo", "make_optimizer"]
+__all__ = ["DPEngine", "SAMPLINGS", "StepInfo", "check_sampling", "make_optimizer"]
+
+#: how an engine's batches are drawn, and the step event each declaration admits
+SAMPLINGS = ("poisson", "heterpoisson", "degree_bounded", "full")
+
+
+def check_sampling(sampling: str | None, event: Any) -> str | None:
+    """Refuse an accountant event that does not describe how the batches are drawn.
+
+    An engine that composes a subsampled event must know that its batches were drawn that
+    way: a batch from a shuffled ``DataLoader`` (sampling without replacement, fixed size)
+    accounted as Poisson sampling would claim an amplification that never happened. The
+    library's samplers declare themselves; a caller who draws batches itself must declare
+    the sampling and pass the matching event:
+
+    ``"poisson"`` (each unit independently, ``PoissonSampledDpEvent``, or an unsampled
+    event at rate 1), ``"heterpoisson"``
+    (:class:`~gnnprivacy.sampling.HeterPoissonSampler`, ``HeterPoissonDpEvent``),
+    ``"degree_bounded"`` (DP-GNN's node batches over bounded subgraphs, ``DpGnnDpEvent``),
+    ``"full"`` (every unit in every step, an event without sampling).
+
+    Raises:
+        InvalidParameterError: naming ``sampling``.
+    """
+    if event is None:
+        return sampling
+    if sampling is None:
+        raise InvalidParameterError(
+            "sampling", f"one of {list(SAMPLINGS)}: the engine must know how its batches are "
+            "drawn to account for them (use the library's samplers, e.g. gp.make_private's "
+            "loader, or declare the sampling that matches step_event)", None)
+    check_choice("sampling", sampling, SAMPLINGS)
+    from dp_accounting import dp_event
+
+    from gnnprivacy.accounting.events import DpGnnDpEvent, HeterPoissonDpEvent, ScopedDpEvent
+
+    inner = event.event if isinstance(event, ScopedDpEvent) else event
+    expected = {"poisson": dp_event.PoissonSampledDpEvent, "heterpoisson": HeterPoissonDpEvent,
+                "degree_bounded": DpGnnDpEvent}.get(sampling)
+    sampled = (dp_event.PoissonSampledDpEvent, dp_event.SampledWithoutReplacementDpEvent,
+               dp_event.SampledWithReplacementDpEvent, HeterPoissonDpEvent, DpGnnDpEvent)
+    ok = isinstance(inner, expected) if expected else not isinstance(inner, sampled)
+    if sampling == "poisson" and not isinstance(inner, sampled):
+        ok = True           # Poisson sampling at rate 1 is every unit in every step
+    if not ok:
+        raise InvalidParameterError(
+            "step_event", f"an event for {sampling!r} sampling"
+            + (f" ({expected.__name__})" if expected else " (no subsampling)"),
+            type(inner).__name__)
+    return sampling
 
 
 @dataclass(frozen=True)
@@ -99,6 +148,13 @@ class DPEngine:
         on_step: optional callback ``on_step(StepInfo)`` after every executed step.
         update_clamp: optional bound applied coordinatewise to ``g̃ / B_exp`` (post-processing;
             spec 000's reference code clamps; off by default).
+        sampling: how the batches are drawn (`SAMPLINGS`); required with
+            ``accountant``, and checked against ``step_event`` (`check_sampling`).
+        layout: ``"subgraph"`` (the closure's trainable layers take the subgraph index as
+            leading dimension: `step`) or ``"rows"`` (PyG batches of stacked rows,
+            driven by `PrivateTraining` through
+            `release`).
+        update: what applies the noisy gradient (default ``optimizer.step``).
 
     Raises:
         UnsupportedModuleError: a trainable module has no rule.
@@ -110,10 +166,12 @@ class DPEngine:
                  expected_batch_size: float, generator: torch.Generator | None = None,
                  secure_mode: bool = False, accountant: Any = None, step_event: Any = None,
                  on_step: Callable[[StepInfo], Any] | None = None,
-                 update_clamp: float | None = None):
+                 update_clamp: float | None = None, sampling: str | None = None,
+                 layout: str = "subgraph", update: Callable[[], Any] | None = None):
         self.model = model
         self.optimizer = optimizer
-        self.capture = ActivationCapture(model)
+        self.layout = check_choice("layout", layout, ("subgraph", "rows"))
+        self.capture = ActivationCapture(model) if self.layout == "subgraph" else None
         self.groups = resolve_groups(model, clip_norm)
         self.noise_multiplier = check_real("noise_multiplier", noise_multiplier, low=0.0)
         self.expected_batch_size = check_positive("expected_batch_size", expected_batch_size)
@@ -124,6 +182,8 @@ class DPEngine:
                                         "CSPRNG)", type(generator).__name__)
         if (accountant is None) != (step_event is None):
             raise ValueError("pass both accountant= and step_event=, or neither")
+        self.sampling = check_sampling(sampling, step_event)
+        self._update = update if update is not None else optimizer.step
         self.generator = generator
         self.secure_mode = bool(secure_mode)
         self.accountant = accountant
@@ -132,6 +192,9 @@ class DPEngine:
         self.update_clamp = None if update_clamp is None else check_positive(
             "update_clamp", update_clamp)
         self.steps_ = 0
+        from gnnprivacy.training.dp import audit_hooks
+
+        self._audit = audit_hooks.attach(self)   # a white-box code audit, when one is running
 
     @property
     def clip_norm(self) -> float:
@@ -150,14 +213,26 @@ class DPEngine:
         Returns:
             (parameter name -> noisy sum, realised number of subgraphs).
         """
+        if self.capture is None:
+            raise RuntimeError("a layout='rows' engine is driven by release(), not by a closure")
         with self.capture.recording():
             losses = closure()
         clipped = clip_and_sum(self.capture, losses, self.groups, row_mask=row_mask)
+        return self._noised(clipped.sums, clipped.num_subgraphs), clipped.num_subgraphs
+
+    def _noised(self, sums: dict[str, Tensor], num: int) -> dict[str, Tensor]:
+        """Noise on the clipped sums; a running code audit adds its canaries to the sums
+        first (clipped by the same code) and reads them back after the same noise."""
+        if self._audit is None:
+            return self.add_noise(sums)
+        return self._audit.observe(self.add_noise(self._audit.inject(sums)), num)
+
+    def add_noise(self, sums: dict[str, Tensor]) -> dict[str, Tensor]:
+        """``sums`` plus one fresh draw of ``N(0, σ² I)`` per parameter."""
         std = self.noise_std
-        noisy = {name: s + gaussian_noise(s, std, generator=self.generator,
-                                          secure=self.secure_mode)
-                 for name, s in clipped.sums.items()}
-        return noisy, clipped.num_subgraphs
+        return {name: s + gaussian_noise(s, std, generator=self.generator,
+                                         secure=self.secure_mode)
+                for name, s in sums.items()}
 
     def step(self, closure: Callable[[], Tensor], *, row_mask: Tensor | None = None) -> StepInfo:
         """One noisy step: clip, add noise, update, then account for it.
@@ -169,13 +244,23 @@ class DPEngine:
             row_mask: optional ``(B, R)`` mask of real rows of padded subgraphs.
         """
         noisy, num = self.noisy_sum(closure, row_mask=row_mask)
+        return self.apply(noisy, num)
+
+    def release(self, clipped_sums: dict[str, Tensor], num_subgraphs: int) -> StepInfo:
+        """Noise, update and account for clipped sums computed elsewhere (the user-loop path
+        of `PrivateTraining`): the same noise, update
+        and ledger entry as `step`."""
+        return self.apply(self._noised(clipped_sums, num_subgraphs), num_subgraphs)
+
+    def apply(self, noisy: dict[str, Tensor], num: int) -> StepInfo:
+        """Set ``g̃ / B_exp`` as the gradients, update, compose one step event."""
         params = dict(self.model.named_parameters())
         for name, total in noisy.items():
             grad = total / self.expected_batch_size
             if self.update_clamp is not None:
                 grad = grad.clamp(-self.update_clamp, self.update_clamp)
-            params[name].grad = grad
-        self.optimizer.step()
+            params[name].grad = grad.to(params[name].dtype)
+        self._update()
         self.steps_ += 1
         if self.accountant is not None:
             self.accountant.compose(self.step_event)

@@ -231,7 +231,8 @@ class DPGNNTrainer(NodeDPTrainer):
                           noise_multiplier=self.noise_multiplier_ * 2 * bounded.max_occurrence,
                           expected_batch_size=m, generator=gens["noise"],
                           secure_mode=self.secure_mode, accountant=self.accountant_,
-                          step_event=make_event(self.noise_multiplier_))
+                          step_event=make_event(self.noise_multiplier_),
+                          sampling="degree_bounded")
         model, gen = self.model_, gens["sample"]
 
         def closure_for_step():

@@ -165,7 +165,7 @@ class DPMLPTrainer(NodeDPTrainer):
                           clip_norm=self.clip_norm, noise_multiplier=self.noise_multiplier_,
                           expected_batch_size=q * n_train, generator=gens["noise"],
                           secure_mode=self.secure_mode, accountant=self.accountant_,
-                          step_event=make_event(self.noise_multiplier_))
+                          step_event=make_event(self.noise_multiplier_), sampling="poisson")
         model, gen = self.model_, gens["sample"]
 
         def closure_for_step():

@@ -232,7 +232,7 @@ class HeterPoissonTrainer(NodeDPTrainer):
                           clip_norm=self.clip_norm, noise_multiplier=self.noise_multiplier_,
                           expected_batch_size=self.expected_batch_size_, generator=gens["noise"],
                           secure_mode=self.secure_mode, accountant=self.accountant_,
-                          step_event=event)
+                          step_event=event, sampling="heterpoisson")
         y, model, gen = graph.y.to(dev), self.model_, gens["sample"]
 
         def closure_for_step():

@@ -1,0 +1,474 @@
+"""Record a user's own forward and backward on a batch of disjoint subgraphs.
+
+The user's loop is plain PyTorch (``out = model(batch.x, batch.edge_index)``,
+``loss.backward()``, ``optimizer.step()``). :class:`FlatCapture` hooks the model so that
+
+* during a forward pass with gradients enabled, the trainable parameters are frozen
+  (``requires_grad=False``): autograd then computes only the gradients with respect to layer
+  *outputs*, never the (non-private) weight gradients, so a DP step costs about a
+  non-private one;
+* every call of a module that owns trainable parameters is recorded with its inputs, and a
+  tensor hook stores ``δ``, the gradient of the loss with respect to its output, during the
+  user's ``loss.backward()``;
+* the root call's arguments are kept, so the engine can check that the forward used the
+  batch it handed out, that no edge joins two subgraphs, and, once, that the model does not
+  mix subgraphs (:meth:`FlatCapture.probe_independence`).
+
+Modules that mix the rows of a batch (batch normalisation, attention across rows, graph-level
+norms without a ``batch`` vector) are refused with a message naming the module and what to
+use instead.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from gnnprivacy.training.dp.flat_rules import Call, Contribution, exact_fallback, flat_rule_for
+from gnnprivacy.training.dp.rules import UnsupportedModuleError
+
+__all__ = ["BatchLayout", "FlatCapture", "SubgraphMixingError"]
+
+
+class SubgraphMixingError(UnsupportedModuleError):
+    """The model or the batch lets one subgraph's data reach another subgraph's rows."""
+
+    def __init__(self, message: str):
+        ValueError.__init__(self, message)
+        self.path, self.module_type = "", ""
+
+
+@dataclass
+class BatchLayout:
+    """What the engine knows about the batch it handed out.
+
+    Attributes:
+        x: the batch's feature matrix (identity-checked against the forward's arguments).
+        edge_index: ``(2, E_b)`` local edges.
+        batch: ``(N_b,)`` subgraph of every row, non-decreasing.
+        num_subgraphs: ``B``.
+        data: the yielded batch object itself.
+    """
+
+    x: Tensor
+    edge_index: Tensor
+    batch: Tensor
+    num_subgraphs: int
+    data: object = None
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.batch.numel())
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.edge_index.shape[1])
+
+
+def _mixing_reason(module: nn.Module) -> str | None:
+    """Why ``module`` mixes subgraphs (and what to use instead), or ``None``."""
+    from torch.nn.modules.batchnorm import _BatchNorm
+    from torch.nn.modules.instancenorm import _InstanceNorm
+
+    name = type(module).__name__
+    if isinstance(module, _BatchNorm) or name in ("BatchNorm", "DiffGroupNorm", "HeteroBatchNorm"):
+        return ("batch normalisation computes statistics over every row of the batch, so one "
+                "subgraph's data reaches all others; use LayerNorm (torch, or PyG's "
+                "LayerNorm(mode='node')) or PyG's GraphNorm/LayerNorm with batch=batch.batch")
+    if isinstance(module, _InstanceNorm):
+        return ("torch's instance normalisation treats the node rows as one instance; use "
+                "LayerNorm, or PyG's InstanceNorm with batch=batch.batch")
+    if isinstance(module, (nn.MultiheadAttention, nn.TransformerEncoderLayer,
+                           nn.TransformerDecoderLayer, nn.Transformer)):
+        return ("attention across the rows of a batch mixes subgraphs; attend along the "
+                "subgraphs' edges instead (PyG GATConv or TransformerConv over "
+                "batch.edge_index)")
+    return None
+
+
+def _needs_batch_vector(module: nn.Module) -> bool:
+    """PyG normalisations that normalise per graph only when given ``batch``."""
+    if not type(module).__module__.startswith("torch_geometric.nn.norm"):
+        return False
+    if getattr(module, "mode", "graph") == "node":
+        return False
+    return "batch" in inspect.signature(type(module).forward).parameters
+
+
+def _edge_level(model: nn.Module) -> set[int]:
+    """ids of modules that map edge rows (GINEConv.lin, ``lin_edge`` of attention convs)."""
+    out = set()
+    for module in model.modules():
+        if type(module).__name__ == "GINEConv" and getattr(module, "lin", None) is not None:
+            out.add(id(module.lin))
+        edge = getattr(module, "lin_edge", None)
+        if isinstance(edge, nn.Module):
+            out.add(id(edge))
+    return out
+
+
+def _detach(value):
+    if isinstance(value, Tensor):
+        return value.detach()
+    if isinstance(value, (tuple, list)):
+        return type(value)(_detach(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _detach(v) for k, v in value.items()}
+    return value
+
+
+class _Record:
+    __slots__ = ("args", "kwargs", "shape", "dtype", "device", "grad", "rng")
+
+    def __init__(self, args, kwargs, output: Tensor, rng):
+        self.args, self.kwargs, self.rng = args, kwargs, rng
+        self.shape, self.dtype, self.device = output.shape, output.dtype, output.device
+        self.grad: Tensor | None = None
+
+
+class FlatCapture:
+    """Hooks on ``model`` for per-subgraph clipping of a user-driven forward/backward.
+
+    Args:
+        model: any ``nn.Module``; modules with trainable parameters of their own get a
+            registered rule (:mod:`.flat_rules`) or the exact fallback.
+
+    Raises:
+        UnsupportedModuleError: a module mixes subgraphs, ties a parameter to another
+            module, has lazily initialised parameters, or is a cached ``GCNConv``.
+    """
+
+    def __init__(self, model: nn.Module):
+        self.model = model
+        self.layers: list[tuple[str, nn.Module, Callable]] = []
+        owner: dict[int, nn.Module] = {}
+        for name, module in model.named_modules(remove_duplicate=False):
+            why = _mixing_reason(module)
+            if why is not None:
+                raise UnsupportedModuleError(name, module, why)
+            if type(module).__name__ == "GCNConv" and getattr(module, "cached", False):
+                raise UnsupportedModuleError(name, module, "cached=True reuses the first "
+                                             "batch's normalisation for every batch; build it "
+                                             "with cached=False")
+            own = [p for p in module.parameters(recurse=False) if p.requires_grad]
+            if not own:
+                continue
+            if any(isinstance(p, nn.parameter.UninitializedParameter) for p in own):
+                raise UnsupportedModuleError(name, module, "its parameters are lazily "
+                                             "initialised; give in_channels explicitly or run "
+                                             "one forward pass before make_private")
+            if any(owner.get(id(p), module) is not module for p in own):
+                raise UnsupportedModuleError(name, module, "it shares (ties) a parameter with "
+                                             "another module; call one module several times "
+                                             "instead")
+            owner.update((id(p), module) for p in own)
+            if all(m is not module for _, m, _ in self.layers):
+                self.layers.append((name, module, flat_rule_for(module) or exact_fallback))
+        self._needs_batch = [(n, m) for n, m in model.named_modules() if _needs_batch_vector(m)]
+        self._edge_modules = _edge_level(model)
+        self.records: dict[nn.Module, list[_Record]] = {}
+        self.root_calls: list[tuple[tuple, dict]] = []
+        self._frozen: list[nn.Parameter] = []
+        self._active = False
+        self._replaying = False
+        self._handles: list = []
+
+    # ------------------------------------------------------------------ hooks
+    def attach(self) -> None:
+        """Register the hooks (idempotent)."""
+        if self._handles:
+            return
+        root = self.model
+        self._handles.append(root.register_forward_pre_hook(self._root_pre, with_kwargs=True))
+        self._handles.append(root.register_forward_hook(self._root_post, always_call=True))
+        for _, module, rule in self.layers:
+            if rule is exact_fallback:
+                self._handles.append(module.register_forward_pre_hook(self._rng_pre))
+            self._handles.append(module.register_forward_hook(self._hook, with_kwargs=True))
+        for _, module in self._needs_batch:
+            self._handles.append(module.register_forward_pre_hook(self._batch_pre,
+                                                                  with_kwargs=True))
+
+    def detach(self) -> None:
+        """Remove every hook."""
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+    def _root_pre(self, module, args, kwargs):
+        if self._replaying or not torch.is_grad_enabled():
+            self._active = False
+            return None
+        self._active = True
+        self.root_calls.append((args, kwargs))
+        self._frozen = [p for p in self.model.parameters() if p.requires_grad]
+        for p in self._frozen:
+            p.requires_grad_(False)
+        return None
+
+    def _root_post(self, module, args, output):
+        for p in self._frozen:
+            p.requires_grad_(True)
+        self._frozen = []
+        return None
+
+    def _rng_pre(self, module, args):
+        if self._active and not self._replaying:
+            self._pending_rng = _rng_state(module)
+        return None
+
+    def _batch_pre(self, module, args, kwargs):
+        if not self._active or self._replaying:
+            return None
+        given = kwargs.get("batch", args[1] if len(args) > 1 else None)
+        if given is None:
+            path = next(n for n, m in self._needs_batch if m is module)
+            raise SubgraphMixingError(
+                f"module {path!r} ({type(module).__name__}) normalises over all rows of the "
+                "batch unless it is given the subgraph vector: call it with "
+                "batch=batch.batch (or use mode='node')")
+        return None
+
+    def _hook(self, module, args, kwargs, output):
+        if not self._active or self._replaying:
+            return None
+        if not isinstance(output, Tensor):
+            name = next(n for n, m, _ in self.layers if m is module)
+            raise UnsupportedModuleError(name, module, "the DP engine needs modules with "
+                                         "trainable parameters to return one tensor")
+        if not output.requires_grad:
+            output = output.detach().requires_grad_(True)
+        rng = getattr(self, "_pending_rng", None)
+        self._pending_rng = None
+        rec = _Record(_detach(args), _detach(kwargs), output, rng)
+        self.records.setdefault(module, []).append(rec)
+
+        def store(grad, rec=rec):
+            rec.grad = grad.detach() if rec.grad is None else rec.grad + grad.detach()
+
+        output.register_hook(store)
+        return output
+
+    def reset(self) -> None:
+        """Forget the recorded calls (after a step)."""
+        self.records = {}
+        self.root_calls = []
+
+    # ------------------------------------------------------------------ checks
+    def check_inputs(self, layout: BatchLayout) -> None:
+        """Every recorded forward used the batch ``layout`` describes, with its edges inside
+        subgraphs.
+
+        Raises:
+            SubgraphMixingError: a forward did not receive the batch's tensors, or an
+                ``edge_index`` argument joins two subgraphs.
+        """
+        if not self.root_calls:
+            raise SubgraphMixingError(
+                "optimizer.step() found no forward pass of the model with gradients enabled "
+                "since the last step; run out = model(batch.x, batch.edge_index) and "
+                "loss.backward() first")
+        own = (layout.x, layout.edge_index, layout.batch)
+        for args, kwargs in self.root_calls:
+            values = list(args) + list(kwargs.values())
+            tensors = [t for v in values for t in _tensors_of(v)]
+            if not any(v is layout.data for v in values) and not any(
+                    _same_storage(t, o) for t in tensors for o in own):
+                raise SubgraphMixingError(
+                    "the forward pass did not use the batch from pt.loader (none of its x, "
+                    "edge_index or batch tensors reached the model): every step must train on "
+                    "the batch the loader yielded, which is what the accountant charges for")
+            for t in tensors:
+                if (t.dim() == 2 and t.shape[0] == 2 and not t.is_floating_point()
+                        and t.numel() and not _same_storage(t, layout.x)):
+                    _check_edges(t, layout)
+
+    def probe_independence(self, layout: BatchLayout) -> None:
+        """Re-run the first recorded forward twice in eval mode, once with one subgraph's
+        features perturbed, and check that no other subgraph's output moved.
+
+        Raises:
+            SubgraphMixingError: naming the subgraphs and the largest change.
+        """
+        if layout.num_subgraphs < 2 or not self.root_calls:
+            return
+        args, kwargs = self.root_calls[0]
+        counts = torch.bincount(layout.batch, minlength=layout.num_subgraphs)
+        target = int(counts.argmax())
+        x2 = layout.x.clone()
+        rows = layout.batch == target
+        if x2.is_floating_point():
+            x2[rows] = x2[rows] + torch.randn(x2[rows].shape, dtype=x2.dtype,
+                                              device=x2.device) * (1.0 + x2.abs().mean())
+        else:
+            x2[rows] = x2[rows].flip(0) if rows.sum() > 1 else x2[rows] + 1
+        swapped_args, swapped_kwargs = _swap(args, kwargs, layout, x2)
+        was_training = self.model.training
+        self.model.eval()
+        self._replaying = True
+        try:
+            with torch.no_grad():
+                before = self.model(*args, **kwargs)
+                after = self.model(*swapped_args, **swapped_kwargs)
+        finally:
+            self._replaying = False
+            self.model.train(was_training)
+        if not isinstance(before, Tensor):
+            return
+        seg = _row_segments(before.shape[0], layout, edge=False)
+        if seg is None:
+            raise SubgraphMixingError(
+                f"the model's output has {before.shape[0]} rows, but the batch has "
+                f"{layout.num_rows} node rows and {layout.num_subgraphs} subgraphs: return one "
+                "row per node (index batch.center for the loss) or one row per subgraph")
+        other = seg != target
+        moved = (before[other] - after[other]).abs()
+        if moved.numel() and float(moved.max()) > 1e-5 * (1.0 + float(before.abs().max())):
+            where = int(seg[other][moved.flatten(1).amax(1).argmax()])
+            raise SubgraphMixingError(
+                f"the model mixes subgraphs: changing subgraph {target}'s features changed the "
+                f"output of subgraph {where} by {float(moved.max()):.3g}. Something in the "
+                "forward pass combines rows across the batch (a global mean or pooling "
+                "without batch=batch.batch, a normalisation over all rows, ...); node-level DP "
+                "needs each subgraph's output to depend on that subgraph only")
+
+    # ------------------------------------------------------------------ gradients
+    def contributions(self, layout: BatchLayout, *, scale: float = 1.0
+                      ) -> dict[nn.Parameter, Contribution]:
+        """Per-parameter :class:`Contribution` from the recorded calls.
+
+        Args:
+            layout: the batch.
+            scale: factor on every ``δ`` (the realised batch size under a mean loss, so the
+                per-subgraph gradients are those of the per-subgraph losses).
+
+        Raises:
+            SubgraphMixingError: a recorded output's rows match neither the nodes, the
+                subgraphs nor (for edge modules) the edges of the batch.
+        """
+        out: dict[nn.Parameter, Contribution] = {}
+        buckets: dict[int, Any] = {}             # size buckets per row mapping, shared
+        for name, module, rule in self.layers:
+            recs = self.records.get(module, [])
+            calls = []
+            for rec in recs:
+                seg = _row_segments(rec.shape[0], layout,
+                                    edge=id(module) in self._edge_modules)
+                if seg is None:
+                    raise SubgraphMixingError(
+                        f"module {name!r} ({type(module).__name__}) produced {rec.shape[0]} "
+                        f"rows, but the batch has {layout.num_rows} node rows, "
+                        f"{layout.num_subgraphs} subgraphs and {layout.num_edges} edges: every "
+                        "row of a trained layer must belong to one subgraph of the batch")
+                grad = rec.grad if rec.grad is not None else torch.zeros(
+                    rec.shape, dtype=rec.dtype, device=rec.device)
+                if scale != 1.0:
+                    grad = grad * scale
+                calls.append(Call(rec.args, rec.kwargs, grad, seg, layout.num_subgraphs,
+                                  {"rng": rec.rng, "buckets": buckets}))
+            if not calls:
+                continue
+            if rule is exact_fallback:
+                out.update(self._replay(module, calls))
+            else:
+                out.update(rule(module, calls))
+        return out
+
+    def _replay(self, module: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Contribution]:
+        """The exact fallback with the capture's hooks off and each call's RNG state back."""
+        for call in calls:
+            state = call.cache.get("rng")
+            call.cache["context"] = (lambda state=state: _restored_rng(state))
+        self._replaying = True
+        try:
+            return exact_fallback(module, calls)
+        finally:
+            self._replaying = False
+
+
+def _tensors_of(value) -> list[Tensor]:
+    if isinstance(value, Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors_of(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors_of(v)]
+    stores = getattr(value, "to_dict", None)
+    if callable(stores) and hasattr(value, "edge_index"):
+        return [t for t in value.to_dict().values() if isinstance(t, Tensor)]
+    return []
+
+
+def _same_storage(a: Tensor, b: Tensor) -> bool:
+    return a is b or (a.device == b.device and a.untyped_storage().data_ptr()
+                      == b.untyped_storage().data_ptr() and a.numel() and b.numel())
+
+
+def _check_edges(edge_index: Tensor, layout: BatchLayout) -> None:
+    n = layout.num_rows
+    if int(edge_index.max()) >= n or int(edge_index.min()) < 0:
+        raise SubgraphMixingError(
+            f"an edge_index passed to the model refers to node {int(edge_index.max())}, but "
+            f"the batch has {n} rows: use batch.edge_index (local ids)")
+    src, dst = layout.batch[edge_index[0]], layout.batch[edge_index[1]]
+    bad = (src != dst).nonzero().flatten()
+    if bad.numel():
+        e = int(bad[0])
+        raise SubgraphMixingError(
+            f"edge {e} of the edge_index passed to the model joins subgraph {int(src[e])} to "
+            f"subgraph {int(dst[e])} ({bad.numel()} such edges): messages would carry one "
+            "subgraph's data into another, which per-subgraph clipping cannot bound")
+
+
+def _row_segments(rows: int, layout: BatchLayout, *, edge: bool) -> Tensor | None:
+    """Subgraph of each of ``rows`` output rows, or ``None`` when the count fits nothing."""
+    if edge:
+        dst = layout.batch[layout.edge_index[1]]
+        if rows == layout.num_edges:
+            return dst
+        if rows == layout.num_edges + layout.num_rows:   # self-loops appended (PyG)
+            return torch.cat([dst, layout.batch])
+        return None
+    if rows == layout.num_rows:
+        return layout.batch
+    if rows == layout.num_subgraphs:
+        return torch.arange(rows, device=layout.batch.device)
+    return None
+
+
+def _swap(args, kwargs, layout: BatchLayout, x2: Tensor):
+    """``args``/``kwargs`` with the batch's feature matrix (or the batch object) replaced."""
+    def sub(v):
+        if isinstance(v, Tensor) and _same_storage(v, layout.x) and v.shape == layout.x.shape:
+            return x2.to(v.dtype)
+        if v is layout.data and v is not None:
+            copy = v.clone()
+            copy.x = x2
+            return copy
+        return v
+    return tuple(sub(a) for a in args), {k: sub(v) for k, v in kwargs.items()}
+
+
+def _rng_state(module: nn.Module) -> dict:
+    """CPU (and current CUDA device) RNG state, so a replay draws the same dropout masks."""
+    state = {"cpu": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+@contextmanager
+def _restored_rng(state):
+    devices = [torch.cuda.current_device()] if state and "cuda" in state else []
+    with torch.random.fork_rng(devices=devices):
+        if state:
+            torch.set_rng_state(state["cpu"])
+            if "cuda" in state:
+                torch.cuda.set_rng_state(state["cuda"])
+        yield

@@ -1,0 +1,275 @@
+"""Per-subgraph gradient rules for PyG batches: rows of many subgraphs stacked, ``seg[r]``
+the subgraph of row ``r``.
+
+Each rule receives, for one module, every call of it in a forward pass (its inputs, the
+gradient ``δ`` of the summed per-subgraph losses with respect to its output, and the subgraph
+of each output row) and returns, for each of the module's *own* trainable parameters, a
+:class:`Contribution`: the squared norm of every subgraph's gradient and a function giving
+the clip-weighted sum ``Σ_i c_i g_i``.
+
+Rules (a subgraph's gradient is the sum over its rows):
+
+* ``nn.Linear`` and PyG ``Linear``: ``g_i(W) = Σ_{r∈i} δ_r a_rᵀ``; ghost norms in Gram or
+  materialised form, whichever is cheaper per size class (:mod:`.segments`); the clipped
+  sum is one matrix product ``(c_seg ⊙ Δ)ᵀ A``, the product a non-private backward does.
+* ``nn.LayerNorm`` and PyG ``LayerNorm(mode="node")``: ``g_i(w) = Σ_r δ_r ⊙ x̂_r``,
+  ``g_i(b) = Σ_r δ_r`` with ``x̂`` the normalised input (recomputed).
+* ``nn.Embedding``: ``g_i(W) = Σ_r e_{idx_r} δ_rᵀ``; norms from the per-(subgraph, index)
+  sums.
+* a bias added to a module's output (``GCNConv.bias``): ``g_i(b) = Σ_r δ_r``.
+* anything else with trainable parameters of its own: :func:`exact_fallback`, per-subgraph
+  vector-Jacobian products of the module alone (``torch.func.vjp`` under ``vmap``).
+
+The rules see only the module's own parameters: the parameters of a child module are the
+child's business (``GCNConv.lin`` is a ``Linear``, ``SAGEConv.lin_l`` too), which is what
+makes them compose for models of any depth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from gnnprivacy.training.dp.segments import linear_norms_sq, segment_buckets, segment_sum
+
+__all__ = ["Call", "Contribution", "FlatRule", "exact_fallback", "flat_rule_for",
+           "register_flat_rule"]
+
+
+@dataclass
+class Call:
+    """One call of a module in a recorded forward pass.
+
+    Attributes:
+        args, kwargs: the inputs (tensors detached).
+        grad: ``δ``, the gradient of the summed per-subgraph losses w.r.t. the output.
+        seg: ``(R,)`` subgraph of each output row (leading dimension of the output).
+        num_segments: ``B``.
+    """
+
+    args: tuple
+    kwargs: dict
+    grad: Tensor
+    seg: Tensor
+    num_segments: int
+    cache: dict = field(default_factory=dict)
+
+
+@dataclass
+class Contribution:
+    """Per-subgraph gradient facts for one parameter.
+
+    Attributes:
+        norm_sq: ``(B,)`` squared norm of every subgraph's gradient.
+        weighted: ``c -> Σ_i c_i g_i`` for clip factors ``c`` of shape ``(B,)``.
+    """
+
+    norm_sq: Tensor
+    weighted: Callable[[Tensor], Tensor]
+
+
+FlatRule = Callable[[nn.Module, list[Call]], dict[nn.Parameter, Contribution]]
+_RULES: dict[type, FlatRule] = {}
+
+
+def register_flat_rule(module_type: type, rule: FlatRule) -> None:
+    """Register ``rule`` for exactly ``module_type`` (subclasses are not covered: a subclass
+    may change ``forward``, and a wrong rule would silently break the clipping bound)."""
+    if not (isinstance(module_type, type) and issubclass(module_type, nn.Module)):
+        raise TypeError(f"module_type must be an nn.Module subclass; got {module_type!r}")
+    _RULES[module_type] = rule
+
+
+def flat_rule_for(module: nn.Module) -> FlatRule | None:
+    """The rule for ``type(module)`` (exact type), or ``None`` (then the exact fallback)."""
+    rule = _RULES.get(type(module))
+    if rule is _layer_norm_rule and getattr(module, "mode", "node") != "node":
+        return None
+    return rule
+
+
+def _materialised(per_seg: Tensor, shape: torch.Size) -> Contribution:
+    """A contribution from per-subgraph gradients ``(B, P)``."""
+    return Contribution(torch.linalg.vector_norm(per_seg, dim=1).square(),
+                        lambda c: (c.to(per_seg.dtype) @ per_seg).reshape(shape))
+
+
+def _rows(calls: list[Call], arg: Callable[[Call], Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+    """``(inputs, output grads, seg)`` of all calls, rows concatenated; inputs of shape
+    ``(R, k..., q)`` become ``k...`` rows per output row (weights shared across them)."""
+    a_parts, d_parts, s_parts = [], [], []
+    for call in calls:
+        a, d = arg(call), call.grad
+        per_row = 1
+        for size in a.shape[1:-1]:
+            per_row *= size
+        a_parts.append(a.reshape(-1, a.shape[-1]))
+        d_parts.append(d.reshape(-1, d.shape[-1]))
+        s_parts.append(call.seg.repeat_interleave(per_row) if per_row != 1 else call.seg)
+    cat = (lambda xs: xs[0] if len(xs) == 1 else torch.cat(xs))
+    return cat(a_parts), cat(d_parts), cat(s_parts)
+
+
+def _buckets(calls: list[Call], seg: Tensor, num: int):
+    """Size buckets of ``seg``, computed once per step for the batch's node rows (every layer
+    on node rows shares them: cached on the first call's ``cache``)."""
+    shared = calls[0].cache.get("buckets")
+    if shared is not None and len(calls) == 1 and seg is calls[0].seg:
+        key = id(seg)
+        if key not in shared:
+            shared[key] = segment_buckets(seg, num)
+        return shared[key]
+    return segment_buckets(seg, num)
+
+
+# ------------------------------------------------------------------------------ Linear
+def _linear_rule(layer: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Contribution]:
+    a, d, seg = _rows(calls, lambda c: c.args[0])
+    num = calls[0].num_segments
+    a = a.to(d.dtype)
+    out: dict[nn.Parameter, Contribution] = {}
+    if layer.weight.requires_grad:
+        norms = linear_norms_sq(a, d, _buckets(calls, seg, num), num)
+        out[layer.weight] = Contribution(
+            norms, lambda c: (d * c.to(d.dtype)[seg].unsqueeze(1)).t() @ a)
+    bias = getattr(layer, "bias", None)
+    if bias is not None and bias.requires_grad:
+        out[bias] = _materialised(segment_sum(d, seg, num), bias.shape)
+    return out
+
+
+register_flat_rule(nn.Linear, _linear_rule)
+
+
+# ------------------------------------------------------------------------------ LayerNorm
+def _layer_norm_rule(norm: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Contribution]:
+    shape = tuple(norm.normalized_shape) if hasattr(norm, "normalized_shape") else (
+        norm.in_channels,)
+    num = calls[0].num_segments
+    xhat_parts, d_parts, s_parts = [], [], []
+    for call in calls:
+        x = call.args[0]
+        xhat = F.layer_norm(x.to(call.grad.dtype), shape, eps=norm.eps)
+        lead = x.shape[:x.dim() - len(shape)]
+        per_row = 1
+        for size in lead[1:]:
+            per_row *= size
+        xhat_parts.append(xhat.reshape(-1, *shape))
+        d_parts.append(call.grad.reshape(-1, *shape))
+        s_parts.append(call.seg.repeat_interleave(per_row) if per_row != 1 else call.seg)
+    xhat, d, seg = torch.cat(xhat_parts), torch.cat(d_parts), torch.cat(s_parts)
+    out: dict[nn.Parameter, Contribution] = {}
+    if norm.weight is not None and norm.weight.requires_grad:
+        out[norm.weight] = _materialised(segment_sum((d * xhat).flatten(1), seg, num),
+                                         norm.weight.shape)
+    if norm.bias is not None and norm.bias.requires_grad:
+        out[norm.bias] = _materialised(segment_sum(d.flatten(1), seg, num), norm.bias.shape)
+    return out
+
+
+register_flat_rule(nn.LayerNorm, _layer_norm_rule)
+
+
+# ------------------------------------------------------------------------------ Embedding
+def _embedding_rule(emb: nn.Embedding, calls: list[Call]) -> dict[nn.Parameter, Contribution]:
+    if not emb.weight.requires_grad:
+        return {}
+    idx, d, seg = _rows(calls, lambda c: c.args[0].unsqueeze(-1))
+    idx = idx.reshape(-1)
+    num, vocab = calls[0].num_segments, emb.weight.shape[0]
+    if emb.padding_idx is not None:
+        keep = idx != emb.padding_idx
+        idx, d, seg = idx[keep], d[keep], seg[keep]
+    keys, inverse = torch.unique(seg * vocab + idx, return_inverse=True)
+    per_key = torch.zeros(keys.numel(), d.shape[1], dtype=d.dtype, device=d.device)
+    per_key.index_add_(0, inverse, d)
+    norms = torch.zeros(num, dtype=d.dtype, device=d.device).index_add_(
+        0, keys // vocab, torch.linalg.vector_norm(per_key, dim=1).square())
+
+    def weighted(c: Tensor) -> Tensor:
+        out = torch.zeros_like(emb.weight, dtype=d.dtype)
+        return out.index_add_(0, idx, d * c.to(d.dtype)[seg].unsqueeze(1))
+
+    return {emb.weight: Contribution(norms, weighted)}
+
+
+register_flat_rule(nn.Embedding, _embedding_rule)
+
+
+# ------------------------------------------------------------------------------ output bias
+def output_bias_rule(module: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Contribution]:
+    """For modules whose only own parameter is a ``bias`` added to every output row (after
+    message passing, e.g. PyG's ``GCNConv``): ``g_i(b) = Σ_{r∈i} δ_r``."""
+    bias = module.bias
+    if bias is None or not bias.requires_grad:
+        return {}
+    d = torch.cat([c.grad.reshape(-1, bias.numel()) for c in calls])
+    seg = torch.cat([c.seg for c in calls])
+    return {bias: _materialised(segment_sum(d, seg, calls[0].num_segments), bias.shape)}
+
+
+# ------------------------------------------------------------------------------ fallback
+#: cotangents materialised at once by the fallback (elements)
+FALLBACK_CHUNK_ELEMENTS = 2 ** 24
+
+
+def exact_fallback(module: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Contribution]:
+    """Exact per-subgraph gradients of ``module``'s own parameters for any differentiable
+    module: re-run the module alone with ``torch.func.functional_call`` and take one
+    vector-Jacobian product per subgraph (``δ`` restricted to that subgraph's output rows),
+    ``vmap``-ed over subgraphs in chunks. Costs about ``B`` backward passes of this module
+    (not of the model); the parameters' per-subgraph gradients are materialised.
+
+    Correct when the module's output rows of subgraph ``i`` depend only on subgraph ``i``'s
+    inputs (checked for the whole model by the engine's independence probe).
+    """
+    from torch.func import functional_call, vjp, vmap
+
+    own = {n: p for n, p in module.named_parameters(recurse=False) if p.requires_grad}
+    if not own:
+        return {}
+    num = calls[0].num_segments
+    totals = {n: torch.zeros((num, p.numel()), dtype=p.dtype, device=p.device)
+              for n, p in own.items()}
+    for call in calls:
+        params = {n: p.detach() for n, p in own.items()}
+
+        def run(p, call=call):
+            return functional_call(module, p, call.args, call.kwargs, strict=False)
+
+        with call.cache.get("context", nullcontext)():
+            _, pullback = vjp(run, params)
+        grad, seg = call.grad, call.seg
+        rows = grad.reshape(grad.shape[0], -1)
+        chunk = max(1, FALLBACK_CHUNK_ELEMENTS // max(rows.numel(), 1))
+        ids = torch.arange(num, device=grad.device)
+        for s in range(0, num, chunk):
+            part = ids[s:s + chunk]
+            mask = (seg.unsqueeze(0) == part.unsqueeze(1)).to(grad.dtype)   # (c, R)
+            cot = (mask.view(*mask.shape, *([1] * (grad.dim() - 1))) * grad.unsqueeze(0))
+            grads = vmap(lambda t: pullback(t)[0])(cot)
+            for n in own:
+                totals[n][s:s + chunk] += grads[n].reshape(part.numel(), -1).to(
+                    totals[n].dtype)
+    return {p: _materialised(totals[n], p.shape) for n, p in own.items()}
+
+
+def _register_pyg() -> None:
+    """Rules for the PyG types (imported lazily so this module does not need PyG at import)."""
+    try:
+        from torch_geometric.nn import GCNConv
+        from torch_geometric.nn import LayerNorm as PygLayerNorm
+        from torch_geometric.nn.dense.linear import Linear as PygLinear
+    except ImportError:  # pragma: no cover - PyG is a dependency
+        return
+    register_flat_rule(PygLinear, _linear_rule)
+    register_flat_rule(PygLayerNorm, _layer_norm_rule)
+    register_flat_rule(GCNConv, output_bias_rule)
+
+
+_register_pyg()

@@ -1,0 +1,274 @@
+"""Saved models: weights, JSON configuration and the run record, with no pickled code.
+
+A saved model is one file written with ``torch.save`` and read with
+``torch.load(path, weights_only=True)``: a dict of tensors and strings only:
+
+```
+{"format": "gnnprivacy-model/1", "method": "heterpoisson",
+ "trainer": "HeterPoissonTrainer",            # one of the library's trainers (allowlist)
+ "params": "<JSON: the trainer's constructor arguments>",
+ "fitted": "<JSON: what fit() learned besides weights: feature map, sizes>",
+ "record": "<JSON: the run record>",
+ "tensors": {"model_.encoder.0.weight": tensor, ...}}
+```
+
+Loading rebuilds the trainer from its constructor arguments and its architecture from the
+``fitted`` sizes, then loads the weights, so a loaded model predicts bit for bit what the
+trained one did. Methods that are transductive by construction (the local-DP pipelines and
+HeteroRR train on one released graph) are saved as the logits of every node of that graph
+(``trainer: "Predictions"``): they predict on that graph only.
+
+*Privacy.* Saving adds nothing to what the record's epsilon covers: the weights are the
+released model. The ``Predictions`` form holds the method's released outputs on its graph.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from gnnprivacy.errors import InvalidParameterError
+
+__all__ = ["FORMAT", "Predictions", "load_model_file", "save_model_file"]
+
+FORMAT = "gnnprivacy-model/1"
+
+
+class Predictions:
+    """The saved outputs of a transductive method: logits of every node of its graph.
+
+    ``predict_logits(data)`` returns them when ``data`` is that graph (same number of nodes)
+    and refuses another graph, which the method never saw.
+    """
+
+    def __init__(self, logits: Tensor, method: str):
+        self.logits_ = logits
+        self.method = method
+        self.num_classes_ = int(logits.shape[1])
+
+    def predict_logits(self, data=None, nodes: Tensor | None = None) -> Tensor:
+        if data is not None and int(data.num_nodes) != self.logits_.shape[0]:
+            raise InvalidParameterError(
+                "data", f"the graph {self.method!r} was trained on ({self.logits_.shape[0]} "
+                f"nodes): the method is transductive", f"a graph of {int(data.num_nodes)} nodes")
+        return self.logits_ if nodes is None else self.logits_[nodes]
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (str, bool, type(None))):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, torch.device):
+        return str(value)
+    raise TypeError(type(value).__name__)
+
+
+def _params(trainer) -> dict:
+    """Constructor arguments that can be stored as JSON (randomness and callbacks dropped:
+    a loaded model does not train)."""
+    out = {}
+    for key, value in trainer.get_params(deep=False).items():
+        if key in ("generator", "progress", "checkpoint_path", "resume"):
+            continue
+        try:
+            out[key] = _jsonable(value)
+        except TypeError:
+            continue
+    return out
+
+
+# ----------------------------------------------------------------- per-trainer state
+def _norm_state(norm) -> dict:
+    return {"requested": norm.requested, "mode": norm.mode, "shift": norm.shift,
+            "scale": norm.scale}
+
+
+def _norm_from(state: dict):
+    from gnnprivacy.training.node_dp.common import FeatureNorm
+
+    norm = FeatureNorm(state["requested"])
+    norm.mode, norm.shift, norm.scale = state["mode"], state["shift"], state["scale"]
+    return norm
+
+
+def _build_heterpoisson(t, f: dict) -> None:
+    from gnnprivacy.nn.star import StarGNN
+
+    t.model_ = StarGNN(f["num_features"], f["num_classes"], aggregator=t.backbone,
+                       hidden_channels=t.hidden_channels, update_layers=t.update_layers)
+
+
+def _build_dpgnn(t, f: dict) -> None:
+    from gnnprivacy.nn.dpgnn import OneLayerGCN
+
+    t.model_ = OneLayerGCN(f["num_features"], f["num_classes"], indexed_input=True,
+                           **t.model_kwargs)
+
+
+def _build_dpmlp(t, f: dict) -> None:
+    from gnnprivacy.training.node_dp.dpmlp import mlp
+
+    t.model_ = mlp(f["num_features"], t.hidden_channels, f["num_classes"], t.num_layers,
+                   t.activation)
+
+
+def _build_full_batch(t, f: dict) -> None:
+    from gnnprivacy.nn import build_encoder
+
+    t.model_ = build_encoder(t.encoder, f["num_features"], f["num_classes"], **t.encoder_kwargs)
+    t.sparse_features_ = bool(f.get("sparse_features", False))
+
+
+def _build_gap(t, f: dict) -> None:
+    from gnnprivacy.nn.gap import _mlp
+
+    t.encoder_ = _mlp([f["num_features"], t.hidden, t.hidden])
+    t.classifier_ = _mlp([t.hidden * (t.hops + 1), t.hidden, f["num_classes"]])
+    t.agg_std_ = f["agg_std"]
+    t._agg_gen = torch.Generator().manual_seed(0)
+
+
+#: trainer class name -> (module, modules to save, extra tensors, builder)
+_TRAINERS = {
+    "HeterPoissonTrainer": ("gnnprivacy.training.node_dp", ("model_",), (), _build_heterpoisson),
+    "DPGNNTrainer": ("gnnprivacy.training.node_dp", ("model_",), (), _build_dpgnn),
+    "DPMLPTrainer": ("gnnprivacy.training.node_dp", ("model_",), (), _build_dpmlp),
+    "FullBatchTrainer": ("gnnprivacy.training.nonprivate", ("model_",), (), _build_full_batch),
+    "MiniBatchTrainer": ("gnnprivacy.training.nonprivate", ("model_",), (), _build_full_batch),
+    "GAPTrainer": ("gnnprivacy.nn.gap", ("encoder_", "classifier_"), ("features_",), _build_gap),
+}
+
+
+def _fitted(trainer, data) -> dict:
+    f = {"num_features": int(data.num_features), "num_classes": int(trainer.num_classes_),
+         "num_nodes": int(data.num_nodes)}
+    if hasattr(trainer, "feature_norm_"):
+        f["feature_norm"] = _norm_state(trainer.feature_norm_)
+    if hasattr(trainer, "sparse_features_"):
+        f["sparse_features"] = bool(trainer.sparse_features_)
+    if hasattr(trainer, "agg_std_"):
+        f["agg_std"] = float(trainer.agg_std_)
+    for key in ("epsilon_", "delta_"):
+        if hasattr(trainer, key):
+            f[key] = _jsonable(float(getattr(trainer, key)))
+    return f
+
+
+def save_model_file(path: str | Path, *, trainer: Any, data, method: str,
+                    record: dict | None = None, writer=None) -> Path:
+    """Write ``trainer`` (fitted on ``data``) as a saved model.
+
+    Args:
+        path: the file (conventionally ``<run_id>.model.pt``).
+        trainer: a fitted library trainer, or any object with ``predict_logits``/``logits_``
+            (saved as its predictions on ``data``).
+        data: the graph the trainer was fitted on.
+        method: the method name (for the record and the messages).
+        record: the run record as a dict (``RunRecord.to_dict()``).
+        writer: ``writer(path, bytes)`` (default: an atomic write).
+
+    Returns:
+        The path written.
+    """
+    import io
+
+    name = type(trainer).__name__
+    blob: dict[str, Any] = {"format": FORMAT, "method": method,
+                            "record": json.dumps(record or {}, default=str)}
+    if name in _TRAINERS:
+        _, modules, extra, _ = _TRAINERS[name]
+        tensors = {f"{attr}.{k}": v.detach().cpu() for attr in modules
+                   for k, v in getattr(trainer, attr).state_dict().items()}
+        tensors.update({attr: getattr(trainer, attr).detach().cpu() for attr in extra})
+        blob.update(trainer=name, params=json.dumps(_params(trainer)),
+                    fitted=json.dumps(_fitted(trainer, data)), tensors=tensors)
+    else:
+        logits = (trainer.predict_logits(data) if hasattr(trainer, "predict_logits")
+                  else trainer.logits_)
+        blob.update(trainer="Predictions", params="{}", fitted=json.dumps(
+            {"num_nodes": int(logits.shape[0])}), tensors={"logits": logits.detach().cpu()})
+    buffer = io.BytesIO()
+    torch.save(blob, buffer)
+    path = Path(path)
+    (writer or _write_atomic)(path, buffer.getvalue())
+    return path
+
+
+def _write_atomic(path: Path, payload: bytes) -> None:
+    """Temp file in the same folder, fsync, rename: a crash leaves no half-written model."""
+    import os
+    import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_model_file(path: str | Path) -> tuple[Any, dict]:
+    """Read a saved model: ``(predictor, record dict)``.
+
+    Raises:
+        InvalidParameterError: the file is missing, not a saved model, or names an unknown
+            trainer.
+    """
+    import importlib
+
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidParameterError("path", "a saved model file (<run_id>.model.pt)",
+                                    str(path))
+    try:
+        blob = torch.load(path, weights_only=True, map_location="cpu")
+    except Exception as exc:  # noqa: BLE001 - any unreadable file gets one clear message
+        raise InvalidParameterError("path", "a saved model written by gnnprivacy",
+                                    f"{path} ({type(exc).__name__}: {exc})") from exc
+    if not isinstance(blob, dict) or blob.get("format") != FORMAT:
+        raise InvalidParameterError("path", f"a saved model of format {FORMAT}", str(path))
+    record = json.loads(blob["record"])
+    fitted = json.loads(blob["fitted"])
+    tensors = blob["tensors"]
+    name = blob["trainer"]
+    if name == "Predictions":
+        return Predictions(tensors["logits"], blob["method"]), record
+    if name not in _TRAINERS:
+        raise InvalidParameterError("trainer", f"one of {sorted(_TRAINERS)}", name)
+    module, modules, extra, build = _TRAINERS[name]
+    cls = getattr(importlib.import_module(module), name)
+    trainer = cls(**json.loads(blob["params"]))
+    trainer.num_classes_ = fitted["num_classes"]
+    if "feature_norm" in fitted:
+        trainer.feature_norm_ = _norm_from(fitted["feature_norm"])
+    build(trainer, fitted)
+    for attr in modules:
+        module_obj: nn.Module = getattr(trainer, attr)
+        prefix = f"{attr}."
+        module_obj.load_state_dict({k[len(prefix):]: v for k, v in tensors.items()
+                                    if k.startswith(prefix)})
+        module_obj.eval()
+    for attr in extra:
+        setattr(trainer, attr, tensors[attr])
+    trainer.device_ = torch.device("cpu")
+    for key in ("epsilon_", "delta_"):
+        if key in fitted:
+            setattr(trainer, key, float(fitted[key]))
+    return trainer, record

@@ -1,0 +1,23 @@
+"""Node-level DP for the user's own PyG model and loop: `make_private`.
+
+See `make_private` for the loop and its privacy contract, `samplers` for the
+subgraph samplers (``"heterpoisson"``, ``"degree_bounded"``, ``"nodes"``).
+"""
+
+from gnnprivacy.training.private.make_private import PrivateLoader, PrivateTraining, make_private
+from gnnprivacy.training.private.samplers import (SAMPLERS, DegreeBoundedSubgraphs,
+                                                  HeterPoissonSubgraphs, NodeSubgraphs,
+                                                  SamplerPlan, SubgraphSampler, make_sampler)
+
+__all__ = [
+    "DegreeBoundedSubgraphs",
+    "HeterPoissonSubgraphs",
+    "NodeSubgraphs",
+    "PrivateLoader",
+    "PrivateTraining",
+    "SAMPLERS",
+    "SamplerPlan",
+    "SubgraphSampler",
+    "make_private",
+    "make_sampler",
+]

@@ -1,0 +1,420 @@
+"""Node-level DP for any PyG model in the user's own training loop.
+
+::
+
+    pt = gp.make_private(model, optimizer, data, sampler="degree_bounded", epsilon=8.0)
+    for batch in pt.loader:
+        optimizer.zero_grad()
+        out = model(batch.x, batch.edge_index)
+        loss = F.cross_entropy(out[batch.center], batch.y[batch.center])
+        loss.backward()
+        optimizer.step()          # per-subgraph clipping, one noise draw, one ledger entry
+    print(pt.epsilon)
+
+Why a graph needs more than Opacus: in a GNN one node's data reaches every subgraph it
+appears in, so per-example clipping bounds nothing about a node. The loader's sampler bounds
+how many subgraphs of a step one node can reach (and knows the event that bound gives); the
+engine clips each subgraph's whole gradient (the sum over its rows), adds one Gaussian draw
+per step and composes one event per executed step into the accountant.
+
+*Privacy.* Unit node; the relation, what the epsilon covers (``privacy["scope"]``) and what
+it does not (``privacy["unaccounted"]``) are those of the sampler (:mod:`.samplers`). The
+engine enforces what the analysis assumes:
+
+* ``optimizer.step()`` refuses a forward pass that did not use the batch the loader handed
+  out, a second step on one batch, and a batch that was skipped (a skip depends on the
+  batch, and is no noisy release the accountant could charge);
+* no ``edge_index`` passed to the model may join two subgraphs; on the first step the model
+  is probed once for mixing (one subgraph's features perturbed, every other subgraph's
+  output must stay put);
+* the loader stops at the planned number of steps; an empty batch is still a noisy step.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
+from gnnprivacy.accounting.units import PrivacyUnit
+from gnnprivacy.errors import InvalidParameterError
+from gnnprivacy.training.dp import clipping
+from gnnprivacy.training.dp.engine import DPEngine
+from gnnprivacy.training.dp.flat_capture import BatchLayout, FlatCapture, SubgraphMixingError
+from gnnprivacy.training.private.samplers import SubgraphSampler, make_sampler
+
+__all__ = ["PrivateLoader", "PrivateTraining", "make_private"]
+
+LOSS_REDUCTIONS = ("mean", "sum")
+
+
+def _generators(seed: int | None, secure: bool) -> dict[str, torch.Generator | None]:
+    """Independent streams for sampling, noise and the bounding pass (OS entropy without a
+    seed; in secure mode the noise has no generator at all)."""
+    names = ("sample", "noise", "subgraphs")
+    if seed is None or secure:
+        gens = {n: torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+                for n in names}
+    else:
+        states = np.random.SeedSequence(int(seed)).spawn(len(names))
+        gens = {n: torch.Generator().manual_seed(int(s.generate_state(1, np.uint64)[0] >> 1))
+                for n, s in zip(names, states)}
+    if secure:
+        gens["noise"] = None
+    return gens
+
+
+class PrivateLoader:
+    """Yields the batches of a `PrivateTraining`, one noisy step each, until the plan.
+
+    One pass yields the remaining planned steps, or one epoch's share of them when
+    ``epochs`` was given. Each yielded batch must be followed by exactly one
+    ``optimizer.step()`` before the next one is drawn.
+    """
+
+    def __init__(self, owner: PrivateTraining):
+        self._owner = owner
+
+    def __len__(self) -> int:
+        pt = self._owner
+        return min(pt.steps_planned - pt.steps, pt._steps_per_pass())
+
+    def __iter__(self) -> Iterator[Any]:
+        pt = self._owner
+        for _ in range(len(self)):
+            batch = pt._draw()
+            if batch is None:        # an empty batch: released as a noise-only step
+                continue
+            yield batch
+            pt._check_stepped()
+
+    def __repr__(self) -> str:
+        pt = self._owner
+        return (f"PrivateLoader(sampler={pt.sampler.name!r}, steps_left="
+                f"{pt.steps_planned - pt.steps})")
+
+
+class PrivateTraining:
+    """The state of node-level DP training in a user's loop (see `make_private`).
+
+    Attributes:
+        model, optimizer: the user's objects (``optimizer.step`` is the DP step now).
+        loader: a `PrivateLoader`.
+        sampler: the `SubgraphSampler`.
+        delta: the delta of `epsilon`.
+        noise_multiplier: ``z``; the noise std on the clipped sum is ``noise_std``.
+        steps_planned: the planned noisy steps; ``steps``: those executed.
+    """
+
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, data, *,
+                 sampler: str | SubgraphSampler, epsilon: float | None = None,
+                 noise_multiplier: float | None = None, delta: float | None = None,
+                 max_grad_norm: float = 1.0, epochs: float | None = None,
+                 steps: int | None = None, batch_size: int | None = None,
+                 secure_mode: bool = False, seed: int | None = None,
+                 loss_reduction: str = "mean"):
+        if not isinstance(model, nn.Module):
+            raise InvalidParameterError("model", "a torch.nn.Module", type(model).__name__)
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise InvalidParameterError("optimizer", "a torch.optim.Optimizer",
+                                        type(optimizer).__name__)
+        _check_optimizer_params(model, optimizer)
+        if (epsilon is None) == (noise_multiplier is None):
+            raise InvalidParameterError(
+                "epsilon", "exactly one of epsilon (the noise is calibrated) and "
+                "noise_multiplier (epsilon is computed)",
+                "both" if epsilon is not None else "neither")
+        if epochs is not None and steps is not None:
+            raise InvalidParameterError("steps", "steps or epochs, not both", "both")
+        self.max_grad_norm = check_positive("max_grad_norm", max_grad_norm)
+        self.loss_reduction = check_choice("loss_reduction", loss_reduction, LOSS_REDUCTIONS)
+        self.secure_mode = bool(secure_mode)
+        self.seed = None if seed is None else check_int("seed", seed, low=0)
+        self.model, self.optimizer = model, optimizer
+        self.sampler = make_sampler(sampler)
+        self._gens = _generators(self.seed, self.secure_mode)
+        self.sampler.setup(data, model=model, generator=self._gens["subgraphs"])
+        self.plan = self.sampler.plan(batch_size=batch_size)
+        self.delta = (self.plan.default_delta if delta is None
+                      else check_real("delta", delta, low=0.0, high=1.0, low_open=True,
+                                      high_open=True))
+        from gnnprivacy.training.node_dp import _privacy
+
+        _privacy.check_delta(self.delta, self.sampler.num_train)
+        self.epochs = None if epochs is None else check_positive("epochs", epochs)
+        if steps is not None:
+            self.steps_planned = check_int("steps", steps, low=1)
+        elif epochs is not None:
+            self.steps_planned = self.sampler.steps_for_epochs(self.plan, self.epochs)
+        else:
+            target = float(epsilon) if epsilon is not None else 8.0
+            self.steps_planned = self.sampler.default_steps(self.plan, epsilon=target,
+                                                            delta=self.delta)
+        _privacy.check_planned_steps(self.steps_planned, explicit=steps is not None)
+        self.target_epsilon = None if epsilon is None else check_positive("epsilon", epsilon)
+        if noise_multiplier is not None:
+            self.noise_multiplier = check_real("noise_multiplier", noise_multiplier, low=0.0,
+                                               low_open=True)
+        else:
+            self.noise_multiplier = _privacy.calibrate(
+                self.plan.event_factory, steps=self.steps_planned, epsilon=self.target_epsilon,
+                delta=self.delta, kind=self.plan.accountant)
+        self.event = self.plan.event_factory(self.noise_multiplier)
+        self.accountant = _privacy.new_accountant(
+            self.plan.accountant, PrivacyUnit.NODE, self.plan.relation,
+            epsilon=self.target_epsilon, steps=self.steps_planned)
+        self.capture = FlatCapture(model)
+        self._original_step = optimizer.step
+        self.engine = DPEngine(
+            model, optimizer, clip_norm=self.max_grad_norm,
+            noise_multiplier=self.noise_multiplier * self.plan.noise_scale,
+            expected_batch_size=self.plan.expected_batch_size, generator=self._gens["noise"],
+            secure_mode=self.secure_mode, accountant=self.accountant, step_event=self.event,
+            sampling=self.plan.sampling, layout="rows", update=self._original_step)
+        self.loader = PrivateLoader(self)
+        self._pending: BatchLayout | None = None
+        self._probed = False
+        self.capture.attach()
+        optimizer.step = self._optimizer_step          # the DP step from now on
+
+    # ------------------------------------------------------------------ facts
+    @property
+    def steps(self) -> int:
+        """Noisy steps executed (each one composed into the accountant)."""
+        return self.engine.steps_
+
+    @property
+    def noise_std(self) -> float:
+        """Std of the Gaussian noise on the clipped per-subgraph gradient sum."""
+        return self.engine.noise_std
+
+    @property
+    def epsilon(self) -> float:
+        """Epsilon spent so far at `delta`, from the accountant (0 before any step)."""
+        return 0.0 if self.steps == 0 else float(self.accountant.get_epsilon(self.delta))
+
+    @property
+    def ledger(self) -> dict:
+        """The accountant's ledger: one entry per executed step's event."""
+        return self.accountant.to_dict(self.delta)
+
+    @property
+    def privacy(self) -> dict:
+        """Unit, relation, scope, what is unaccounted, and the mechanism's parameters."""
+        return {"unit": PrivacyUnit.NODE.value, "relation": self.plan.relation.value,
+                "scope": self.plan.scope,
+                "unaccounted": list(self.plan.unaccounted) + self._seed_note(),
+                "accountant": self.plan.accountant, "sampler": self.sampler.name,
+                "noise_multiplier": self.noise_multiplier, "noise_std": self.noise_std,
+                "clip_norm": self.max_grad_norm, "steps": self.steps,
+                "steps_planned": self.steps_planned, "delta": self.delta,
+                "expected_batch_size": self.plan.expected_batch_size,
+                "secure_mode": self.secure_mode, **self.plan.details}
+
+    def _seed_note(self) -> list[str]:
+        if self.secure_mode or self.seed is None:
+            return []
+        return ["seeded noise: anyone with the seed can regenerate it (secure_mode=True for "
+                "a release)"]
+
+    # ------------------------------------------------------------------ the loop
+    def _steps_per_pass(self) -> int:
+        if self.epochs is None:
+            return self.steps_planned
+        return max(1, math.ceil(self.steps_planned / self.epochs))
+
+    def _draw(self):
+        """The next batch, on the model's device; ``None`` for an empty one, which is
+        released here as a noise-only step."""
+        if self._pending is not None:
+            raise SubgraphMixingError(
+                "a batch from pt.loader was drawn but optimizer.step() was not called for "
+                "it: every batch must be followed by exactly one step (skipping a batch "
+                "depends on it, and no noisy release is there to account for)")
+        if self.steps >= self.steps_planned:
+            return None
+        batch = self.sampler.sample(self._gens["sample"])
+        if batch.num_subgraphs == 0:
+            self.engine.release(self._zero_sums(), 0)
+            return None
+        device = next((p.device for p in self.model.parameters()), torch.device("cpu"))
+        batch = batch.to(device)
+        self._pending = BatchLayout(batch.x, batch.edge_index, batch.batch,
+                                    int(batch.num_subgraphs), batch)
+        self.capture.reset()
+        return batch
+
+    def _check_stepped(self) -> None:
+        if self._pending is not None:
+            self._pending = None
+            raise SubgraphMixingError(
+                "the loop drew the next batch without calling optimizer.step() on the "
+                "previous one: every batch from pt.loader must be followed by exactly one "
+                "optimizer.step()")
+
+    def _zero_sums(self) -> dict[str, torch.Tensor]:
+        return {n: torch.zeros_like(p) for n, p in self.model.named_parameters()
+                if p.requires_grad}
+
+    def _optimizer_step(self, closure=None):
+        if closure is not None:
+            raise InvalidParameterError("closure", "None (the DP step takes no closure)",
+                                        type(closure).__name__)
+        self.step()
+
+    def step(self):
+        """The DP step (what ``optimizer.step()`` runs): check the batch, clip every
+        subgraph's gradient to ``max_grad_norm``, add one noise draw, update, account.
+
+        Raises:
+            SubgraphMixingError: no pending batch, a foreign batch, an edge between
+                subgraphs, a model that mixes subgraphs, or output rows that fit no batch.
+        """
+        layout = self._pending
+        if layout is None:
+            if self.steps >= self.steps_planned:
+                raise SubgraphMixingError(
+                    f"the plan of {self.steps_planned} noisy steps is spent: the epsilon was "
+                    "calibrated for it; make a new PrivateTraining to train further")
+            raise SubgraphMixingError(
+                "optimizer.step() without a batch from pt.loader: draw batches with "
+                "`for batch in pt.loader:` and step once per batch (a batch from another "
+                "DataLoader would be accounted as a sampling that did not happen)")
+        self._pending = None
+        try:
+            self.capture.check_inputs(layout)
+            if not self._probed:
+                self.capture.probe_independence(layout)
+                self._probed = True
+            scale = float(layout.num_subgraphs) if self.loss_reduction == "mean" else 1.0
+            sums = self._clipped_sums(layout, scale)
+        finally:
+            self.capture.reset()
+        self.engine.release(sums, layout.num_subgraphs)
+
+    def _clipped_sums(self, layout: BatchLayout, scale: float) -> dict[str, torch.Tensor]:
+        contributions = self.capture.contributions(layout, scale=scale)
+        num = layout.num_subgraphs
+        named = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+        dtype = named[0][1].dtype if named else torch.float32
+        total = torch.zeros(num, dtype=dtype, device=layout.batch.device)
+        for _, p in named:
+            if p in contributions:
+                total = total + contributions[p].norm_sq.to(dtype)
+        factors = clipping.clip_factors(total.sqrt(), self.max_grad_norm)
+        return {n: (contributions[p].weighted(factors).to(p.dtype) if p in contributions
+                    else torch.zeros_like(p)) for n, p in named}
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict:
+        """Model, optimizer, executed steps, the ledger and the sampling stream's state."""
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "steps": self.steps, "steps_planned": self.steps_planned,
+                "noise_multiplier": self.noise_multiplier, "ledger": self.ledger,
+                "sample_generator": self._gens["sample"].get_state(),
+                "noise_generator": (None if self._gens["noise"] is None
+                                    else self._gens["noise"].get_state())}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resume: restore model, optimizer and streams, and recompose the executed steps.
+
+        Raises:
+            InvalidParameterError: the state was planned with another noise or step count.
+        """
+        for key, mine in (("noise_multiplier", self.noise_multiplier),
+                          ("steps_planned", self.steps_planned)):
+            if not math.isclose(float(state[key]), float(mine), rel_tol=1e-12):
+                raise InvalidParameterError(
+                    "state", f"a checkpoint of this plan ({key} = {mine})", state[key])
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self._gens["sample"].set_state(state["sample_generator"])
+        if self._gens["noise"] is not None and state["noise_generator"] is not None:
+            self._gens["noise"].set_state(state["noise_generator"])
+        done = int(state["steps"]) - self.steps
+        if done < 0:
+            raise InvalidParameterError("state", f"at least {self.steps} executed steps",
+                                        state["steps"])
+        if done:
+            self.accountant.compose(self.event, done)
+            self.engine.steps_ += done
+
+    def close(self) -> None:
+        """Remove the hooks and give ``optimizer`` its own ``step`` back."""
+        self.capture.detach()
+        if self.optimizer.__dict__.get("step") == self._optimizer_step:
+            del self.optimizer.step
+
+    def __repr__(self) -> str:
+        return (f"PrivateTraining(sampler={self.sampler.name!r}, noise_multiplier="
+                f"{self.noise_multiplier:.4g}, clip_norm={self.max_grad_norm:g}, steps="
+                f"{self.steps}/{self.steps_planned}, epsilon={self.epsilon:.4g}, "
+                f"delta={self.delta:.3g})")
+
+
+def _check_optimizer_params(model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    mine = {id(p) for p in model.parameters()}
+    foreign = [p for g in optimizer.param_groups for p in g["params"] if id(p) not in mine]
+    if foreign:
+        raise InvalidParameterError(
+            "optimizer", "an optimizer over the model's own parameters (the DP engine clips "
+            "and noises only what the model's modules use)",
+            f"{len(foreign)} parameter(s) not in the model, first of shape "
+            f"{tuple(foreign[0].shape)}")
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    if not trainable:
+        raise InvalidParameterError("model", "at least one trainable parameter", "none")
+
+
+def make_private(model: nn.Module, optimizer: torch.optim.Optimizer, data, *,
+                 sampler: str | SubgraphSampler, epsilon: float | None = None,
+                 noise_multiplier: float | None = None, delta: float | None = None,
+                 max_grad_norm: float = 1.0, epochs: float | None = None,
+                 steps: int | None = None, batch_size: int | None = None,
+                 secure_mode: bool = False, seed: int | None = None,
+                 loss_reduction: str = "mean") -> PrivateTraining:
+    """Make the user's own PyG model and loop node-level differentially private.
+
+    Args:
+        model: any ``nn.Module`` taking the batch's tensors (e.g. ``model(x, edge_index)``);
+            PyG ``GCNConv``, ``SAGEConv``, ``GraphConv``, ``GINConv``/``GINEConv``, torch and
+            PyG ``Linear``, ``LayerNorm``, ``Embedding``, ``Dropout`` have exact rules; any
+            other differentiable module an exact per-subgraph fallback. Modules that mix
+            the rows of a batch (``BatchNorm``, attention across rows) are refused.
+        optimizer: a ``torch.optim`` optimizer over the model's parameters; its ``step``
+            becomes the DP step (SGD gives DP-SGD, Adam DP-Adam).
+        data: the PyG ``Data`` graph with ``x``, ``y``, ``edge_index`` and ``train_mask``.
+        sampler: ``"heterpoisson"``, ``"degree_bounded"``, ``"nodes"`` or a sampler object
+            with options (`gnnprivacy.training.private.samplers`).
+        epsilon: target epsilon (the noise multiplier is calibrated for the planned steps);
+            or ``noise_multiplier``: fixed ``z``, the epsilon is computed. Exactly one.
+        delta: default per sampler (``|V|^-1.1`` for heterpoisson, ``1 / (10 N_train)``
+            otherwise).
+        max_grad_norm: per-subgraph clip bound ``C``.
+        epochs: expected passes over the training nodes (the plan); default: the library's
+            adaptive rule for the graph size and epsilon.
+        steps: the number of steps (the plan), instead of ``epochs``.
+        batch_size: expected subgraphs per step (default adaptive).
+        secure_mode: noise from the OS CSPRNG, sampling seeds from OS entropy.
+        seed: seeds sampling and noise (reproducible research only); ``None``: OS entropy.
+        loss_reduction: ``"mean"`` (the loss averages over the batch's subgraphs, e.g.
+            ``F.cross_entropy(out[batch.center], ...)``) or ``"sum"``.
+
+    Returns:
+        A `PrivateTraining`.
+
+    Raises:
+        InvalidParameterError: bad arguments; UnsupportedModuleError: a module that cannot be
+            clipped per subgraph.
+    """
+    return PrivateTraining(model, optimizer, data, sampler=sampler, epsilon=epsilon,
+                           noise_multiplier=noise_multiplier, delta=delta,
+                           max_grad_norm=max_grad_norm, epochs=epochs, steps=steps,
+                           batch_size=batch_size, secure_mode=secure_mode, seed=seed,
+                           loss_reduction=loss_reduction)

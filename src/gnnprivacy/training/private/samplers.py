@@ -1,0 +1,423 @@
+"""Subgraph samplers for :func:`gnnprivacy.make_private`: each draws the disjoint subgraphs of
+one step and knows the privacy event of that draw.
+
+A batch is a PyG :class:`~torch_geometric.data.Data` with ``x``, ``edge_index`` (local ids,
+every edge inside one subgraph), ``y``, ``batch`` (subgraph of every row, non-decreasing),
+``center`` (row of each subgraph's centre, in subgraph order), ``n_id`` (node id in the
+input graph of every row) and ``num_subgraphs``. A node sampled into several subgraphs of one
+step appears once per subgraph (its own row each time), so the subgraphs are disjoint.
+
+Samplers (one noisy step per batch):
+
+* :class:`HeterPoissonSubgraphs` (``"heterpoisson"``): star subgraphs of Xiang et al., IEEE
+  S&P 2024 -- each training node is a centre with probability ``q_b``, each in-neighbour
+  ``j`` joins with probability ``min(1, M / D_out(j))``; edges ``j -> centre``. Event: the
+  HeterPoisson mixture of Gaussians (its Theorem 2; the sound PLD analysis by default).
+* :class:`DegreeBoundedSubgraphs` (``"degree_bounded"``): DP-GNN (Daigavane et al.)'s
+  degree-bounded graph, built once by its greedy Algorithm 2; a batch is a uniform
+  ``m``-subset of training nodes (or Poisson), each with its ``K``-hop neighbourhood in the
+  bounded graph (``K`` = the model's number of message-passing layers unless given). One node
+  reaches at most ``M_K = Σ_{j<=K} D^j`` subgraphs; event: DP-GNN's multi-term amplified
+  Gaussian with that occurrence bound, noise ``2 M_K C`` per unit multiplier.
+* :class:`NodeSubgraphs` (``"nodes"``): every training node alone, Poisson sampling, no
+  edges: naive DP-SGD (the DP-MLP baseline). Event: the Poisson-subsampled Gaussian.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+
+from gnnprivacy._validation import check_choice, check_int, check_real
+from gnnprivacy.accounting.units import NeighboringRelation
+from gnnprivacy.errors import InvalidParameterError
+
+__all__ = ["DegreeBoundedSubgraphs", "HeterPoissonSubgraphs", "NodeSubgraphs", "SAMPLERS",
+           "SamplerPlan", "SubgraphSampler", "make_sampler"]
+
+
+@dataclass(frozen=True)
+class SamplerPlan:
+    """What the accountant and the engine need from a sampler, fixed before training.
+
+    Attributes:
+        event_factory: noise multiplier ``z`` -> the event of one step.
+        accountant: ``"pld"`` or ``"rdp"``.
+        relation: the neighbouring relation of the event.
+        sampling: the engine's sampling declaration (``DPEngine(sampling=...)``).
+        rate: the probability that a given training node is a centre in one step.
+        expected_batch_size: ``B_exp`` dividing the noisy sum.
+        noise_scale: engine noise multiplier = ``noise_scale * z`` (sensitivity in clip units).
+        default_delta: delta when the user gives none.
+        scope, unaccounted: what the epsilon covers and what it does not.
+        details: sampler facts for the record.
+    """
+
+    event_factory: Any
+    accountant: str
+    relation: NeighboringRelation
+    sampling: str
+    rate: float
+    expected_batch_size: float
+    noise_scale: float
+    default_delta: float
+    scope: str
+    unaccounted: tuple[str, ...] = ()
+    details: dict = field(default_factory=dict)
+
+
+def _check_data(data: Any) -> Data:
+    if not isinstance(data, Data):
+        raise InvalidParameterError("data", "a torch_geometric.data.Data graph",
+                                    type(data).__name__)
+    for key in ("x", "y", "edge_index", "train_mask"):
+        if getattr(data, key, None) is None:
+            hint = (" (a split: gnnprivacy.datasets.random_split or set data.train_mask)"
+                    if key == "train_mask" else "")
+            raise InvalidParameterError("data", f"a graph with data.{key}{hint}",
+                                        f"no data.{key}")
+    if int(data.train_mask.sum()) < 2:
+        raise InvalidParameterError("data.train_mask", "at least 2 training nodes",
+                                    int(data.train_mask.sum()))
+    return data
+
+
+class SubgraphSampler:
+    """Base class. ``setup(data, model=...)`` reads the public sizes and builds the sampler;
+    ``plan(...)`` returns the `SamplerPlan`; ``sample(generator)`` one batch."""
+
+    name = "base"
+    #: node ids of the training graph and its features/labels (set by setup)
+    graph: Data
+
+    def setup(self, data: Data, *, model: torch.nn.Module | None = None,
+              generator: torch.Generator | None = None) -> None:
+        from gnnprivacy.training.nonprivate import training_graph
+
+        self.graph = training_graph(_check_data(data))
+        self.train_nodes = self.graph.train_mask.nonzero().flatten()
+        self.num_train = int(self.train_nodes.numel())
+        self.num_nodes = int(self.graph.num_nodes)
+
+    def default_batch_size(self) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def plan(self, *, batch_size: int | None) -> SamplerPlan:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def default_steps(self, plan: SamplerPlan, *, epsilon: float, delta: float) -> int:
+        from gnnprivacy.experiments.defaults import adaptive_steps
+
+        return adaptive_steps(self.num_train, plan.expected_batch_size, epsilon=epsilon,
+                              delta=delta, sensitivity=plan.noise_scale)
+
+    def steps_for_epochs(self, plan: SamplerPlan, epochs: float) -> int:
+        """``ceil(epochs / rate)``: ``epochs`` expected passes over the training nodes."""
+        return max(1, math.ceil(float(epochs) / plan.rate))
+
+    def sample(self, generator: torch.Generator) -> Data:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ batch assembly
+    def _assemble(self, nodes: Tensor, seg: Tensor, centre_first: Tensor, num: int,
+                  edges: tuple[Tensor, Tensor]) -> Data:
+        """A batch from rows ``nodes`` grouped by subgraph ``seg`` (non-decreasing), the row of
+        each centre, and local edges ``(src_rows, dst_rows)``."""
+        g = self.graph
+        return Data(x=g.x[nodes], edge_index=torch.stack(edges), y=g.y[nodes], batch=seg,
+                    center=centre_first, n_id=nodes, num_subgraphs=int(num),
+                    num_nodes=int(nodes.numel()))
+
+    def __repr__(self) -> str:
+        opts = ", ".join(f"{k}={v!r}" for k, v in vars(self).items()
+                         if not k.startswith("_") and k not in ("graph", "train_nodes",
+                                                                "num_train", "num_nodes"))
+        return f"{type(self).__name__}({opts})"
+
+
+class HeterPoissonSubgraphs(SubgraphSampler):
+    """HeterPoisson star subgraphs (spec of Xiang et al., S&P 2024, Algorithms 2-3).
+
+    Args:
+        M: neighbour multiplier (>= 1): peripheral ``j`` joins with ``min(1, M / D_out(j))``.
+        enforce_no_overlap: drop peripherals that are centres of the same step (default).
+        peripheral_pool: ``"all_visible"`` (every node of the training graph) or
+            ``"train_only"``.
+        degree_public: account over the graph's largest out-degree instead of ``|V| - 1``.
+        accounting: ``"sound"`` (PLD of the mixture) or ``"paper"`` (Theorem 2's RDP).
+
+    Privacy: unit node, add/remove of one training node inside a fixed graph whose degree
+    sequence is public (peripheral probabilities read whole-graph out-degrees).
+    """
+
+    name = "heterpoisson"
+
+    def __init__(self, *, M: float = 1.0, enforce_no_overlap: bool = True,
+                 peripheral_pool: str = "all_visible", degree_public: bool = False,
+                 accounting: str = "sound"):
+        self.M = check_real("M", M, low=1.0)
+        if math.isinf(self.M):
+            raise InvalidParameterError("M", "a finite real >= 1", M)
+        self.enforce_no_overlap = bool(enforce_no_overlap)
+        self.peripheral_pool = check_choice("peripheral_pool", peripheral_pool,
+                                            ("all_visible", "train_only"))
+        self.degree_public = bool(degree_public)
+        self.accounting = check_choice("accounting", accounting, ("sound", "paper"))
+
+    def default_batch_size(self) -> int:
+        from gnnprivacy.experiments.defaults import (MAX_RATE_HETERPOISSON,
+                                                     MIN_BATCH_HETERPOISSON)
+
+        rate = min(MAX_RATE_HETERPOISSON, 4096.0 / self.num_nodes)
+        q_b = min(1.0, max(rate, MIN_BATCH_HETERPOISSON / self.num_train))
+        return max(1, round(q_b * self.num_train))
+
+    def plan(self, *, batch_size: int | None) -> SamplerPlan:
+        from gnnprivacy.sampling import HeterPoissonSampler
+        from gnnprivacy.training.node_dp import _privacy
+
+        m = self.default_batch_size() if batch_size is None else check_int(
+            "batch_size", batch_size, low=1, high=self.num_train)
+        q_b = min(1.0, m / self.num_train)
+        g = self.graph
+        inductive = getattr(getattr(g, "split", None), "kind", None) == "inductive"
+        elig = (g.train_mask if inductive or self.peripheral_pool == "train_only"
+                else torch.ones(self.num_nodes, dtype=torch.bool))
+        self._sampler = HeterPoissonSampler(g.edge_index, self.num_nodes,
+                                            candidates=g.train_mask, eligible=elig, q_b=q_b,
+                                            M=self.M, enforce_no_overlap=self.enforce_no_overlap)
+        d_max = self._sampler.max_out_degree if self.degree_public else self.num_nodes - 1
+        factory = _privacy.heterpoisson_event_factory(
+            q_b=q_b, M=self.M, max_out_degree=d_max, overlap_removal=self.enforce_no_overlap,
+            mode=self.accounting)
+        unaccounted = ["degree sequence (assumed public): peripheral sampling probabilities "
+                       "are computed from whole-graph out-degrees, so removing a node also "
+                       "changes its neighbours' sampling probabilities"]
+        return SamplerPlan(
+            factory, _privacy.heterpoisson_accountant_kind(self.accounting),
+            NeighboringRelation.ADD_OR_REMOVE, "heterpoisson", q_b, q_b * self.num_train, 1.0,
+            float(self.num_nodes) ** -1.1,
+            "the model's parameters: every executed noisy step, for one training node added "
+            "or removed with its features, label and edges, inside a fixed graph whose degree "
+            "sequence is public", tuple(unaccounted),
+            {"q_b": q_b, "M": self.M, "max_out_degree_accounted": d_max,
+             "enforce_no_overlap": self.enforce_no_overlap,
+             "accounting_mode": self.accounting})
+
+    def default_steps(self, plan: SamplerPlan, *, epsilon: float, delta: float) -> int:
+        from gnnprivacy.experiments.defaults import MAX_STEPS_HETERPOISSON
+
+        return min(super().default_steps(plan, epsilon=epsilon, delta=delta),
+                   MAX_STEPS_HETERPOISSON)
+
+    def sample(self, generator: torch.Generator) -> Data:
+        stars = self._sampler.sample(generator)
+        num = stars.num_subgraphs
+        nodes = torch.cat([stars.centers, stars.periph_nodes])
+        seg = torch.cat([torch.arange(num), stars.periph_subgraph])
+        order = torch.argsort(seg, stable=True)           # centre first within each subgraph
+        counts = torch.bincount(seg, minlength=num)
+        first = torch.cumsum(counts, 0) - counts
+        seg = seg[order]
+        rows = torch.arange(seg.numel())
+        periph = rows != first[seg]
+        src = rows[periph]
+        return self._assemble(nodes[order], seg, first, num, (src, first[seg[periph]]))
+
+
+class DegreeBoundedSubgraphs(SubgraphSampler):
+    """DP-GNN degree-bounded ``K``-hop subgraphs (Daigavane et al., Algorithms 1-2).
+
+    Args:
+        max_degree: the degree bound ``D`` of the bounded graph (3).
+        hops: subgraph radius ``K``; ``None``: the model's number of message-passing layers.
+        sampling: ``"fixed"`` (uniform ``m``-subsets, replace-one relation, the paper) or
+            ``"poisson"`` (add/remove).
+
+    Privacy: one node lies in at most ``M_K = Σ_{j<=K} D^j`` subgraphs of the bounded graph,
+    so the summed clipped gradient moves by at most ``2 M_K C``. The greedy bounding pass
+    reads the raw graph and is not covered (listed under ``unaccounted``).
+    """
+
+    name = "degree_bounded"
+
+    def __init__(self, *, max_degree: int = 3, hops: int | None = None,
+                 sampling: str = "fixed"):
+        self.max_degree = check_int("max_degree", max_degree, low=1)
+        self.hops = None if hops is None else check_int("hops", hops, low=0)
+        self.sampling = check_choice("sampling", sampling, ("fixed", "poisson"))
+
+    def setup(self, data: Data, *, model: torch.nn.Module | None = None,
+              generator: torch.Generator | None = None) -> None:
+        super().setup(data, model=model, generator=generator)
+        from gnnprivacy.sampling import sample_degree_bounded_subgraphs
+        from gnnprivacy.sampling._graph import clean_graph
+
+        if self.hops is None:
+            self.hops_ = _message_passing_depth(model)
+        else:
+            self.hops_ = self.hops
+        gen = generator if generator is not None else torch.Generator().manual_seed(0)
+        self._bounded = sample_degree_bounded_subgraphs(
+            self.graph.edge_index, self.num_nodes, train_nodes=self.train_nodes,
+            max_degree=self.max_degree, generator=gen, bound_all_nodes=self.hops_ > 1)
+        self._csr = clean_graph(self._bounded.edge_index, self.num_nodes,
+                                where="DegreeBoundedSubgraphs")
+
+    @property
+    def occurrence_bound(self) -> int:
+        """``M_K = Σ_{j=0..K} D^j``: the most subgraphs one node can lie in."""
+        return sum(self.max_degree ** j for j in range(self.hops_ + 1))
+
+    def default_batch_size(self) -> int:
+        from gnnprivacy.experiments.defaults import BATCH_FRACTION, adaptive_batch
+
+        return adaptive_batch(self.num_train, fraction=BATCH_FRACTION["dpgnn"], low=256,
+                              high=10000)
+
+    def plan(self, *, batch_size: int | None) -> SamplerPlan:
+        from gnnprivacy.sampling import NodeBatchSampler
+        from gnnprivacy.training.node_dp import _privacy
+
+        m = self.default_batch_size() if batch_size is None else check_int(
+            "batch_size", batch_size, low=1, high=self.num_train)
+        occ = self.occurrence_bound
+        if occ - 1 > self.num_train - 1:
+            raise InvalidParameterError(
+                "max_degree", f"an occurrence bound M_K = sum D^j (j <= {self.hops_}) of at "
+                f"most the {self.num_train} training nodes", f"M_K = {occ}")
+        self._batches = NodeBatchSampler(self.num_train, batch_size=m, sampling=self.sampling)
+        factory = _privacy.dpgnn_event_factory(num_train=self.num_train, batch_size=m,
+                                               max_degree=occ - 1, sampling=self.sampling)
+        relation = (NeighboringRelation.REPLACE if self.sampling == "fixed"
+                    else NeighboringRelation.ADD_OR_REMOVE)
+        return SamplerPlan(
+            factory, "rdp", relation, "degree_bounded", m / self.num_train, float(m),
+            2.0 * occ, 1.0 / (10.0 * self.num_train),
+            f"the model's parameters: every executed noisy step, for one node of the "
+            f"degree-bounded graph (degree <= {self.max_degree}) "
+            + ("replaced by another" if self.sampling == "fixed" else "added or removed")
+            + f", with {self.hops_}-hop subgraphs (each node in at most {occ})",
+            ("greedy degree bounding (DP-GNN Algorithm 2) depends on the data: removing one "
+             "node can change other nodes' neighbourhoods",
+             "the number of training nodes (assumed public) sets the sampling rate"),
+            {"max_degree": self.max_degree, "hops": self.hops_, "occurrence_bound": occ,
+             "sampling": self.sampling, "batch_size": m})
+
+    def steps_for_epochs(self, plan: SamplerPlan, epochs: float) -> int:
+        return max(1, math.ceil(float(epochs) * self.num_train / plan.expected_batch_size))
+
+    def sample(self, generator: torch.Generator) -> Data:
+        seeds = self.train_nodes[self._batches.sample(generator)]
+        num = int(seeds.numel())
+        n = self.num_nodes
+        keys = torch.arange(num) * n + seeds                 # (subgraph, node) pairs
+        frontier = keys
+        rowptr, src = self._csr.rowptr, self._csr.src
+        for _ in range(self.hops_):
+            sub, node = frontier // n, frontier % n
+            start, count = rowptr[node], rowptr[node + 1] - rowptr[node]
+            rep = torch.repeat_interleave(torch.arange(node.numel()), count)
+            offs = torch.arange(rep.numel()) - (torch.cumsum(count, 0) - count)[rep]
+            nb = src[start[rep] + offs]
+            new = torch.unique(sub[rep] * n + nb)
+            frontier = new[~torch.isin(new, keys)]
+            keys = torch.cat([keys, frontier])
+        # rows: subgraph-major, centre first (its key sorts first only by construction below)
+        sub, node = keys // n, keys % n
+        is_centre = torch.zeros_like(keys, dtype=torch.bool)
+        is_centre[:num] = True
+        order = torch.argsort(sub * 2 + (~is_centre).long(), stable=True)
+        keys, sub, node = keys[order], sub[order], node[order]
+        counts = torch.bincount(sub, minlength=num)
+        first = torch.cumsum(counts, 0) - counts
+        # induced edges of the bounded graph inside each subgraph
+        start, count = rowptr[node], rowptr[node + 1] - rowptr[node]
+        rep = torch.repeat_interleave(torch.arange(node.numel()), count)
+        offs = torch.arange(rep.numel()) - (torch.cumsum(count, 0) - count)[rep]
+        nb_keys = sub[rep] * n + src[start[rep] + offs]
+        sorted_keys, perm = torch.sort(keys)
+        pos = torch.searchsorted(sorted_keys, nb_keys).clamp_max(max(keys.numel() - 1, 0))
+        inside = sorted_keys[pos] == nb_keys if keys.numel() else nb_keys.bool()
+        src_rows = perm[pos[inside]]                    # neighbour j ...
+        dst_rows = rep[inside]                          # ... -> row that aggregates it
+        return self._assemble(node, sub, first, num, (src_rows, dst_rows))
+
+
+class NodeSubgraphs(SubgraphSampler):
+    """Every training node alone, Poisson sampled: naive DP-SGD with no graph (DP-MLP).
+
+    Privacy: unit node, add/remove; one Poisson-subsampled Gaussian event per step. The
+    model sees no edge, so edges are outside the guarantee's object.
+    """
+
+    name = "nodes"
+
+    def default_batch_size(self) -> int:
+        from gnnprivacy.experiments.defaults import BATCH_FRACTION, adaptive_batch
+
+        return adaptive_batch(self.num_train, fraction=BATCH_FRACTION["dpmlp"], low=256,
+                              high=4096)
+
+    def plan(self, *, batch_size: int | None) -> SamplerPlan:
+        from gnnprivacy.training.node_dp import _privacy
+
+        m = self.default_batch_size() if batch_size is None else check_int(
+            "batch_size", batch_size, low=1, high=self.num_train)
+        q = min(1.0, m / self.num_train)
+        self._rate = q
+        return SamplerPlan(
+            _privacy.dpsgd_event_factory(sample_rate=q), "pld",
+            NeighboringRelation.ADD_OR_REMOVE, "poisson", q, q * self.num_train, 1.0,
+            1.0 / (10.0 * self.num_train),
+            "the model's parameters: every executed noisy step, for one training node added "
+            "or removed (features and label; the model sees no edge)",
+            ("the number of training nodes (assumed public) sets the sampling rate",),
+            {"sample_rate": q, "batch_size": m})
+
+    def sample(self, generator: torch.Generator) -> Data:
+        from gnnprivacy.sampling import poisson_node_batch
+
+        nodes = poisson_node_batch(self.train_nodes, rate=self._rate, generator=generator)
+        num = int(nodes.numel())
+        empty = torch.zeros(0, dtype=torch.long)
+        return self._assemble(nodes, torch.arange(num), torch.arange(num), num, (empty, empty))
+
+
+SAMPLERS = {"heterpoisson": HeterPoissonSubgraphs, "degree_bounded": DegreeBoundedSubgraphs,
+            "nodes": NodeSubgraphs}
+
+
+def make_sampler(sampler: str | SubgraphSampler) -> SubgraphSampler:
+    """A sampler instance from its name (default options) or passed through.
+
+    Raises:
+        InvalidParameterError: an unknown name, listing the valid ones.
+    """
+    if isinstance(sampler, SubgraphSampler):
+        return sampler
+    if isinstance(sampler, str) and sampler in SAMPLERS:
+        return SAMPLERS[sampler]()
+    raise InvalidParameterError("sampler", f"one of {sorted(SAMPLERS)} or a SubgraphSampler",
+                                sampler)
+
+
+def _message_passing_depth(model: torch.nn.Module | None) -> int:
+    """Number of PyG ``MessagePassing`` modules in ``model`` that are not inside another
+    one (a GIN's inner MLP does not count): the receptive field of a stacked model."""
+    if model is None:
+        return 1
+    from torch_geometric.nn.conv import MessagePassing
+
+    inner = set()
+    count = 0
+    for module in model.modules():
+        if isinstance(module, MessagePassing) and id(module) not in inner:
+            count += 1
+            inner.update(id(m) for m in module.modules() if m is not module)
+    return count
