@@ -1,17 +1,19 @@
 """gnnprivacy: privacy-preserving graph learning on PyTorch and PyTorch Geometric.
 
-The public API (loaded on first use, so ``import gnnprivacy`` stays instant)::
+The public API (loaded on first use, so ``import gnnprivacy`` stays instant):
 
-    import gnnprivacy as gp
-    result = gp.train(data, method="heterpoisson", epsilon=8.0)   # a PyG Data or a dataset name
-    result.epsilon, result.delta, result.metrics["test_accuracy"], result.record
-    gp.account("dpsgd", sample_rate=0.01, noise_multiplier=1.0, steps=1000, delta=1e-5)
-    gp.methods(); gp.datasets(); gp.load_dataset("cora", root="...")
-    gp.audit("heterpoisson", "facebook", epsilon=2.0)     # empirical epsilon lower bound
-    gp.assess(result.record)                              # privacy report card
-    gp.tune("tune.yaml")                                  # tuning with the selection counted
-    gp.attack_link_stealing("cora", attack=6, defense="grid")
-    pt = gp.make_private(model, optimizer, data, sampler="heterpoisson", epsilon=8.0)
+```
+import gnnprivacy as gp
+result = gp.train(data, method="heterpoisson", epsilon=8.0)   # a PyG Data or a dataset name
+result.epsilon, result.delta, result.metrics["test_accuracy"], result.record
+gp.account("dpsgd", sample_rate=0.01, noise_multiplier=1.0, steps=1000, delta=1e-5)
+gp.methods(); gp.datasets(); gp.load_dataset("cora", root="...")
+gp.audit("heterpoisson", "facebook", epsilon=2.0)     # empirical epsilon lower bound
+gp.assess(result.record)                              # privacy report card
+gp.tune("tune.yaml")                                  # tuning with the selection counted
+gp.attack_link_stealing("cora", attack=6, defense="grid")
+pt = gp.make_private(model, optimizer, data, sampler="heterpoisson", epsilon=8.0)
+```
 
 Sub-packages (imports point down only): ``accounting`` (privacy events, accountants,
 calibration; no torch), ``mechanisms``, ``datasets``, ``sampling``, ``nn``, ``training``,

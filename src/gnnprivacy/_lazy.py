@@ -3,16 +3,18 @@ package (and ``gnnprivacy --help``) stays light.
 
 A package declares its lazy names once, as imports under ``if TYPE_CHECKING:`` (so type
 checkers and the API reference see the real signatures), and builds its ``__getattr__`` from
-that block::
+that block:
 
-    from typing import TYPE_CHECKING
+```
+from typing import TYPE_CHECKING
 
-    from gnnprivacy._lazy import lazy_exports
+from gnnprivacy._lazy import lazy_exports
 
-    if TYPE_CHECKING:
-        from gnnprivacy.nn.star import StarGNN
+if TYPE_CHECKING:
+    from gnnprivacy.nn.star import StarGNN
 
-    __getattr__, __dir__ = lazy_exports(__name__, __file__, globals())
+__getattr__, __dir__ = lazy_exports(__name__, __file__, globals())
+```
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ MAX_PURE_EPSILON = 700.0
 
 
 def check_pure_epsilon(name: str, value: object) -> float:
-    """A finite ``0 < epsilon <= MAX_PURE_EPSILON``, else :class:`InvalidParameterError`."""
+    """A finite ``0 < epsilon <= MAX_PURE_EPSILON``, else `InvalidParameterError`."""
     eps = check_positive(name, value)
     if not eps <= MAX_PURE_EPSILON:
         raise InvalidParameterError(
@@ -102,7 +102,7 @@ MIN_DELTA = 1e-12
 
 def check_target_epsilon(name: str, value: object) -> float:
     """A target epsilon in ``[MIN_TARGET_EPSILON, MAX_TARGET_EPSILON]`` for a calibrated
-    trainer, else :class:`InvalidParameterError` naming the range."""
+    trainer, else `InvalidParameterError` naming the range."""
     eps = check_positive(name, value)
     if not MIN_TARGET_EPSILON <= eps <= MAX_TARGET_EPSILON:
         raise InvalidParameterError(
@@ -113,7 +113,7 @@ def check_target_epsilon(name: str, value: object) -> float:
 
 def check_delta_range(name: str, value: object, *, allow_zero: bool = False) -> float:
     """A delta in ``[MIN_DELTA, 1)`` (or exactly 0 where ``allow_zero``), else
-    :class:`InvalidParameterError` naming the range."""
+    `InvalidParameterError` naming the range."""
     delta = check_real(name, value, low=0.0, high=1.0, high_open=True)
     if delta == 0.0 and allow_zero:
         return delta

@@ -1,18 +1,20 @@
 """The public Python API: ``gnnprivacy.train``, ``.account``, ``.methods``, ``.datasets``.
 
 A thin face over the same registry and runner as the command line (``gnnprivacy train`` and
-``gp.train`` run :func:`gnnprivacy.experiments.runner.run`; ``gnnprivacy account`` and
-``gp.account`` run :func:`gnnprivacy.accounting.query.account`), so a result in a notebook
+``gp.train`` run `gnnprivacy.experiments.runner.run`; ``gnnprivacy account`` and
+``gp.account`` run `gnnprivacy.accounting.query.account`), so a result in a notebook
 and a result in the shell are the same result.
 
-Example::
+Example:
 
-    import gnnprivacy as gp
-    result = gp.train("cora", method="heterpoisson", epsilon=8.0, data_root="../shared/datasets")
-    result.epsilon, result.delta, result.metrics["test_accuracy"]
-    logits = result.predict()                    # private inference where the method defines it
-    gp.account("dpsgd", sample_rate=0.01, noise_multiplier=1.0, steps=1000, delta=1e-5)
-    gp.methods()                                 # names, private or not, parameters
+```
+import gnnprivacy as gp
+result = gp.train("cora", method="heterpoisson", epsilon=8.0, data_root="../shared/datasets")
+result.epsilon, result.delta, result.metrics["test_accuracy"]
+logits = result.predict()                    # private inference where the method defines it
+gp.account("dpsgd", sample_rate=0.01, noise_multiplier=1.0, steps=1000, delta=1e-5)
+gp.methods()                                 # names, private or not, parameters
+```
 """
 
 from __future__ import annotations
@@ -95,10 +97,10 @@ def datasets(data_root: str | None = None) -> list[dict[str, Any]]:
 
 @dataclass
 class TrainResult:
-    """What :func:`train` returns: the run record, and the fitted model kept in memory.
+    """What `train` returns: the run record, and the fitted model kept in memory.
 
     Attributes:
-        record: the :class:`~gnnprivacy.reporting.record.RunRecord` the CLI writes (config,
+        record: the `RunRecord` the CLI writes (config,
             seeds, versions, privacy ledger, metrics, timings).
         model: the fitted estimator (e.g. a ``HeterPoissonTrainer``), for ``fit``/``predict``
             users; ``None`` for methods that do not keep one.
@@ -116,7 +118,7 @@ class TrainResult:
 
     @property
     def delta(self) -> float | None:
-        """The delta that :attr:`epsilon` is stated for (``None`` when not private)."""
+        """The delta that `epsilon` is stated for (``None`` when not private)."""
         return self.record.delta
 
     @property
@@ -135,7 +137,7 @@ class TrainResult:
 
         Args:
             data: the graph to predict on (default: the training graph; required for a model
-                loaded with :func:`load`, except for transductive methods). Methods with a
+                loaded with `load`, except for transductive methods). Methods with a
                 private inference use it (HeterPoisson: each query node aggregates only
                 non-training neighbours); the others run their model on the whole graph.
                 Transductive methods (rgnn, lpgnn, ldp-naive, heterorr) predict only on the
@@ -163,7 +165,7 @@ class TrainResult:
 
     def save(self, path: str | None = None):
         """Save the model: weights, JSON configuration and the run record in one file that
-        ``torch.load(path, weights_only=True)`` reads (no pickled code); :func:`load` gives it
+        ``torch.load(path, weights_only=True)`` reads (no pickled code); `load` gives it
         back. Default path: ``<run_id>.model.pt`` in the current folder.
 
         Returns:
@@ -196,13 +198,13 @@ def train(data: Any = "csbm", *, method: str = "gcn", seed: int = 0,
 
     Args:
         data: a registered dataset name (``"cora"``, ``"computers"``, ``"csbm"`` ...; see
-            :func:`datasets`) or a ``torch_geometric.data.Data`` with ``x``, ``y``,
+            `datasets`) or a ``torch_geometric.data.Data`` with ``x``, ``y``,
             ``edge_index`` and boolean ``train_mask``/``test_mask`` (``val_mask`` optional).
             A ``Data`` without masks gets a random split from ``train_frac``/``val_frac``/
             ``test_frac`` and ``seed``. Your object is not modified: a copy is symmetrised
             and validated (NaN/inf features, masks, fewer than two training classes ... are
             refused with a message naming the problem).
-        method: a registered method (:func:`methods`), e.g. ``"heterpoisson"``, ``"dpgnn"``,
+        method: a registered method (`methods`), e.g. ``"heterpoisson"``, ``"dpgnn"``,
             ``"dpmlp"``, ``"rgnn"``, ``"gcn"``.
         seed: run seed; the split, initialisation, sampling and noise seeds derive from it.
         runs_dir: write the JSON record (and the split) there, as the CLI does; default:
@@ -214,7 +216,7 @@ def train(data: Any = "csbm", *, method: str = "gcn", seed: int = 0,
             the method's parameters (``epsilon``, ``delta``, ``epochs``, ``lr`` ...).
 
     Returns:
-        A :class:`TrainResult` (``.epsilon``, ``.delta``, ``.metrics``, ``.record``,
+        A `TrainResult` (``.epsilon``, ``.delta``, ``.metrics``, ``.record``,
         ``.predict()``).
 
     Raises:
@@ -250,8 +252,8 @@ def train(data: Any = "csbm", *, method: str = "gcn", seed: int = 0,
 
 
 def load(path: str) -> TrainResult:
-    """A model saved by :meth:`TrainResult.save` or ``gnnprivacy train`` (``<run_id>.model.pt``
-    beside its record), as a :class:`TrainResult` whose ``predict(data)`` gives the same
+    """A model saved by `TrainResult.save` or ``gnnprivacy train`` (``<run_id>.model.pt``
+    beside its record), as a `TrainResult` whose ``predict(data)`` gives the same
     predictions as the trained model.
 
     Raises:

@@ -1,6 +1,10 @@
-"""Typed errors. Every error about user input subclasses :class:`ValueError`."""
+"""Typed errors. Every error about user input subclasses `ValueError`."""
 
 from __future__ import annotations
+
+__all__ = ["BudgetExceededError", "CorruptDatasetError", "DatasetNotFoundError", "GnnPrivacyError",
+           "InvalidParameterError", "PrivacyUnitMismatchError", "SmallSplitWarning",
+           "UnknownNameError"]
 
 
 class GnnPrivacyError(Exception):

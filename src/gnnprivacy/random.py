@@ -1,6 +1,6 @@
 """Randomness as an argument. The library never seeds a global RNG.
 
-Seeds for repeats are derived with :class:`numpy.random.SeedSequence` (``spawn``), so
+Seeds for repeats are derived with `numpy.random.SeedSequence` (``spawn``), so
 each repeat, split and mechanism gets an independent stream reproducible from one seed.
 """
 
@@ -15,6 +15,8 @@ from gnnprivacy._validation import check_int
 if TYPE_CHECKING:  # torch is imported lazily so that `--help` stays fast
     import torch
 
+
+__all__ = ["as_torch_generator", "numpy_generator", "seed_sequence", "spawn_seeds", "torch_generator"]
 
 def seed_sequence(seed: int | np.random.SeedSequence) -> np.random.SeedSequence:
     """Return a SeedSequence for an integer seed (>= 0) or pass one through."""

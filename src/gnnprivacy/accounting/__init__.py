@@ -2,14 +2,16 @@
 
 Pure numpy/scipy on top of Google's dp_accounting; never imports torch.
 
-Typical use::
+Typical use:
 
-    from gnnprivacy.accounting import make_accountant, heterpoisson_event
-    acc = make_accountant("pld", unit="node", relation="add_or_remove")
-    event = heterpoisson_event(q_b=0.18, M=2, max_out_degree=22469, noise_multiplier=8.0)
-    for _ in range(steps_executed):
-        acc.compose(event)                  # or acc.compose(event, count=steps_executed)
-    print(acc.get_epsilon(1e-5)); print(acc.ledger)
+```
+from gnnprivacy.accounting import make_accountant, heterpoisson_event
+acc = make_accountant("pld", unit="node", relation="add_or_remove")
+event = heterpoisson_event(q_b=0.18, M=2, max_out_degree=22469, noise_multiplier=8.0)
+for _ in range(steps_executed):
+    acc.compose(event)                  # or acc.compose(event, count=steps_executed)
+print(acc.get_epsilon(1e-5)); print(acc.ledger)
+```
 """
 
 from gnnprivacy.accounting.accountants import (DEFAULT_VALUE_DISCRETIZATION_INTERVAL, Accountant,

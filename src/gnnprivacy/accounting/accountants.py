@@ -1,7 +1,7 @@
 """The accountant factory: ``make_accountant("pld" | "rdp", unit=..., relation=...)``.
 
-* :class:`~gnnprivacy.accounting.pld_accountant.PldAccountant` (default, tight);
-* :class:`~gnnprivacy.accounting.rdp_accountant.RdpAccountant` (cross-check, paper mode).
+* `PldAccountant` (default, tight);
+* `RdpAccountant` (cross-check, paper mode).
 """
 
 from __future__ import annotations
@@ -23,8 +23,18 @@ def make_accountant(kind: str = "pld", *, unit=PrivacyUnit.NODE,
                     relation=NeighboringRelation.ADD_OR_REMOVE, **options) -> Accountant:
     """Create a ``"pld"`` (default) or ``"rdp"`` accountant for ``unit`` and ``relation``.
 
+    *Privacy*: an accountant emits nothing; it composes the events it is given (refusing a
+    scoped event of another unit or relation) and answers ``get_epsilon(delta)``.
+
     Extra keyword ``options`` go to the accountant (``value_discretization_interval`` for
     PLD; ``orders``/``conversion`` for RDP).
+
+    Example:
+        >>> from gnnprivacy.accounting import dpsgd_event, make_accountant
+        >>> acc = make_accountant("pld", unit="node", relation="add_or_remove")
+        >>> _ = acc.compose(dpsgd_event(sample_rate=0.01, noise_multiplier=1.1), count=1000)
+        >>> round(acc.get_epsilon(1e-5), 2)
+        1.52
     """
     kind = check_choice("kind", kind, ACCOUNTANT_KINDS)
     cls = PldAccountant if kind == "pld" else RdpAccountant

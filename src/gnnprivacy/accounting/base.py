@@ -1,8 +1,8 @@
 """The accountant interface shared by the PLD and RDP accountants.
 
 Both accountants hold a privacy unit and a neighbouring relation, refuse events that
-declare another (:class:`~gnnprivacy.errors.PrivacyUnitMismatchError`), keep a printable
-and savable :class:`~gnnprivacy.accounting.ledger.Ledger`, and compute lazily: composing
+declare another (`PrivacyUnitMismatchError`), keep a printable
+and savable `Ledger`, and compute lazily: composing
 is cheap bookkeeping (counts per distinct event), the PLD/RDP work happens in
 ``get_epsilon`` / ``get_delta`` and is cached until the next ``compose``. Composing an
 event n times is therefore *identical* to composing it once with ``count=n``.
@@ -179,7 +179,7 @@ class Accountant(abc.ABC):
         return out
 
     def save(self, path: Union[str, Path], delta: Optional[float] = None) -> Path:
-        """Write :meth:`to_dict` as JSON to ``path``."""
+        """Write `to_dict` as JSON to ``path``."""
         path = Path(path)
         path.write_text(json.dumps(self.to_dict(delta), indent=2) + "\n")
         return path
@@ -218,7 +218,7 @@ _CACHE_LOCK = threading.Lock()
 
 def cached(cache_key: tuple, compute):
     """Process-wide LRU of one-step PLDs / RDP curves (never mutated, safe to share; the
-    bookkeeping is locked because a background epsilon (:mod:`~gnnprivacy.accounting.
+    bookkeeping is locked because a background epsilon (`
     prefetch`) may use it beside the caller's thread)."""
     with _CACHE_LOCK:
         if cache_key in _CACHE:

@@ -1,7 +1,7 @@
 """Validated constructors of the events trainers and mechanisms emit.
 
 Every builder takes keyword-only privacy parameters, validates them at the boundary
-(:class:`~gnnprivacy.errors.InvalidParameterError` naming the parameter) and returns an
+(`InvalidParameterError` naming the parameter) and returns an
 immutable event; there is no "noise = 0 means non-private" sentinel (use
 ``dp_accounting.NonPrivateDpEvent()``).
 """
@@ -52,7 +52,17 @@ def heterpoisson_event(*, q_b: float, M: float, noise_multiplier: float,
         overlap_removal: False for the ablation without overlap removal (000 §4.6).
         mode: ``"sound"`` (PLD, default) or ``"paper"`` (Theorem 2's RDP; RDP accountant).
 
-    Privacy: unit NODE, relation ADD_OR_REMOVE; event :class:`HeterPoissonDpEvent`.
+    Privacy: unit NODE, relation ADD_OR_REMOVE; event `HeterPoissonDpEvent`.
+
+    Example:
+        >>> from gnnprivacy.accounting import heterpoisson_event, make_accountant
+        >>> event = heterpoisson_event(q_b=0.18, M=2, noise_multiplier=8.0, max_out_degree=1000)
+        >>> type(event).__name__
+        'HeterPoissonDpEvent'
+        >>> acc = make_accountant("pld", unit="node")
+        >>> _ = acc.compose(event, count=50)
+        >>> acc.get_epsilon(1e-5) > 0
+        True
     """
     q = check_probability("q_b", q_b, allow_zero=False)
     m = check_positive("M", M)
@@ -85,7 +95,7 @@ def dpgnn_event(*, num_train: int, batch_size: int, max_degree: int, noise_multi
         noise_multiplier: lambda = sigma / (2 (K+1) C).
         sampling: ``"fixed"`` (hypergeometric, the paper) or ``"poisson"`` (binomial).
 
-    Privacy: unit NODE; relation REPLACE for fixed batches; event :class:`DpGnnDpEvent`.
+    Privacy: unit NODE; relation REPLACE for fixed batches; event `DpGnnDpEvent`.
     """
     n = check_int("num_train", num_train, low=1)
     k = check_int("max_degree", max_degree, low=0, high=n - 1)

@@ -18,7 +18,7 @@ A bracketing root finder on ``x = log(noise_multiplier)`` for ``f(x) = log(epsil
 ``full_check=False`` skips that full verification where the bracket rests on the largest
 out-degree only: the caller must then check the full epsilon before releasing anything
 (the HeterPoisson trainer computes it in a background thread while it trains, see
-:mod:`~gnnprivacy.accounting.prefetch`, and re-calibrates with the full check if it
+`prefetch`, and re-calibrates with the full check if it
 fails).
 
 For events with a worst case over out-degrees (HeterPoisson under PLD) the passes use the
@@ -28,7 +28,7 @@ verified that the largest degree dominates): the bracket's lower end is then inf
 for sure, and only the upper end needs the full maximum over degrees. If that check
 fails, bisection continues with full evaluations.
 
-Results are cached on disk (:mod:`gnnprivacy.accounting.disk_cache`) keyed by the
+Results are cached on disk (`gnnprivacy.accounting.disk_cache`) keyed by the
 event's parameters, so a repeated calibration costs a file read.
 """
 
@@ -63,6 +63,9 @@ def calibrate_noise_multiplier(make_event: Callable[[float], dp_event.DpEvent], 
                                use_disk_cache: bool = True, full_check: bool = True) -> float:
     """The (near-)smallest noise multiplier z with ``epsilon(steps x make_event(z)) <= target``.
 
+    *Privacy*: one-sided: the epsilon reached at the returned noise multiplier never exceeds
+    ``target_epsilon`` (a property test checks it over parameter grids).
+
     Args:
         make_event: maps a noise multiplier to the event of ONE step.
         steps: number of steps composed.
@@ -74,7 +77,7 @@ def calibrate_noise_multiplier(make_event: Callable[[float], dp_event.DpEvent], 
         initial_noise_multiplier: starting guess; the bracket grows from it by factors of 2.
         rtol: stop when ``upper / lower - 1 <= rtol``.
         max_noise_multiplier: give up above this noise.
-        accountant_options: extra keyword options for :func:`make_accountant`.
+        accountant_options: extra keyword options for `make_accountant`.
         use_disk_cache: read/write the result in the on-disk accounting cache.
         full_check: verify the result with the full epsilon (every covering degree).
             ``False``: where only the largest degree was evaluated the caller must check
@@ -86,6 +89,15 @@ def calibrate_noise_multiplier(make_event: Callable[[float], dp_event.DpEvent], 
 
     Raises:
         InvalidParameterError: bad arguments, or the target is unreachable.
+
+    Example:
+        >>> from gnnprivacy.accounting import calibrate_noise_multiplier, dpsgd_event, make_accountant
+        >>> z = calibrate_noise_multiplier(lambda z: dpsgd_event(sample_rate=0.01, noise_multiplier=z),
+        ...                                steps=1000, target_epsilon=2.0, target_delta=1e-5)
+        >>> acc = make_accountant("pld")
+        >>> _ = acc.compose(dpsgd_event(sample_rate=0.01, noise_multiplier=z), count=1000)
+        >>> acc.get_epsilon(1e-5) <= 2.0
+        True
     """
     steps = check_int("steps", steps, low=1)
     target = check_positive("target_epsilon", target_epsilon)

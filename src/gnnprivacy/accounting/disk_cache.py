@@ -6,7 +6,7 @@ Location: ``$GNNPRIVACY_ACCOUNTING_CACHE`` if set, else ``$GNNPRIVACY_CACHE/acco
 variable: ``GNNPRIVACY_CACHE`` names a folder, and ``off`` there would be a folder ``./off``
 for the dataset cache.)
 Entries are keyed by a SHA-256 of the event's parameters, the numerical options, this
-module's :data:`CACHE_VERSION` and dp_accounting's version, so a change of any of them
+module's `CACHE_VERSION` and dp_accounting's version, so a change of any of them
 misses the cache instead of reading a stale value.
 
 Writes are atomic (a temporary file in the same directory, then ``os.replace``), so
@@ -17,7 +17,7 @@ Every entry carries a SHA-256 checksum of its key and content (issue 22 item 7).
 whose checksum does not match (a damaged or hand-edited file) is deleted and recomputed,
 with a warning naming the file. The checksum detects damage and edits, not a forger who
 recomputes it; the runner's check of the executed ledger in a fresh accountant
-(:mod:`gnnprivacy.accounting.verify`, no cache) covers the epsilon of every finished run.
+(`gnnprivacy.accounting.verify`, no cache) covers the epsilon of every finished run.
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ def pld_to_arrays(pld) -> Optional[dict]:
 
 
 def pld_from_arrays(arrays: dict):
-    """Inverse of :func:`pld_to_arrays`."""
+    """Inverse of `pld_to_arrays`."""
     from dp_accounting.pld import pld_pmf
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 

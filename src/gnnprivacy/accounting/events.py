@@ -1,13 +1,13 @@
 """Privacy events beyond dp_accounting's own.
 
-Every event is a frozen ``attrs`` class subclassing :class:`dp_accounting.DpEvent`, so it
+Every event is a frozen ``attrs`` class subclassing `dp_accounting.DpEvent`, so it
 can sit inside dp_accounting's ``ComposedDpEvent`` / ``SelfComposedDpEvent`` and be
 converted with ``to_named_tuple``. Events only *describe* a mechanism; the accountants in
-:mod:`gnnprivacy.accounting.accountants` turn them into RDP curves or PLDs.
+`gnnprivacy.accounting.accountants` turn them into RDP curves or PLDs.
 
 Events may declare the privacy unit and neighbouring relation their analysis is valid
-for (:func:`declared_scope`); dp_accounting's own events declare nothing and are taken
-to be about the accountant's unit. :class:`ScopedDpEvent` attaches a scope to any event.
+for (`declared_scope`); dp_accounting's own events declare nothing and are taken
+to be about the accountant's unit. `ScopedDpEvent` attaches a scope to any event.
 
 References:
     000: Xiang, Wang, Wang, *Preserving Node-level Privacy in GNNs*, S&P 2024 (Thm 2).
@@ -178,7 +178,7 @@ def event_to_dict(event: dp_event.DpEvent) -> dict:
 
     The class name is under ``"type"`` (and under ``"event"`` unless the event has a field
     of that name, e.g. ``PoissonSampledDpEvent.event``), so
-    :func:`gnnprivacy.accounting.verify.event_from_dict` can rebuild the event."""
+    `gnnprivacy.accounting.verify.event_from_dict` can rebuild the event."""
     out: dict = {"event": type(event).__name__, "type": type(event).__name__}
     for field in attr.fields(type(event)):
         out[field.name] = _jsonable(getattr(event, field.name))

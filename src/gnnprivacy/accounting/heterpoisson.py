@@ -2,7 +2,7 @@
 
 All shifts are in units of the clip norm R (R = 1/2 in the paper, so the paper's shift
 1/2 is 1 here and its shift k is 2k here); the noise std is the noise multiplier
-sigma / R. See :class:`~gnnprivacy.accounting.events.HeterPoissonDpEvent` for the math.
+sigma / R. See `HeterPoissonDpEvent` for the math.
 """
 
 from __future__ import annotations
@@ -85,8 +85,8 @@ def shift_distribution(q_b: float, multiplier: float, degree: int,
 
     Args:
         cut_mass: if given, only ``k <= K`` peripheral uses are listed, with ``K`` from
-            :func:`binomial_tail_cut` (the caller must charge the mass beyond; see
-            :func:`truncated_shift_distribution`).
+            `binomial_tail_cut` (the caller must charge the mass beyond; see
+            `truncated_shift_distribution`).
 
     Returns:
         ``(shifts, log_weights)``, shifts sorted ascending in units of R; zero-weight
@@ -132,7 +132,7 @@ def truncate_upper_tail(shifts: np.ndarray, log_weights: np.ndarray,
 def truncated_shift_distribution(q_b: float, multiplier: float, degree: int,
                                  overlap_removal: bool, tail_mass: float
                                  ) -> tuple[np.ndarray, np.ndarray, float]:
-    """:func:`truncate_upper_tail` of :func:`shift_distribution`, cached: the law does not
+    """`truncate_upper_tail` of `shift_distribution`, cached: the law does not
     depend on the noise, and a calibration evaluates the same degrees at many noise levels.
     The arrays are read-only."""
     cut = 0.0

@@ -8,27 +8,35 @@ linearly in ``K``; if ``K`` is drawn from one of the distributions below, it gro
 a small additive term:
 
 * truncated negative binomial ``D_{eta,gamma}`` (Theorem 2), ``eta > -1``, ``0 < gamma < 1``,
-  support ``{1, 2, ...}``::
+  support ``{1, 2, ...}``:
 
-      P[K = k] = (1-gamma)^k / (gamma^-eta - 1) * prod_{l=0}^{k-1} (l + eta) / (l + 1)
+  ```
+  P[K = k] = (1-gamma)^k / (gamma^-eta - 1) * prod_{l=0}^{k-1} (l + eta) / (l + 1)
+  ```
 
   (``eta = 0``: the logarithmic distribution ``P[K=k] = (1-gamma)^k / (k log(1/gamma))``;
   ``eta = 1``: the geometric distribution). If ``Q`` is ``(lam, eps(lam))``-RDP at every
-  order, the released best run is ``(lam, eps'(lam))``-RDP with::
+  order, the released best run is ``(lam, eps'(lam))``-RDP with:
 
-      eps'(lam) = eps(lam) + (1+eta) (1 - 1/lam_hat) eps(lam_hat)
-                  + (1+eta) log(1/gamma) / lam_hat + log E[K] / (lam - 1)
+  ```
+  eps'(lam) = eps(lam) + (1+eta) (1 - 1/lam_hat) eps(lam_hat)
+              + (1+eta) log(1/gamma) / lam_hat + log E[K] / (lam - 1)
+  ```
 
-  for every ``lam_hat >= 1`` (we minimise over the orders given), and::
+  for every ``lam_hat >= 1`` (we minimise over the orders given), and:
 
-      E[K] = eta (1-gamma) / (gamma (1 - gamma^eta))    (eta != 0)
-      E[K] = (1/gamma - 1) / log(1/gamma)               (eta == 0)
+  ```
+  E[K] = eta (1-gamma) / (gamma (1 - gamma^eta))    (eta != 0)
+  E[K] = (1/gamma - 1) / log(1/gamma)               (eta == 0)
+  ```
 
 * Poisson ``K ~ Poisson(mu)`` (Theorem 6; ``K = 0`` releases nothing): if ``Q`` is
   ``(lam, eps(lam))``-RDP and ``(eps_hat, delta_hat)``-DP with
-  ``exp(eps_hat) <= 1 + 1/(lam - 1)``::
+  ``exp(eps_hat) <= 1 + 1/(lam - 1)``:
 
-      eps'(lam) = eps(lam) + mu * delta_hat + log(mu) / (lam - 1)
+  ```
+  eps'(lam) = eps(lam) + mu * delta_hat + log(mu) / (lam - 1)
+  ```
 
   where we take ``eps_hat = log(1 + 1/(lam-1))`` and ``delta_hat`` the smallest delta of
   ``Q`` at that epsilon from its RDP curve.
@@ -189,7 +197,7 @@ def tuned_rdp(orders, rdp, distribution: TrialDistribution) -> np.ndarray:
     Args:
         orders: Renyi orders ``> 1`` (array).
         rdp: ``Q``'s RDP at those orders.
-        distribution: :class:`TruncatedNegativeBinomial` or :class:`PoissonTrials`.
+        distribution: `TruncatedNegativeBinomial` or `PoissonTrials`.
 
     Returns:
         ``eps'(lam)`` per order (Theorem 2, minimised over ``lam_hat`` in ``orders``, or

@@ -66,7 +66,7 @@ class Ledger:
                 "entries": [entry.to_dict() for entry in self._entries]}
 
     def save(self, path: Union[str, Path]) -> Path:
-        """Write :meth:`to_dict` as JSON to ``path`` and return the path."""
+        """Write `to_dict` as JSON to ``path`` and return the path."""
         path = Path(path)
         path.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n")
         return path

@@ -56,7 +56,7 @@ def grr_fs_epsilon(*, epsilon: float, d: int, m: int, mode: str = "sound") -> fl
 
 
 def grr_fs_feature_epsilon(*, total_epsilon: float, d: int, m: int, mode: str = "sound") -> float:
-    """Inverse of :func:`grr_fs_epsilon`: the eps_x that gives ``total_epsilon``."""
+    """Inverse of `grr_fs_epsilon`: the eps_x that gives ``total_epsilon``."""
     total, d, m, mode = _check_grr_fs(total_epsilon, d, m, mode)
     check_int("m", m, low=1, high=d)
     if mode == "sound":

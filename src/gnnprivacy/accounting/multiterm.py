@@ -7,9 +7,11 @@ std ``lambda 2 (K+1) C``). The count i follows
 * ``Hypergeometric(N, K+1, m)`` for a uniform batch of m out of N (Lemma 3), or
 * ``Binomial(K+1, m/N)`` for Poisson sampling at rate m/N (002 §4.4 [EXT]),
 
-and the per-step RDP is (Theorem 1, Lemma 4)::
+and the per-step RDP is (Theorem 1, Lemma 4):
 
-    gamma(alpha) = ln( sum_i p_i exp(alpha (alpha-1) i^2 / (2 (K+1)^2 lambda^2)) ) / (alpha - 1).
+```
+gamma(alpha) = ln( sum_i p_i exp(alpha (alpha-1) i^2 / (2 (K+1)^2 lambda^2)) ) / (alpha - 1).
+```
 """
 
 from __future__ import annotations

@@ -54,11 +54,18 @@ class PldAccountant(Accountant):
             that may be dropped and charged to delta.
         degree_shortcut: evaluate only the largest degree where it is verified to dominate.
         disk_cache: read/write one-step PLDs and epsilons in the on-disk cache
-            (:mod:`gnnprivacy.accounting.disk_cache`).
+            (`gnnprivacy.accounting.disk_cache`).
         reuse_background: take the result of a background computation of the same
-            composition (:mod:`~gnnprivacy.accounting.prefetch`); ``False`` with
-            ``disk_cache=False`` computes everything anew (:mod:`~gnnprivacy.accounting.
-            verify`).
+            composition (`gnnprivacy.accounting.prefetch`); ``False`` with
+            ``disk_cache=False`` computes everything anew (`gnnprivacy.accounting.verify`).
+
+    Example:
+        >>> from gnnprivacy.accounting import PldAccountant, heterpoisson_event
+        >>> acc = PldAccountant(unit="node", relation="add_or_remove")
+        >>> event = heterpoisson_event(q_b=0.3, M=1.0, noise_multiplier=8.0, max_out_degree=100)
+        >>> _ = acc.compose(event, count=30)
+        >>> 0 < acc.get_epsilon(1e-5) < 10
+        True
     """
 
     kind = "pld"
@@ -115,7 +122,7 @@ class PldAccountant(Accountant):
 
     @property
     def effective_discretization_interval(self) -> float:
-        """The grid step of the last evaluation (see :meth:`_step`)."""
+        """The grid step of the last evaluation (see `_step`)."""
         return self._step()
 
     def _leaf_pld(self, key: str, leaf, degree):
@@ -213,9 +220,9 @@ class PldAccountant(Accountant):
 
     def prefetch_epsilon(self, delta: float):
         """Start ``get_epsilon(delta)`` of what is composed now in a background thread
-        (:mod:`~gnnprivacy.accounting.prefetch`); an accountant that later holds the same
+        (`prefetch`); an accountant that later holds the same
         composition and asks for the same delta waits for that result. Returns the
-        :class:`concurrent.futures.Future`."""
+        `concurrent.futures.Future`."""
         delta = check_probability("delta", delta)
         return prefetch.submit(self._ledger_key(delta), lambda: self.get_epsilon(delta))
 
@@ -257,13 +264,13 @@ class PldAccountant(Accountant):
 
 
 def coarser(interval: float, factor: float) -> float:
-    """A grid step ``factor`` times coarser, but not past :data:`MAX_DISCRETIZATION_INTERVAL`
+    """A grid step ``factor`` times coarser, but not past `MAX_DISCRETIZATION_INTERVAL`
     (unless ``interval`` already is)."""
     return min(factor * interval, max(interval, MAX_DISCRETIZATION_INTERVAL))
 
 
 def _max_ratio() -> float:
-    """The largest shift / noise whose grid fits at :data:`MAX_DISCRETIZATION_INTERVAL`."""
+    """The largest shift / noise whose grid fits at `MAX_DISCRETIZATION_INTERVAL`."""
     # grid_points(1, r, step) = (r^2 / 2 + 11 r) 2 / step = MAX_GRID_POINTS, solved for r
     c = MAX_GRID_POINTS * MAX_DISCRETIZATION_INTERVAL / 2.0
     return -11.0 + math.sqrt(121.0 + 2.0 * c)

@@ -1,6 +1,6 @@
 """Turn one (flattened, private) event into a privacy loss distribution.
 
-Sensitivity convention (shared with :mod:`~gnnprivacy.accounting.rdp_builders`): an
+Sensitivity convention (shared with `rdp_builders`): an
 unsampled ``GaussianDpEvent(z)`` / ``LaplaceDpEvent(b)`` has noise ``z`` (``b``) times the
 sensitivity *under the accountant's neighbouring relation*, as the library's mechanisms
 define it, so it is the pair N(0, z^2) vs N(1, z^2) under either relation. (dp_accounting's
@@ -68,7 +68,7 @@ def event_pld(event: dp_event.DpEvent, *, relation: NeighboringRelation,
     """PLD of one step of a supported, private leaf event.
 
     Args:
-        event: a leaf accepted by :func:`pld_support_error`, with non-zero noise.
+        event: a leaf accepted by `pld_support_error`, with non-zero noise.
         relation: the accountant's neighbouring relation.
         value_discretization_interval: PLD grid step.
         degree: out-degree D at which a HeterPoisson event is evaluated.

@@ -34,7 +34,7 @@ MAX_COMPOSED_POINTS = 2 ** 25
 
 
 class CompositionTooLargeError(InvalidParameterError):
-    """A self-composition whose PLD would not fit in :data:`MAX_COMPOSED_POINTS` points
+    """A self-composition whose PLD would not fit in `MAX_COMPOSED_POINTS` points
     (too many steps for the noise); named ``steps``."""
 
 

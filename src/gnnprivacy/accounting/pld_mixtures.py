@@ -1,13 +1,13 @@
 """Privacy loss distributions of Gaussian mixtures, built on dp_accounting's public API.
 
-* :func:`mixture_of_gaussians_pld`: the PLD of the mixture-of-Gaussians (MoG) mechanism
+* `mixture_of_gaussians_pld`: the PLD of the mixture-of-Gaussians (MoG) mechanism
   ``N(0, s^2)`` vs ``sum_j w_j N(c_j, s^2)`` (Choquette-Choo et al. 2023), identical to
   ``dp_accounting.pld.privacy_loss_distribution.from_mixture_gaussian_mechanism``
   (pessimistic connect-the-dots, Doroshenko et al. 2022) but with the inverse privacy loss
   computed by a vectorised bisection instead of a recursive scalar one; that inverse is
   the bottleneck of dp_accounting's builder (about 35 us per grid point), and HeterPoisson
   calibration builds many such PLDs on fine grids.
-* :func:`revealed_gaussian_mixture_pld`: the PLD of a Gaussian mechanism whose
+* `revealed_gaussian_mixture_pld`: the PLD of a Gaussian mechanism whose
   sensitivity is drawn from a known distribution *and revealed* (the mixture of the
   Gaussian PLDs); by joint convexity of the hockey-stick divergence it dominates any
   mechanism that is, conditioned on the draw, a Gaussian mechanism of that sensitivity
@@ -35,7 +35,7 @@ _ROUNDING_STEPS = 64
 class VectorizedMixtureGaussianPrivacyLoss(plm.MixtureGaussianPrivacyLoss):
     """dp_accounting's ``MixtureGaussianPrivacyLoss`` with a vectorised inverse.
 
-    Only :meth:`inverse_privacy_losses` is replaced; its contract is unchanged: for each
+    Only `inverse_privacy_losses` is replaced; its contract is unchanged: for each
     privacy loss l (non-decreasing input) return the smallest multiple of ``precision``,
     x, with ``privacy_loss(x) <= l`` (the loss is non-increasing in x).
     """

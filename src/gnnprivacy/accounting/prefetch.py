@@ -3,7 +3,7 @@
 A calibrated HeterPoisson run needs, before anything is released, the epsilon of the
 planned steps maximised over every covering out-degree; the calibration itself only
 needs the largest degree (a lower bound on the maximum, see
-:mod:`~gnnprivacy.accounting.calibration`). :func:`prefetch_epsilon` starts the full
+`calibration`). `prefetch_epsilon` starts the full
 maximum in a daemon thread and registers it under the accountant's ledger key; when the
 trainer's own accountant asks for the same epsilon after the last step it waits for that
 result instead of computing it again (same inputs, same code: the value is identical).

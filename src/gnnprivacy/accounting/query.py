@@ -3,8 +3,7 @@
 One code path for ``gnnprivacy account`` and the Python API ``gnnprivacy.account``. Pure
 numpy/scipy over dp_accounting (no torch).
 
-Example::
-
+Example:
     >>> from gnnprivacy.accounting.query import account
     >>> r = account("dpsgd", sample_rate=0.01, noise_multiplier=1.1, steps=1000, delta=1e-5)
     >>> round(r["epsilon"], 3)
@@ -127,7 +126,7 @@ def account(mechanism: str, *, delta: float = 1e-5, steps: int = 1,
     """Epsilon after ``steps`` composed steps of ``mechanism``, or the noise for a target.
 
     Args:
-        mechanism: one of :data:`MECHANISMS` (``dpsgd``, ``heterpoisson``, ``dpgnn``,
+        mechanism: one of `MECHANISMS` (``dpsgd``, ``heterpoisson``, ``dpgnn``,
             ``gaussian``, ``laplace``, ``rr``).
         delta: target delta in [0, 1).
         steps: number of composed steps (>= 1).
@@ -150,11 +149,17 @@ def account(mechanism: str, *, delta: float = 1e-5, steps: int = 1,
         num_buckets: rr: the domain size k.
 
     Returns:
-        ``{"epsilon", "delta", "noise_multiplier", "accountant", "mechanism", "steps",
-        "unit", "relation"}``.
+        A dict with the keys ``epsilon``, ``delta``, ``noise_multiplier``, ``accountant``,
+        ``mechanism``, ``steps``, ``unit`` and ``relation``.
 
     Raises:
         InvalidParameterError: a missing or invalid parameter (the message names it).
+
+    Example:
+        >>> from gnnprivacy.accounting.query import account
+        >>> r = account("dpsgd", sample_rate=0.01, target_epsilon=2.0, steps=1000, delta=1e-5)
+        >>> r["epsilon"] <= 2.0, r["unit"], r["relation"]      # the noise for a target
+        (True, 'node', 'add_or_remove')
     """
     check_choice("mechanism", mechanism, MECHANISMS)
     check_choice("accountant", accountant, ("pld", "rdp"))

@@ -23,6 +23,9 @@ from gnnprivacy.errors import InvalidParameterError
 class RdpAccountant(Accountant):
     """Renyi-DP accountant (the cross-check, and the paper-literal HeterPoisson analysis).
 
+    *Privacy*: an accountant emits nothing; it composes the events it is given and refuses
+    (`PrivacyUnitMismatchError`) a scoped event of another unit or relation.
+
     HeterPoisson events are accounted with Theorem 2's RDP (000 §4.2: per order, the max
     over the event's out-degrees of both divergence directions, then summed over steps)
     whatever their ``mode``; use ``orders=heterpoisson_paper_orders()`` to reproduce §4.7.
@@ -30,8 +33,15 @@ class RdpAccountant(Accountant):
     Args:
         unit: privacy unit.
         relation: neighbouring relation.
-        orders: Renyi orders (> 1); default :func:`default_orders`.
+        orders: Renyi orders (> 1); default `default_orders`.
         conversion: ``"balle"`` (default, tighter) or ``"mironov"`` RDP-to-DP conversion.
+
+    Example:
+        >>> from gnnprivacy.accounting import RdpAccountant, dpsgd_event
+        >>> acc = RdpAccountant(unit="node", relation="add_or_remove")
+        >>> _ = acc.compose(dpsgd_event(sample_rate=0.01, noise_multiplier=1.1), count=1000)
+        >>> 1.5 < acc.get_epsilon(1e-5) < 2.5         # RDP is looser than PLD (1.52)
+        True
     """
 
     kind = "rdp"

@@ -1,6 +1,6 @@
 """Turn one (flattened, private) event into an RDP curve, and RDP into (epsilon, delta).
 
-Same sensitivity convention as :mod:`gnnprivacy.accounting.pld_builders` (an unsampled
+Same sensitivity convention as `gnnprivacy.accounting.pld_builders` (an unsampled
 Gaussian or Laplace event's multiplier is relative to the sensitivity under the
 accountant's relation), so both accountants agree on what an event means.
 dp_accounting's RDP formulas are used through its public ``RdpAccountant`` for
@@ -45,7 +45,7 @@ def default_orders() -> np.ndarray:
     """dp_accounting's default orders refined to steps of 0.05 on [3, 12] and 0.25 on [12, 40].
 
     (The 000 §4.2 grid below 3 makes dp_accounting's fractional-order series for sampled
-    Gaussians slow and non-convergent; pass :func:`heterpoisson_paper_orders` explicitly
+    Gaussians slow and non-convergent; pass `heterpoisson_paper_orders` explicitly
     to reproduce the paper-mode table.)
     """
     grids = [dp_rdp.DEFAULT_RDP_ORDERS, np.arange(3.05, 12.0001, 0.05),

@@ -1,12 +1,12 @@
 """Check what was spent: rebuild a recorded ledger in a fresh accountant (issue 22 item 7).
 
-A run's record holds its accountant's :meth:`~gnnprivacy.accounting.base.Accountant.to_dict`:
+A run's record holds its accountant's `to_dict`:
 the kind, the numerical options, the unit, the relation and every composed event with its
-count. :func:`recompute_epsilon` rebuilds those events (:func:`event_from_dict`), composes
+count. `recompute_epsilon` rebuilds those events (`event_from_dict`), composes
 them in a *new* accountant of the same kind and options that reads nothing from the on-disk
 accounting cache nor from a result computed in the background, and returns its epsilon.
-:func:`check_spent` compares that figure with the target and with the figure the run
-reported, and raises :class:`SpentBudgetError` when the executed ledger costs more than
+`check_spent` compares that figure with the target and with the figure the run
+reported, and raises `SpentBudgetError` when the executed ledger costs more than
 either (beyond the calibration tolerance). The runner calls it after every private run,
 before a record is written, so a wrong cache entry, a trainer that composed the wrong
 event, or a calibration that undershot cannot produce a finished record above its target.
@@ -66,7 +66,7 @@ def _field_value(field, value):
 
 
 def event_from_dict(data: Mapping[str, Any]) -> dp_event.DpEvent:
-    """Inverse of :func:`gnnprivacy.accounting.events.event_to_dict` (lists become tuples,
+    """Inverse of `gnnprivacy.accounting.events.event_to_dict` (lists become tuples,
     except a ``ComposedDpEvent``'s ``events``).
 
     Raises:
@@ -125,7 +125,7 @@ def accountant_from_dict(data: Mapping[str, Any]):
 def ledger_rdp(data: Mapping[str, Any], orders) -> "np.ndarray":
     """RDP curve (at ``orders``) of everything a recorded ledger composed, under its relation
     (``inf`` where it holds a non-private event). Used to compose a tuned run's total from
-    what its trials executed (:mod:`gnnprivacy.experiments.tune`)."""
+    what its trials executed (`gnnprivacy.experiments.tune`)."""
     import numpy as np
 
     from gnnprivacy.accounting.leaves import flatten_event, is_no_op, is_non_private
@@ -145,7 +145,7 @@ def ledger_rdp(data: Mapping[str, Any], orders) -> "np.ndarray":
 
 def recompute_epsilon(data: Mapping[str, Any], delta: Optional[float] = None) -> float:
     """Epsilon at ``delta`` (default: the recorded delta) of a recorded ledger, composed
-    anew (see :func:`accountant_from_dict`)."""
+    anew (see `accountant_from_dict`)."""
     if delta is None:
         delta = float(data.get("delta", 0.0) or 0.0)
     return float(accountant_from_dict(data).get_epsilon(delta))

@@ -1,6 +1,6 @@
 """Attacks on graph learning: link stealing, influence attacks, membership inference.
 
-Every attack reports the metrics of :mod:`gnnprivacy.attacks.metrics` (raw AUC, accuracy,
+Every attack reports the metrics of `gnnprivacy.attacks.metrics` (raw AUC, accuracy,
 precision, recall, TPR at 1% and 0.1% FPR).
 """
 

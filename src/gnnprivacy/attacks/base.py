@@ -2,8 +2,8 @@
 
 An attack produces one score per tested item (node pair, node), "higher means positive"
 (linked, member), and optionally explicit 0/1 decisions (K-means, a 0.5 threshold).
-:class:`AttackOutcome` keeps scores, labels and decisions together with
-:func:`gnnprivacy.attacks.metrics.attack_metrics`. The raw AUC is always reported; the
+`AttackOutcome` keeps scores, labels and decisions together with
+`gnnprivacy.attacks.metrics.attack_metrics`. The raw AUC is always reported; the
 reference-code convention ``max(AUC, 1 - AUC)`` is reported separately as ``auc_flipped``.
 """
 

@@ -109,8 +109,8 @@ def within_hops(edges: np.ndarray, num_nodes: int, nodes: np.ndarray, hops: int)
 
 def check_attack_options(*, n_targets: int, delta: float, negatives: str, public_hops: int = 2
                          ) -> None:
-    """Raise :class:`InvalidParameterError` for a bad attack option (callers that train a
-    victim first check these before, as :func:`linkteller_attack` checks them again)."""
+    """Raise `InvalidParameterError` for a bad attack option (callers that train a
+    victim first check these before, as `linkteller_attack` checks them again)."""
     check_int("n_targets", n_targets, low=2)
     check_positive("delta", delta)
     check_choice("negatives", negatives, NEGATIVES)

@@ -25,19 +25,19 @@ Each node is IN for exactly half of the ``K`` models. After training, every mode
   features. Not available in the ``"labels"`` game of the local-DP methods (their
   predictions are transductive).
 
-* :func:`lira` (Carlini et al., *Membership Inference Attacks From First Principles*,
+* `lira` (Carlini et al., *Membership Inference Attacks From First Principles*,
   S&P 2022, online variant): for a target model, each node's logit-scaled confidence
   ``φ = ln p_y − ln(1 − p_y)`` is compared with Gaussians fitted to ``φ`` under the other
   models where the node was IN and OUT (global variance by default, as advised for few
   shadows; ``fixed_variance=False``: per-node variances); score = log-likelihood ratio.
   With several queries the per-query log-likelihood ratios are summed (as LiRA does over
   augmented queries). Every model serves as a target in turn.
-* :func:`shadow_attack` (Shokri et al., S&P 2017): a classifier on the sorted posterior
+* `shadow_attack` (Shokri et al., S&P 2017): a classifier on the sorted posterior
   vectors of the shadow models (labels: IN/OUT) applied to the target's posteriors.
-* :func:`gradient_observation_attack` (spec 000 §3.7): the white-box adversary of the
+* `gradient_observation_attack` (spec 000 §3.7): the white-box adversary of the
   canary audit, whose Neyman-Pearson statistic over all noisy gradients is the score.
 
-Metrics: :func:`gnnprivacy.attacks.metrics.attack_metrics` (raw AUC, accuracy, TPR at 1%
+Metrics: `gnnprivacy.attacks.metrics.attack_metrics` (raw AUC, accuracy, TPR at 1%
 and 0.1% FPR) and a bootstrap CI of the AUC.
 
 Privacy: the attacks read only released model outputs (or, for the gradient attack, the
@@ -197,10 +197,10 @@ def train_membership_models(method: str, data, *, num_models: int = 16, params=N
         seed: seeds memberships and training.
         noise_multiplier: override the calibrated noise (node-DP methods).
         progress: optional callable(k) after each model.
-        queries: query graphs, the first one primary (:data:`QUERIES`; ``"full+0hop"`` or a
+        queries: query graphs, the first one primary (`QUERIES`; ``"full+0hop"`` or a
             sequence).
-        game: ``"induced"`` or ``"labels"`` (:data:`GAMES`); default ``"labels"`` for the
-            local-DP methods (:data:`TRANSDUCTIVE_METHODS`), else ``"induced"``.
+        game: ``"induced"`` or ``"labels"`` (`GAMES`); default ``"labels"`` for the
+            local-DP methods (`TRANSDUCTIVE_METHODS`), else ``"induced"``.
 
     Raises:
         InvalidParameterError: an unknown query or game, a local-DP method in the
@@ -391,7 +391,7 @@ def run_membership(method: str, dataset: str, *, data_root=None, num_models: int
             uses the first).
         fixed_variance: LiRA's global variance (default) or per-node variances.
         game: ``"induced"`` or ``"labels"`` (default: by method, see
-            :func:`train_membership_models`).
+            `train_membership_models`).
     """
     check_int("num_models", num_models, low=4)  # LiRA: IN and OUT shadows for every node
     queries = parse_queries(query)

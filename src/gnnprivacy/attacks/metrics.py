@@ -51,6 +51,8 @@ def attack_metrics(scores, labels, *, threshold: float | None = None,
                    predictions=None) -> dict[str, float]:
     """The standard attack metrics.
 
+    *Privacy*: an attack measures leakage empirically; it claims no epsilon.
+
     Args:
         scores: attack scores, higher = positive (member, linked).
         labels: ground truth, 1 = positive.
@@ -62,6 +64,12 @@ def attack_metrics(scores, labels, *, threshold: float | None = None,
     Returns:
         ``auc`` (raw), ``accuracy``, ``precision``, ``recall``, ``tpr_at_1pct_fpr``,
         ``tpr_at_0.1pct_fpr``, ``threshold`` (nan when ``predictions`` were given).
+
+    Example:
+        >>> from gnnprivacy.attacks import attack_metrics
+        >>> m = attack_metrics([0.9, 0.8, 0.3, 0.1], [1, 1, 0, 0])
+        >>> m["auc"], m["accuracy"]
+        (1.0, 1.0)
     """
     from sklearn.metrics import roc_auc_score, roc_curve
 

@@ -1,14 +1,14 @@
 """Empirical privacy audits: canary experiments and exact enumeration (spec 000 §3.7).
 
 ``audit(method, dataset, epsilon=..., mode="mechanism")`` returns an
-:class:`AuditResult` with the claimed epsilon, a Clopper-Pearson lower bound at 95%
+`AuditResult` with the claimed epsilon, a Clopper-Pearson lower bound at 95%
 confidence and a GDP-based figure (Nasr et al. 2023) beside it. Building blocks:
 
-* :mod:`~gnnprivacy.auditing.bounds`: Clopper-Pearson, threshold search, GDP conversion;
-* :mod:`~gnnprivacy.auditing.laws`: per-step shift laws of the methods' mechanisms;
-* :mod:`~gnnprivacy.auditing.mechanism`: vectorised mechanism-only and paper-literal audits;
-* :mod:`~gnnprivacy.auditing.local`: exact audits of GRR, GRR-FS and multi-bit;
-* :mod:`~gnnprivacy.auditing.training`: the real trainer with an inserted canary node.
+* `bounds`: Clopper-Pearson, threshold search, GDP conversion;
+* `laws`: per-step shift laws of the methods' mechanisms;
+* `mechanism`: vectorised mechanism-only and paper-literal audits;
+* `local`: exact audits of GRR, GRR-FS and multi-bit;
+* `training`: the real trainer with an inserted canary node.
 """
 
 from gnnprivacy.auditing.api import MODES, AuditResult, audit, audit_plan

@@ -4,14 +4,14 @@ Modes:
 
 * ``"mechanism"`` (default): the method's exact per-step mechanism (sampler law, clip,
   calibrated noise) with a white-box Dirac canary, ``runs`` runs per world, vectorised
-  (:mod:`gnnprivacy.auditing.mechanism`); local-DP methods are audited exactly by
-  enumeration of their randomizers' outputs (:mod:`gnnprivacy.auditing.local`).
+  (`gnnprivacy.auditing.mechanism`); local-DP methods are audited exactly by
+  enumeration of their randomizers' outputs (`gnnprivacy.auditing.local`).
 * ``"paper"``: Algorithm 4 as printed (per-step observations, composed as GDP); heuristic.
 * ``"training"``: the real trainer, trained ``runs`` times with and without an inserted
-  canary node (:mod:`gnnprivacy.auditing.training`); black-box, small ``runs``.
+  canary node (`gnnprivacy.auditing.training`); black-box, small ``runs``.
 * ``"code"``: one real training run (the runner's code path) with gradient canaries in
   every noisy update; the executed noise, clip and sampling rate, measured, give the
-  epsilon the code really spends (:mod:`gnnprivacy.auditing.code`); white-box.
+  epsilon the code really spends (`gnnprivacy.auditing.code`); white-box.
 
 Every result states the claimed ε (the method's calibration target), the Clopper-Pearson
 lower bound at the given confidence (its threshold chosen on held-out runs by default,
@@ -38,7 +38,7 @@ MODES = ("mechanism", "paper", "training", "code")
 
 @dataclass
 class AuditResult:
-    """Outcome of one audit (JSON-able through :meth:`to_dict`).
+    """Outcome of one audit (JSON-able through `to_dict`).
 
     Attributes:
         method, dataset, mode: what was audited and how.
@@ -47,7 +47,7 @@ class AuditResult:
             exact ε for local methods.
         epsilon_estimate_gdp: the GDP-based (Nasr et al. 2023) estimate (assumes a Gaussian
             trade-off curve: not a bound; ``None`` for exact audits). Records before issue
-            22 called it ``epsilon_lower_bound_gdp`` (:meth:`from_dict` reads both).
+            22 called it ``epsilon_lower_bound_gdp`` (`from_dict` reads both).
         runs: runs per world (0 for exact audits).
         confidence: two-sided confidence of the Clopper-Pearson bounds (1 for exact audits).
         delta: δ of the claim.
@@ -90,7 +90,7 @@ class AuditResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AuditResult:
-        """Inverse of :meth:`to_dict`; also reads records that named the GDP estimate
+        """Inverse of `to_dict`; also reads records that named the GDP estimate
         ``epsilon_lower_bound_gdp`` (before issue 22)."""
         from gnnprivacy.auditing.bounds import OLD_GDP_KEY
 
@@ -144,7 +144,7 @@ def audit_plan(plan: MechanismPlan, *, mode: str = "mechanism", runs: int = 10_0
                confidence: float = 0.95, selection: str = "heldout",
                num_thresholds: int | None = 400, generator=None, dataset: str = "",
                noise_scale: float = 1.0) -> AuditResult:
-    """Audit a :class:`MechanismPlan` (mechanism-only or paper-literal mode)."""
+    """Audit a `MechanismPlan` (mechanism-only or paper-literal mode)."""
     import numpy as np
 
     from gnnprivacy.random import numpy_generator
@@ -210,6 +210,9 @@ def audit(method: str, dataset: str = "csbm", *, epsilon: float | None = None,
           data=None) -> AuditResult:
     """Audit a registered private method on a dataset: an empirical ε lower bound.
 
+    *Privacy*: an audit measures; it spends no budget. A lower bound above the claim
+    (``violation``) is a privacy bug or a deliberately unsound mode.
+
     Args:
         method: registry name of a private method (``heterpoisson``, ``dpgnn``, ``dpmlp``,
             ``gap``, ``rgnn``, ``lpgnn``, ``ldp-naive``, ``heterorr`` and its feature and edge
@@ -238,7 +241,13 @@ def audit(method: str, dataset: str = "csbm", *, epsilon: float | None = None,
         data: an already loaded ``Data`` (skips loading).
 
     Returns:
-        :class:`AuditResult`.
+        `AuditResult`.
+
+    Example:
+        >>> from gnnprivacy.auditing import audit
+        >>> result = audit("dpmlp", "csbm", epsilon=2.0, runs=2000, params={"steps": 20})
+        >>> result.epsilon_lower_bound <= result.epsilon_claimed, result.violation
+        (True, False)
     """
     mode = check_choice("mode", mode, MODES)
     noise_scale = check_positive("noise_scale", noise_scale)

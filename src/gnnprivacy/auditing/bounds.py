@@ -5,21 +5,25 @@ world ``G'`` that contains the canary and the *non-member* world ``G*`` that doe
 scores each run with a statistic (higher = "member"). For a threshold ``τ`` the test
 "member iff score >= τ" has false-positive rate ``FPR(τ)`` (on non-member runs) and
 false-negative rate ``FNR(τ)`` (on member runs). Any (ε, δ)-DP mechanism satisfies
-(Kairouz et al. 2015)::
+(Kairouz et al. 2015):
 
-    FPR + e^ε FNR >= 1 - δ   and   FNR + e^ε FPR >= 1 - δ,
+```
+FPR + e^ε FNR >= 1 - δ   and   FNR + e^ε FPR >= 1 - δ,
+```
 
 so with one-sided Clopper-Pearson upper bounds ``FPR_u``, ``FNR_u`` at level
-``1 - α/2`` each (jointly ``1 - α``, two-sided), spec 000 §3.7::
+``1 - α/2`` each (jointly ``1 - α``, two-sided), spec 000 §3.7:
 
-    ε_lb(τ) = max( ln((1 - δ - FPR_u) / FNR_u),  ln((1 - δ - FNR_u) / FPR_u) ).
+```
+ε_lb(τ) = max( ln((1 - δ - FPR_u) / FNR_u),  ln((1 - δ - FNR_u) / FPR_u) ).
+```
 
 The Clopper-Pearson bounds hold at a threshold fixed before the runs they count. So the
 threshold is chosen on held-out runs by default (issue 22 item 3):
 
 * ``selection="heldout"`` (default): the threshold maximising the bound on *other* runs
   (``holdout=``: fresh runs, as the mechanism audit simulates; without them, one half of
-  the runs, as ``"split"``) at a stricter level (:data:`SELECTION_ALPHA`), the bound
+  the runs, as ``"split"``) at a stricter level (`SELECTION_ALPHA`), the bound
   evaluated on the runs given: at most ``1 - confidence`` of such bounds exceed the true ε
   (tested against a Laplace mechanism over 1,000 repetitions in
   ``tests/auditing/test_bounds.py``);
@@ -38,7 +42,7 @@ through the exact GDP privacy profile ``δ(ε) = Φ(-ε/μ + μ/2) - e^ε Φ(-ε
 Roth, Su 2022). It is an *estimate*, not a bound: only as valid as the GDP assumption (exact
 for a Gaussian mechanism, approximate for many composed subsampled steps). Hence its key
 ``epsilon_estimate_gdp`` (records before issue 22 called it ``epsilon_lower_bound_gdp``;
-:func:`gdp_estimate_of` reads both); it is reported *beside* the assumption-free
+`gdp_estimate_of` reads both); it is reported *beside* the assumption-free
 Clopper-Pearson bound, never instead of it.
 """
 

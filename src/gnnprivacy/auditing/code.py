@@ -3,11 +3,11 @@
 The mechanism audit simulates the accountant's own model of a method, so a bug in the
 trainer (noise drawn with the wrong std, a clip that is skipped, batches sampled at the
 wrong rate) is invisible to it. This audit runs the real training path (the same
-:func:`gnnprivacy.experiments.runner.run` as ``gnnprivacy train``) with gradient canaries in
+`gnnprivacy.experiments.runner.run` as ``gnnprivacy train``) with gradient canaries in
 the style of Nasr et al. (*Tight Auditing of Differentially Private Machine Learning*,
 USENIX Security 2023): at every executed step each engine's clipped sum carries an extra
 block of Dirac canary gradients, clipped by the engine's own clipping function and noised by
-the engine's own noise draw (:mod:`gnnprivacy.training.dp.audit_hooks`). The auditor
+the engine's own noise draw (`gnnprivacy.training.dp.audit_hooks`). The auditor
 observes every noisy update and estimates what the code released:
 
 * the noise std ``σ̂`` on coordinates no canary touches (``n`` Gaussian draws: a
@@ -152,8 +152,8 @@ def code_audit(train, *, epsilon_claimed: float | None = None, delta: float | No
                seed: int = 0, confidence: float = 0.999, num_canaries: int = 1024,
                num_noise: int = 256, canary_scale: float = 10.0, method: str = "custom",
                dataset: str = ""):
-    """Run ``train()`` (any code that trains through :class:`~gnnprivacy.training.dp.DPEngine`
-    or :func:`gnnprivacy.make_private`) under canaries and audit what it released.
+    """Run ``train()`` (any code that trains through `DPEngine`
+    or `gnnprivacy.make_private`) under canaries and audit what it released.
 
     Args:
         train: a zero-argument callable that trains; it may return a dict with the run's
@@ -161,10 +161,10 @@ def code_audit(train, *, epsilon_claimed: float | None = None, delta: float | No
         epsilon_claimed, delta: what the run reports.
         confidence: one-sided confidence of each estimated parameter's end.
         num_canaries, num_noise, canary_scale: the canary block
-            (:class:`~gnnprivacy.training.dp.audit_hooks.CodeAuditSession`).
+            (`CodeAuditSession`).
 
     Returns:
-        :class:`~gnnprivacy.auditing.api.AuditResult` (mode ``"code"``); ``violation`` when
+        `AuditResult` (mode ``"code"``); ``violation`` when
         the executed epsilon's lower confidence bound exceeds the claim.
 
     Raises:
@@ -198,7 +198,7 @@ def code_audit(train, *, epsilon_claimed: float | None = None, delta: float | No
 
 def audit_method_code(method: str, dataset: str, values: dict, *, data=None, seed: int = 0,
                       **kw):
-    """:func:`code_audit` of a registered method, trained by the runner (the code path of
+    """`code_audit` of a registered method, trained by the runner (the code path of
     ``gnnprivacy train``) with ``values``; the claim is the epsilon the run reports."""
     from gnnprivacy.experiments.runner import run
 

@@ -1,6 +1,6 @@
 """The private-node-embedding study of spec 000 §5 (Xiang et al., S&P 2024, §6 / App. B.2).
 
-Four demonstrations, each a function returning a dict, plus :func:`run_study` that writes
+Four demonstrations, each a function returning a dict, plus `run_study` that writes
 them into one Markdown report (``python -m gnnprivacy.auditing.embedding_study``):
 
 1. **Counting attack** (§5.3 flaw 1, check E1): under unbounded DP a per-node release

@@ -3,12 +3,12 @@
 A white-box adversary who inserts a Dirac gradient canary (Nasr et al. 2023) and knows the
 rest of the clipped sum (``know_base=True``, spec 000 §3.7) observes, per step and in units
 of the noise std, ``o* ~ N(0, 1)`` without the canary and ``o' ~ N(s, 1)`` with it, where
-the realised shift ``s`` follows the method's sampling law. A :class:`ShiftLaw` is that law
-(support and weights); a :class:`Phase` repeats one law for a number of steps, and a
+the realised shift ``s`` follows the method's sampling law. A `ShiftLaw` is that law
+(support and weights); a `Phase` repeats one law for a number of steps, and a
 mechanism is a sequence of phases (GAP: encoder steps, aggregation hops, classifier steps).
 
 The builders use the methods' own sampling laws, i.e. exactly the events the accountants
-compose (the same functions of :mod:`gnnprivacy.accounting`), so a shift ``s`` here is the
+compose (the same functions of `gnnprivacy.accounting`), so a shift ``s`` here is the
 largest change of the clipped sum that the differing node can cause, realised with equality
 by a Dirac canary: the audit is of the mechanism, in its worst case over canary gradients.
 """
@@ -85,7 +85,7 @@ class ShiftLaw:
 
 @dataclass(frozen=True)
 class Phase:
-    """``steps`` independent steps with the same :class:`ShiftLaw` (and a label)."""
+    """``steps`` independent steps with the same `ShiftLaw` (and a label)."""
 
     law: ShiftLaw
     steps: int

@@ -7,8 +7,8 @@ Maximised over the enumerated input pairs, this is the mechanism's exact ε on t
 domain: a lower bound on the true ε that needs no sampling (so no confidence level) and is
 tight when the domain contains the worst pair.
 
-Mechanisms are the library's own (:class:`~gnnprivacy.mechanisms.GRR`,
-:class:`~gnnprivacy.mechanisms.GRRFS`, :class:`~gnnprivacy.mechanisms.MultiBit`, and any
+Mechanisms are the library's own (`GRR`,
+`GRRFS`, `MultiBit`, and any
 object with ``probability(x, y)`` returning ``P[M(x_r) = y_r]`` per row), so the audit
 reads the exact law they sample from.
 """
@@ -190,7 +190,7 @@ def feature_rr_audit(*, epsilon: float, num_features: int, k: int = 10, theta=No
 def edge_rr_audit(n: int, pub_edges, pri_edges, *, eps_e1: float, c_em: float = 2.0,
                   private_node_set: str = "all") -> dict:
     """Exact audit of EdgeRR's exponential-mechanism step on a tiny graph (``n <= 6``),
-    through HeteroRR's enumeration of every dendrogram (:mod:`gnnprivacy.ldp.heterorr.audit`)."""
+    through HeteroRR's enumeration of every dendrogram (`gnnprivacy.ldp.heterorr.audit`)."""
     from gnnprivacy.ldp.heterorr.audit import em_audit
 
     out = em_audit(n, pub_edges, pri_edges, eps_e1=eps_e1, c_em=c_em,

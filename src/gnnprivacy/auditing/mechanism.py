@@ -1,16 +1,16 @@
 """Mechanism-only canary audits (spec 000 §3.7, resolved Algorithm 4), vectorised over runs.
 
-For ``R`` runs per world and ``T`` steps (a sequence of :class:`~gnnprivacy.auditing.laws.Phase`),
+For ``R`` runs per world and ``T`` steps (a sequence of `Phase`),
 the non-member world observes ``o*_t ~ N(0, 1)`` and the member world ``o'_t ~ N(s_t, 1)``
 with ``s_t`` drawn from the phase's shift law (noise-std units). Each run is scored by the
 Neyman-Pearson statistic ``Λ = Σ_t ln(Σ_c w_c φ(o_t - c) / φ(o_t))`` (the optimal test
-between the two product laws), and :func:`~gnnprivacy.auditing.bounds.empirical_epsilon`
+between the two product laws), and `empirical_epsilon`
 turns the two score samples into a Clopper-Pearson lower bound (threshold chosen on another
 ``R`` simulated runs per world) and a GDP estimate. All runs of a
 chunk are simulated as one ``(runs, steps)`` array: ``R = 10⁴`` runs of 50 steps take well
 under a second (``benchmarks/bench_audit.py``).
 
-The paper-literal per-step variant (:func:`paper_literal_audit`) follows Algorithm 4 as
+The paper-literal per-step variant (`paper_literal_audit`) follows Algorithm 4 as
 printed: a canary of size ``k ~ ρ`` is inserted with probability ``q``, observations are
 ``⟨g_t, g^c⟩`` and ``⟨g_t − g^c·1[inserted], g^c⟩``, the ``R·T`` per-step pairs are
 treated as samples of one experiment, and the per-step GDP estimate is composed as
@@ -35,7 +35,7 @@ def simulate_statistics(phases, runs: int, *, generator=None,
     """Neyman-Pearson scores of ``runs`` member runs and ``runs`` non-member runs.
 
     Args:
-        phases: sequence of :class:`Phase` (the mechanism's steps in order).
+        phases: sequence of `Phase` (the mechanism's steps in order).
         runs: runs per world.
         generator: numpy ``Generator`` or int seed.
         chunk_elements: simulate at most this many (run, step) cells at once (memory).
@@ -66,7 +66,7 @@ def simulate_statistics(phases, runs: int, *, generator=None,
 def audit_phases(phases, *, runs: int, delta: float, confidence: float = 0.95,
                  num_thresholds: int | None = 400, selection: str = "heldout",
                  generator=None) -> dict:
-    """Simulate ``runs`` runs per world and return the bounds of :func:`empirical_epsilon`.
+    """Simulate ``runs`` runs per world and return the bounds of `empirical_epsilon`.
 
     With ``selection="heldout"`` (default) another ``runs`` runs per world are simulated to
     choose the threshold on, and the bound counts the first ``runs``."""

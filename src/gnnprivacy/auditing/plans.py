@@ -1,7 +1,7 @@
 """From a registered private method and its configuration to the mechanism an audit attacks.
 
-A :class:`MechanismPlan` is what a method would run on a dataset: the phases of per-step
-shift laws (:mod:`gnnprivacy.auditing.laws`) with the noise the method calibrates for the
+A `MechanismPlan` is what a method would run on a dataset: the phases of per-step
+shift laws (`gnnprivacy.auditing.laws`) with the noise the method calibrates for the
 target (ε, δ), or, for local-DP methods, the exact-enumeration audits of their randomizers.
 The configuration is derived exactly as the trainers derive it (same defaults for ``q_b``,
 ``T``, δ, batch sizes) and the noise is calibrated by the same accountant calls, so the
@@ -271,7 +271,7 @@ PLANNERS = {"heterpoisson": _plan_heterpoisson, "dpgnn": _plan_dpgnn, "dpmlp": _
 
 def plan_for(method: str, params, facts: GraphFacts, *, noise_scale: float = 1.0,
              degrees=None, epsilon_total: float | None = None) -> MechanismPlan:
-    """The :class:`MechanismPlan` of ``method`` with ``params`` on a graph with ``facts``.
+    """The `MechanismPlan` of ``method`` with ``params`` on a graph with ``facts``.
 
     ``epsilon_total`` (local-DP methods only): audit the user budget split as
     ``eps_x = E / (2m)`` per sampled feature and ``eps_y = E / 2`` (claimed total ``E``).

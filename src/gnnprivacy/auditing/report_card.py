@@ -12,8 +12,8 @@ The card puts the evidence for a claimed ε side by side:
   model's posteriors (correlation distance, linked vs unlinked pairs);
 * **utility**: the record's test accuracy beside a non-private GCN on the same split.
 
-:func:`report_card` returns the card as a dict; :func:`card_to_markdown` and
-:func:`card_to_html` render it.
+`report_card` returns the card as a dict; `card_to_markdown` and
+`card_to_html` render it.
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
                 lira_models: int = 0, link_stealing: bool = True, baseline: bool = True,
                 seed: int = 0, lira_query: str = "full", lira_fixed_variance: bool = True,
                 lira_game: str | None = None) -> dict[str, Any]:
-    """The privacy report card of a run record (a :class:`RunRecord`, a path to one, or a
+    """The privacy report card of a run record (a `RunRecord`, a path to one, or a
     saved model ``<run_id>.model.pt``, which carries its record).
 
     Args:
@@ -155,8 +155,9 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
         data_root: dataset root (default: the record's).
         audit_runs: runs per world of the mechanism-only audit.
         lira_models: train this many models for LiRA (0: skip; expensive).
-        lira_query, lira_fixed_variance, lira_game: LiRA's query graph(s), variance and
-            membership game (:func:`gnnprivacy.attacks.membership.run_membership`).
+        lira_query: LiRA's query graph(s) (`gnnprivacy.attacks.membership.run_membership`).
+        lira_fixed_variance: LiRA's fixed (global) variance instead of per-example ones.
+        lira_game: LiRA's membership game.
         link_stealing: run the link-stealing attack when the unit covers edges, against the
             model saved beside the record (records without one: retrained with its seeds).
         baseline: train a non-private GCN on the same split for the utility comparison.
@@ -298,7 +299,7 @@ CARDS_DIR = "cards"  #: report cards live in RUNS/cards/<run_id>.json, beside th
 
 def save_card(card: dict, runs_dir: str | os.PathLike) -> Path:
     """Write ``card`` to ``<runs_dir>/cards/<run_id>.json``, where ``gnnprivacy report``
-    (and :func:`gnnprivacy.reporting.html.write_report`) picks it up as a report section."""
+    (and `gnnprivacy.reporting.html.write_report`) picks it up as a report section."""
     from gnnprivacy.reporting.record import write_json_atomic
 
     return write_json_atomic(Path(runs_dir) / CARDS_DIR / f"{card['run_id']}.json", card)

@@ -2,7 +2,7 @@
 
 Subcommands load lazily: ``gnnprivacy --help`` and ``--version`` import neither torch, PyG
 nor dp_accounting, and each subcommand imports only what it needs when it runs. To add a
-subcommand, add one line to :data:`COMMANDS` (``name: ("module:attribute", "one-line help")``).
+subcommand, add one line to `COMMANDS` (``name: ("module:attribute", "one-line help")``).
 """
 
 from __future__ import annotations

@@ -1,13 +1,15 @@
 """``gnnprivacy account``: epsilon of a mechanism, or the noise multiplier for a target.
 
-Examples::
+Examples:
 
-    gnnprivacy account --mechanism dpsgd --sample-rate 0.01 --noise-multiplier 1.1 \\
-        --steps 1000 --delta 1e-5
-    gnnprivacy account --mechanism heterpoisson --q-b 0.1823 --neighbor-multiplier 2 --num-nodes 22470 \\
-        --steps 50 --delta 1.6e-5 --target-epsilon 4 --json
-    gnnprivacy account --mechanism dpgnn --num-nodes 90941 --batch-size 10000 \\
-        --degree-bound 7 --noise-multiplier 1.0 --steps 665 --delta 1.1e-6 --accountant rdp
+```
+gnnprivacy account --mechanism dpsgd --sample-rate 0.01 --noise-multiplier 1.1 \\
+    --steps 1000 --delta 1e-5
+gnnprivacy account --mechanism heterpoisson --q-b 0.1823 --neighbor-multiplier 2 --num-nodes 22470 \\
+    --steps 50 --delta 1.6e-5 --target-epsilon 4 --json
+gnnprivacy account --mechanism dpgnn --num-nodes 90941 --batch-size 10000 \\
+    --degree-bound 7 --noise-multiplier 1.0 --steps 665 --delta 1.1e-6 --accountant rdp
+```
 """
 
 from __future__ import annotations

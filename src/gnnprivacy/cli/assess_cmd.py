@@ -1,9 +1,11 @@
 """``gnnprivacy assess RUN_RECORD``: the privacy report card of a trained model.
 
-Example::
+Example:
 
-    gnnprivacy train --method heterpoisson --dataset cora --epsilon 2 --runs-dir runs
-    gnnprivacy assess runs/<run_id>.json --json
+```
+gnnprivacy train --method heterpoisson --dataset cora --epsilon 2 --runs-dir runs
+gnnprivacy assess runs/<run_id>.json --json
+```
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``gnnprivacy attack``: run an attack against a trained model and record the result.
 
 Each attack family is a subcommand in its own module, loaded on first use; to add one, add
-a line to :data:`ATTACKS` (``name: ("module:attribute", "one-line help")``).
+a line to `ATTACKS` (``name: ("module:attribute", "one-line help")``).
 """
 
 from __future__ import annotations

@@ -1,12 +1,14 @@
 """``gnnprivacy audit``: an empirical epsilon lower bound beside a method's claimed epsilon.
 
-Examples::
+Examples:
 
-    gnnprivacy audit --method heterpoisson --dataset facebook --epsilon 2 --json \\
-        --data-root ../shared/datasets
-    gnnprivacy audit --method heterpoisson --dataset cora --epsilon 2 --noise-scale 0.25
-    gnnprivacy audit --method dpmlp --dataset cora --epsilon 4 --mode training --runs 20
-    gnnprivacy audit --method rgnn --dataset cora -p eps_mode=paper
+```
+gnnprivacy audit --method heterpoisson --dataset facebook --epsilon 2 --json \\
+    --data-root ../shared/datasets
+gnnprivacy audit --method heterpoisson --dataset cora --epsilon 2 --noise-scale 0.25
+gnnprivacy audit --method dpmlp --dataset cora --epsilon 4 --mode training --runs 20
+gnnprivacy audit --method rgnn --dataset cora -p eps_mode=paper
+```
 """
 
 from __future__ import annotations

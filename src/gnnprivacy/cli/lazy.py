@@ -10,7 +10,7 @@ import click
 class LazyGroup(click.Group):
     """Subcommands come from ``table``: ``name -> ("module:attribute", "one-line help")``.
 
-    A subclass sets :attr:`table`; ``--help`` lists the table's short help without importing
+    A subclass sets `table`; ``--help`` lists the table's short help without importing
     any subcommand module, and a subcommand's module is imported when it runs.
     """
 

@@ -1,10 +1,12 @@
 """``gnnprivacy predict MODEL --dataset D``: predictions of a saved model, as CSV.
 
-Example::
+Example:
 
-    gnnprivacy train --method heterpoisson --dataset cora --data-root ../shared/datasets
-    gnnprivacy predict runs/<run_id>.model.pt --dataset cora --data-root ../shared/datasets \\
-        -o predictions.csv
+```
+gnnprivacy train --method heterpoisson --dataset cora --data-root ../shared/datasets
+gnnprivacy predict runs/<run_id>.model.pt --dataset cora --data-root ../shared/datasets \\
+    -o predictions.csv
+```
 
 On the dataset the model was trained on, the graph and its split are the record's (same
 seeds), so a method with a private inference (heterpoisson) queries exactly as it did after

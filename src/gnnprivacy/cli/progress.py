@@ -3,12 +3,14 @@
 On a terminal: rich progress bars. Elsewhere (a log file, CI, ``nohup``, a pipe): plain log lines,
 one when a task starts, then at most one every ``interval`` seconds while it advances, plus a
 heartbeat line when nothing advanced for ``interval`` seconds (so a long first run is not
-silence), and one when it finishes::
+silence), and one when it finishes:
 
-    [progress] sweep demo: run 3/8 (38%), elapsed 0:00:12, ETA 0:00:20
+```
+[progress] sweep demo: run 3/8 (38%), elapsed 0:00:12, ETA 0:00:20
+```
 
 The interval is 30 s by default (``$GNNPRIVACY_PROGRESS_INTERVAL`` changes it). Quiet mode
-(:func:`quiet_mode`, the CLI's ``-q``) disables both, silences Python warnings and PyG's
+(`quiet_mode`, the CLI's ``-q``) disables both, silences Python warnings and PyG's
 "Processing... / Done!" messages (also in sweep workers, through ``$GNNPRIVACY_QUIET``).
 """
 

@@ -1,8 +1,8 @@
 """Datasets: a registry of real graphs (read offline through PyG) and a synthetic CSBM.
 
-Main entry point: :func:`load_dataset`. ``list_datasets()`` / ``dataset_info(name)`` describe
+Main entry point: `load_dataset`. ``list_datasets()`` / ``dataset_info(name)`` describe
 what is registered, ``dataset_status(name)`` tells whether its raw files are present.
-Splits are :class:`Split` objects, saved with their seed; ``inductive_train_graph`` gives
+Splits are `Split` objects, saved with their seed; ``inductive_train_graph`` gives
 the training graph of the inductive setting.
 
 Names that need torch (``load_dataset``, ``inductive_train_graph``, ``generate_csbm``,

@@ -1,6 +1,6 @@
 """The built-in datasets. Importing this module registers them.
 
-Each loader receives a :class:`~gnnprivacy.datasets.paths.LoadContext` and returns a PyG
+Each loader receives a `LoadContext` and returns a PyG
 ``Data`` (``load_dataset`` then standardises dtypes, edges and splits). torch / PyG are
 imported inside the loaders, so listing datasets stays light.
 """

@@ -6,13 +6,10 @@ classes/features variant of e.g. Chien et al., ICLR 2021):
 * labels: ``num_nodes`` nodes in ``num_classes`` balanced classes (sizes differ by at
   most one), assigned in random order;
 * edges: an SBM. Each unordered pair ``{u, v}``, ``u != v``, is an edge independently with
-  probability :math:`p_{in}` if ``y_u = y_v`` and :math:`p_{out}` otherwise, where
-
-  .. math::
-      p_{in} = \frac{h\,\bar d}{n/C - 1}, \qquad p_{out} = \frac{(1-h)\,\bar d}{n - n/C},
-
-  so the expected average degree is :math:`\bar d` (``avg_degree``) and the expected
-  fraction of intra-class edges (edge homophily) is :math:`h` (``homophily``) for balanced
+  probability ``p_in`` if ``y_u = y_v`` and ``p_out`` otherwise, where
+  ``p_in = h d / (n/C - 1)`` and ``p_out = (1 - h) d / (n - n/C)``,
+  so the expected average degree is ``d`` (``avg_degree``) and the expected
+  fraction of intra-class edges (edge homophily) is ``h`` (``homophily``) for balanced
   classes. Sampling is exact and never builds an ``n x n`` matrix: per block the edge count
   is Binomial(#pairs, p), then that many distinct pairs are drawn uniformly (an Erdős–Rényi
   G(m, p) block is G(m, M) with M ~ Binomial).
@@ -22,7 +19,7 @@ classes/features variant of e.g. Chien et al., ICLR 2021):
 
 The graph is undirected (both directions stored, coalesced) and has no self-loops.
 Isolated nodes are possible (no minimum degree is enforced): with average degree
-:math:`\bar d` about :math:`e^{-\bar d}` of the nodes are isolated.
+``d`` about ``e^-d`` of the nodes are isolated.
 Deterministic for a given ``seed`` (one ``numpy.random.default_rng(seed)`` stream).
 """
 
@@ -103,7 +100,7 @@ def generate_csbm_arrays(*, num_nodes: int = 1000, num_classes: int = 4, num_fea
     """Sample a CSBM graph as numpy arrays ``(x float32 [n, d], y int64 [n], edges int64 [2, E])``.
 
     ``edges`` holds each undirected edge once, ``src < dst``. Arguments as in
-    :func:`generate_csbm`.
+    `generate_csbm`.
     """
     n = check_int("num_nodes", num_nodes, low=2)
     c = check_int("num_classes", num_classes, low=1, high=n)

@@ -100,13 +100,14 @@ def read_german_edges(path: str, num_nodes: int) -> torch.Tensor:
 
 
 class GermanCredit(InMemoryDataset):
-    """NIFTY's German Credit graph as a cached :class:`~torch_geometric.data.InMemoryDataset`.
+    """NIFTY's German Credit graph as a cached `InMemoryDataset`.
 
     Args:
         root: folder holding ``raw/german.csv`` and ``raw/german_edges.txt``; ``processed/``
             is written next to ``raw/``.
         features: ``"rgnn"`` (37 features, PurposeOfLoan one-hot) or ``"nifty"`` (27).
-        transform, pre_transform: as in PyG.
+        transform: PyG transform applied on access.
+        pre_transform: PyG transform applied before saving the processed file.
         force_reload: re-process even if processed files exist.
     """
 

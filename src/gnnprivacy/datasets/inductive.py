@@ -19,7 +19,7 @@ def inductive_train_graph(data):
 
     Args:
         data: a PyG ``Data`` with boolean ``train_mask``, ``val_mask`` and ``test_mask``
-            (as returned by :func:`gnnprivacy.datasets.load_dataset`). Not modified.
+            (as returned by `gnnprivacy.datasets.load_dataset`). Not modified.
 
     Returns:
         A new ``Data`` with ``orig_id`` (int64, sorted): ``orig_id[i]`` is the id in ``data``

@@ -238,7 +238,7 @@ def attack_splits(data, *, seed: int = 0, fractions=(0.4, 0.4, 0.2), test_edge_f
         setting: ``"transductive"`` (label masks 70/10/20 on D1) or ``"inductive"`` (90/10).
 
     Returns:
-        :class:`AttackSplits`; node indices in pair sets are local to the part they belong to
+        `AttackSplits`; node indices in pair sets are local to the part they belong to
         (D4 and A* to D1, shadow pairs to D2, D3 pairs to D3).
 
     Raises:

@@ -83,10 +83,10 @@ def load_dataset(name: str, *, root: str | os.PathLike | None = None, split: str
             default (``"public"`` for cora / citeseer unless fractions are given, else
             ``"random"``).
         seed: split seed (>= 0); the permutation is drawn from a generator derived from
-            ``(seed, name)`` (see :mod:`gnnprivacy.datasets.splits`).
+            ``(seed, name)`` (see `gnnprivacy.datasets.splits`).
         train_frac: random / inductive split: the training fraction in [0, 1] (the three
             fractions sum to <= 1; defaults 0.5 / 0.25 / 0.25, missing ones filled as in
-            :func:`~gnnprivacy.datasets.splits.resolve_fractions`).
+            `resolve_fractions`).
         val_frac: the validation fraction.
         test_frac: the test fraction.
         cache_dir: where PyG may write; else ``$GNNPRIVACY_CACHE``, else
@@ -98,7 +98,7 @@ def load_dataset(name: str, *, root: str | os.PathLike | None = None, split: str
     Returns:
         ``Data`` with ``x`` float32, ``y`` int64, ``edge_index`` (both directions,
         coalesced), boolean ``train_mask`` / ``val_mask`` / ``test_mask``, ``name``,
-        ``num_classes`` (int) and ``split`` (a :class:`Split`).
+        ``num_classes`` (int) and ``split`` (a `Split`).
 
     Raises:
         UnknownNameError: unknown dataset, split kind or dataset keyword argument.

@@ -120,5 +120,5 @@ class LoadContext:
 
     @property
     def cache_base(self) -> Path:
-        """The cache sub-folder of this root (see :func:`root_cache_dir`)."""
+        """The cache sub-folder of this root (see `root_cache_dir`)."""
         return root_cache_dir(self.cache, self.root.path)

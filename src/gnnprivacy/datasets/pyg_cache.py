@@ -8,9 +8,9 @@ and modification times; an entry without marker, or whose raw files changed, is 
 
 Raw files absent from the root: if ``download`` is allowed PyG may download them into the
 temporary folder (kept in the cache on success); every failure becomes
-:class:`~gnnprivacy.errors.DatasetNotFoundError` naming the expected files and where they
+`DatasetNotFoundError` naming the expected files and where they
 were looked for. Files present but unparsable become
-:class:`~gnnprivacy.errors.CorruptDatasetError` naming the file.
+`CorruptDatasetError` naming the file.
 
 Concurrency: the check-and-build of an entry runs under an exclusive ``flock`` on
 ``<cache>/<root key>/pyg-<version>/.build.lock``, so two processes (sweep workers) that need the

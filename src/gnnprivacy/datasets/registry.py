@@ -1,8 +1,8 @@
-"""Dataset registry: names -> metadata (:class:`DatasetInfo`) and a loader function.
+"""Dataset registry: names -> metadata (`DatasetInfo`) and a loader function.
 
-Datasets register themselves with the :func:`register_dataset` decorator (see
+Datasets register themselves with the `register_dataset` decorator (see
 ``gnnprivacy.datasets.catalog``). Unknown names raise
-:class:`~gnnprivacy.errors.UnknownNameError`, whose message lists the registered names.
+`UnknownNameError`, whose message lists the registered names.
 
 This module imports neither torch nor PyG, so listing datasets (``gnnprivacy datasets``)
 stays cheap.
@@ -61,7 +61,7 @@ class DatasetInfo:
 
 @dataclass(frozen=True)
 class DatasetSpec:
-    """A registered dataset: its :class:`DatasetInfo` and the loader ``fn(ctx, **kwargs)``.
+    """A registered dataset: its `DatasetInfo` and the loader ``fn(ctx, **kwargs)``.
 
     ``fn`` receives a ``LoadContext`` (root, cache, download flag) and the dataset-specific
     keyword arguments, and returns a raw PyG ``Data`` (standardised by ``load_dataset``).
@@ -84,7 +84,7 @@ def register_dataset(name: str, **info_fields: Any) -> Callable[[Callable[..., A
 
     Args:
         name: registry name; must be new.
-        **info_fields: the other :class:`DatasetInfo` fields.
+        **info_fields: the other `DatasetInfo` fields.
 
     Raises:
         ValueError: ``name`` is already registered or ``default_split`` is unknown.
@@ -106,7 +106,7 @@ def _ensure_catalog() -> None:
 
 
 def get_spec(name: str) -> DatasetSpec:
-    """The registered :class:`DatasetSpec` for ``name`` (case-insensitive).
+    """The registered `DatasetSpec` for ``name`` (case-insensitive).
 
     Raises:
         UnknownNameError: ``name`` is not registered; the message lists the choices.
@@ -125,5 +125,5 @@ def list_datasets() -> list[str]:
 
 
 def dataset_info(name: str) -> DatasetInfo:
-    """The :class:`DatasetInfo` of ``name`` (description, PyG class, raw files, papers)."""
+    """The `DatasetInfo` of ``name`` (description, PyG class, raw files, papers)."""
     return get_spec(name).info

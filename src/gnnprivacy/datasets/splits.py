@@ -5,7 +5,7 @@ Kinds:
 * ``"random"``: transductive; a uniformly random partition with the given fractions;
 * ``"inductive"``: the same partition as ``"random"`` for the same seed, flagged so that
   training uses only the graph induced by train + validation nodes
-  (:func:`gnnprivacy.datasets.inductive_train_graph`);
+  (`gnnprivacy.datasets.inductive_train_graph`);
 * ``"public"``: the dataset's official split (Planetoid's 20-per-class split for
   Cora / CiteSeer / PubMed, OGB's time split for ogbn-arxiv); ``seed`` is ``None``.
 
@@ -134,7 +134,7 @@ class Split:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Split:
-        """Read a split written by :meth:`save`; the stored digest is verified.
+        """Read a split written by `save`; the stored digest is verified.
 
         Raises:
             CorruptDatasetError: unreadable file or digest mismatch.
@@ -228,7 +228,7 @@ def random_split(num_nodes: int, *, seed: int = 0, dataset: str = "", kind: str 
 
 
 def split_from_masks(train_mask, val_mask, test_mask, *, dataset: str = "", kind: str = "public") -> Split:
-    """A :class:`Split` from boolean masks (e.g. Planetoid's public split); ``seed`` is ``None``."""
+    """A `Split` from boolean masks (e.g. Planetoid's public split); ``seed`` is ``None``."""
     masks = [np.asarray(m, dtype=bool) for m in (train_mask, val_mask, test_mask)]
     n = int(masks[0].size)
     idx = [np.flatnonzero(m) for m in masks]

@@ -1,6 +1,6 @@
 """Whether a registered dataset can be loaded from a data root, and if not, why.
 
-Checks the presence of the raw files listed in :class:`DatasetInfo` (not their contents)
+Checks the presence of the raw files listed in `DatasetInfo` (not their contents)
 and of optional Python packages. No torch import.
 """
 
@@ -65,6 +65,6 @@ def dataset_status(name: str, root: str | os.PathLike | DataRoot | None = None) 
 
 
 def all_statuses(root: str | os.PathLike | DataRoot | None = None) -> list[DatasetStatus]:
-    """:func:`dataset_status` of every registered dataset (root resolved once)."""
+    """`dataset_status` of every registered dataset (root resolved once)."""
     data_root = root if isinstance(root, DataRoot) else resolve_root(root)
     return [dataset_status(name, data_root) for name in list_datasets()]

@@ -1,8 +1,8 @@
 r"""Large synthetic graphs streamed to disk in chunks and loaded memory-mapped (10^7 nodes).
 
-:func:`generate_large_graph` writes a contextual block-model graph to a folder of ``.npy``
-files without ever holding its edges or features in memory; :func:`open_large_graph` maps
-them back (``np.load(mmap_mode="r")``) and :func:`large_graph_data` wraps the maps in a PyG
+`generate_large_graph` writes a contextual block-model graph to a folder of ``.npy``
+files without ever holding its edges or features in memory; `open_large_graph` maps
+them back (``np.load(mmap_mode="r")``) and `large_graph_data` wraps the maps in a PyG
 ``Data`` without copying. The registered dataset ``csbm-large`` does both.
 
 Model (a degree-corrected contextual SBM; Karrer & Newman 2011 for the degree correction,
@@ -267,7 +267,7 @@ class LargeGraph:
 
 
 def open_large_graph(path, *, mmap_mode: str = "r") -> LargeGraph:
-    """Memory-map a graph written by :func:`generate_large_graph` (nothing is read eagerly).
+    """Memory-map a graph written by `generate_large_graph` (nothing is read eagerly).
 
     Raises:
         InvalidParameterError: ``path`` holds no complete graph of this format version.

@@ -5,7 +5,7 @@ the way its format requires (zip CRCs for ``.npz``, gzip stream for ``.gz``, lat
 pickles for Planetoid's ``ind.*`` files, numeric text for ``.txt``/``test.index``, a
 rectangular table for ``.csv``) and raises on the first problem.
 
-:func:`validate_data` checks the in-memory graph a method is about to train on (shapes, dtypes,
+`validate_data` checks the in-memory graph a method is about to train on (shapes, dtypes,
 masks, NaN/inf, classes); the runner calls it for every dataset, and so does ``gnnprivacy.train``.
 """
 
@@ -55,7 +55,7 @@ def _check_csv(path: Path) -> None:
 
 
 def find_corrupt(folder: Path, relative_paths) -> tuple[str, str] | None:
-    """The first of ``relative_paths`` (under ``folder``) failing :func:`check_raw_file`.
+    """The first of ``relative_paths`` (under ``folder``) failing `check_raw_file`.
 
     Returns:
         ``(relative path, reason)`` or ``None`` when every file passes.

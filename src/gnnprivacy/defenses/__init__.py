@@ -1,7 +1,7 @@
 """Defences that are not differentially private: output perturbation and training regularisers.
 
-* :class:`GRID` (spec 003): disguises links in released posteriors, keeping every prediction.
-* :class:`MemGuard` (link-adapted) and :class:`MinMaxTrainer` (adversarial regularisation against
+* `GRID` (spec 003): disguises links in released posteriors, keeping every prediction.
+* `MemGuard` (link-adapted) and `MinMaxTrainer` (adversarial regularisation against
   a link adversary): the counterparts GRID is compared with (spec 003 §5.1).
 
 Privacy: these defences are empirical; none of them claims an epsilon.

@@ -54,11 +54,20 @@ def torch_pair_features(p, q):
 class MemGuard(EstimatorParams):
     """Link-adapted MemGuard (see the module docstring).
 
+    *Privacy*: an empirical defence; it claims no epsilon.
+
     Args:
         budget: expected L1 distortion per node (Phase II), >= 0.
-        steps, lr: Adam steps and learning rate of Phase I.
-        c2, c3: weights of the label hinge and of the L1 distortion.
+        steps: Adam steps of Phase I.
+        lr: Adam learning rate of Phase I.
+        c2: weight of the label hinge.
+        c3: weight of the L1 distortion.
         seed: seeds the defender classifier and Phase II's draws.
+
+    Example:
+        >>> from gnnprivacy.defenses import MemGuard
+        >>> MemGuard(budget=0.3).get_params()["budget"]
+        0.3
     """
 
     def __init__(self, *, budget: float = 0.4, steps: int = 200, lr: float = 0.1,

@@ -1,8 +1,8 @@
 """The run configuration: one frozen dataclass, the single source of truth for ``train``.
 
-Common fields live in :class:`RunConfig`; each method adds its own hyperparameters (a frozen
+Common fields live in `RunConfig`; each method adds its own hyperparameters (a frozen
 dataclass registered with the method). A YAML file, the CLI and sweeps all resolve to
-``RunConfig`` + method params; :func:`resolve_config` merges and validates them, and the
+``RunConfig`` + method params; `resolve_config` merges and validates them, and the
 resolved form is saved with every run record.
 """
 

@@ -1,4 +1,4 @@
-"""What the runner hands a method (:class:`RunContext`) and what it returns (:class:`MethodResult`)."""
+"""What the runner hands a method (`RunContext`) and what it returns (`MethodResult`)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ class MethodResult:
 class RunContext:
     """Everything a method needs: resolved config, its params, the data and seeded randomness.
 
-    Randomness: ``seed`` is the run seed; :meth:`seed_for` derives an independent 63-bit seed
+    Randomness: ``seed`` is the run seed; `seed_for` derives an independent 63-bit seed
     per named purpose (``"init"``, ``"sampler"``, ``"noise"`` ...), so streams never overlap
     and each is reproducible.
     """
@@ -65,11 +65,11 @@ class RunContext:
         return int(ss.generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
 
     def torch_generator(self, purpose: str):
-        """A ``torch.Generator`` on the run's device seeded by :meth:`seed_for`."""
+        """A ``torch.Generator`` on the run's device seeded by `seed_for`."""
         from gnnprivacy.random import torch_generator
 
         return torch_generator(self.seed_for(purpose), device=str(self.device))
 
     def numpy_generator(self, purpose: str) -> np.random.Generator:
-        """A numpy Generator seeded by :meth:`seed_for`."""
+        """A numpy Generator seeded by `seed_for`."""
         return np.random.default_rng(self.seed_for(purpose))

@@ -25,9 +25,11 @@ a calibrated noise multiplier ``sigma`` for ``T`` steps at sampling rate ``q``:
    ``MAX_RATE``, and is capped at a size that keeps a step cheap on large graphs.
 2. *Noise per step must stay moderate.* In the amplified regime ``sigma ~ q
    sqrt(2 T log(1/delta)) / epsilon``, so the standard deviation of the noise on the
-   *averaged* clipped gradient, in units of the clip bound, is about::
+   *averaged* clipped gradient, in units of the clip bound, is about:
 
-       nu(T) = s * sqrt(2 T log(1/delta)) / (epsilon * N)
+   ```
+   nu(T) = s * sqrt(2 T log(1/delta)) / (epsilon * N)
+   ```
 
    whatever the batch size, where ``s`` is the method's sensitivity in clip units (1 for
    dpmlp, ``2 (K + 1)`` for DP-GNN's degree bound ``K``). We take the number of steps an

@@ -1,11 +1,11 @@
 """Executors: run a picklable function over many items in parallel, one interface, two backends.
 
-- :class:`LocalExecutor` (``local``, the default): a ``concurrent.futures`` process pool on this
+- `LocalExecutor` (``local``, the default): a ``concurrent.futures`` process pool on this
   machine, ``workers`` processes (default ``os.cpu_count()``), forked from a ``forkserver`` that
   has imported torch and PyG once (``spawn`` where there is no fork server), each limited to
   ``threads_per_worker = max(1, cpu_count // workers)`` torch/OpenMP threads, so the pool never
   oversubscribes the cores.
-- :class:`RayExecutor` (``ray``): Ray tasks. It connects to ``address`` (an existing cluster;
+- `RayExecutor` (``ray``): Ray tasks. It connects to ``address`` (an existing cluster;
   one CPU and one torch thread per task, at most ``workers`` tasks in flight if given) or starts
   a local Ray instance with ``ray.init(num_cpus=workers * threads_per_worker,
   include_dashboard=False)`` (each task reserving ``threads_per_worker`` CPUs and using that many
@@ -79,7 +79,7 @@ def _stop_fork_server() -> None:
 
 
 class Executor(ABC):
-    """Common interface: a context manager with :meth:`imap_unordered`."""
+    """Common interface: a context manager with `imap_unordered`."""
 
     name: str = ""
 
@@ -104,14 +104,14 @@ class Executor(ABC):
             self.shutdown()
 
     def interrupt(self) -> None:
-        """First Ctrl-C: drop queued items and let running ones finish (default: :meth:`shutdown`)."""
+        """First Ctrl-C: drop queued items and let running ones finish (default: `shutdown`)."""
         self.shutdown()
 
     def start(self) -> None:
         """Acquire resources (processes, a Ray connection)."""
 
     def shutdown(self) -> None:
-        """Release what :meth:`start` acquired."""
+        """Release what `start` acquired."""
 
     @abstractmethod
     def imap_unordered(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[tuple[Any, Any]]:

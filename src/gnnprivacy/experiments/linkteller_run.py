@@ -1,6 +1,6 @@
 """One LinkTeller experiment end to end: the victim trained by the HeteroRR harness, then the
 influence attack on its private edges. ``gnnprivacy attack linkteller`` and
-``gnnprivacy.attack_linkteller`` both call :func:`run_linkteller`.
+``gnnprivacy.attack_linkteller`` both call `run_linkteller`.
 """
 
 from __future__ import annotations

@@ -4,15 +4,17 @@ A method is a function ``fn(ctx: RunContext) -> MethodResult`` plus a frozen dat
 its own hyperparameters. The CLI builds its options from those dataclasses, so a method's
 parameters are declared once.
 
-Example::
+Example:
 
-    @dataclass(frozen=True)
-    class MyParams:
-        epochs: int = field(default=200, metadata={"help": "training epochs"})
+```
+@dataclass(frozen=True)
+class MyParams:
+    epochs: int = field(default=200, metadata={"help": "training epochs"})
 
-    @register_method("my-method", params=MyParams, private=False,
-                     description="what it is")
-    def fit_my_method(ctx: RunContext) -> MethodResult: ...
+@register_method("my-method", params=MyParams, private=False,
+                 description="what it is")
+def fit_my_method(ctx: RunContext) -> MethodResult: ...
+```
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ def _load_builtin_methods() -> None:
 
 
 def get_method(name: str) -> MethodSpec:
-    """Look up a method; unknown names raise :class:`UnknownNameError` listing the choices."""
+    """Look up a method; unknown names raise `UnknownNameError` listing the choices."""
     _load_builtin_methods()
     if name not in _METHODS:
         raise UnknownNameError("method", name, _METHODS)

@@ -1,7 +1,7 @@
 """Ready sweeps that reproduce the papers' tables: ``gnnprivacy reproduce NAME [--quick]``.
 
 Each file ``experiments/configs/<name>.yaml`` is a sweep file (see
-:mod:`gnnprivacy.experiments.sweep`) with three extra keys:
+`gnnprivacy.experiments.sweep`) with three extra keys:
 
 - ``references``: ids of the published tables (``reporting/references/*.yaml``) it reproduces,
   which the report puts beside our numbers;

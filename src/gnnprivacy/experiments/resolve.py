@@ -2,7 +2,7 @@
 
 ``gnnprivacy train --print-config`` prints this. Hyperparameters left unset are resolved the
 way the method resolves them at fit time: the node-level DP methods through their preset
-(:func:`gnnprivacy.experiments.defaults.resolve_hparams`), and delta through the method's
+(`gnnprivacy.experiments.defaults.resolve_hparams`), and delta through the method's
 registered default (``|V|^-1.1`` of the graph for heterpoisson, ``1/(10 N_train)`` for the
 others). A value still ``None`` afterwards means "off" (e.g. ``clip_percentile``) or "the
 dataset's own default" (e.g. ``group_size``), as the option's help says.

@@ -1,7 +1,7 @@
 """Run one training job from a flat configuration and write its record.
 
 This is the only path from a configuration to a result: ``gnnprivacy train``, sweeps and
-reproduction scripts all call :func:`run`.
+reproduction scripts all call `run`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from gnnprivacy.reporting.record import RunRecord
 
 
 def load_run_data(config):
-    """Load the dataset and split named by ``config`` (a :class:`RunConfig`)."""
+    """Load the dataset and split named by ``config`` (a `RunConfig`)."""
     from gnnprivacy.datasets import load_dataset
 
     return load_dataset(
@@ -47,15 +47,15 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
         run_id: fixed record id (sweeps use a deterministic id); default: time + random suffix.
         data: a user's ``torch_geometric.data.Data`` to train on instead of loading
             ``config.dataset`` (which then only names it in the record); see
-            :func:`gnnprivacy.experiments.user_data.prepare_user_data`.
+            `gnnprivacy.experiments.user_data.prepare_user_data`.
         keep_result: if given, receives ``{"result": MethodResult, "data": the data trained
             on}`` (the public API keeps the fitted model this way).
         model_path: where to save the trained model (default, when saving:
             ``<runs_dir>/<run_id>.model.pt`` beside the record; see
-            :mod:`gnnprivacy.training.persist`).
+            `gnnprivacy.training.persist`).
 
     Returns:
-        The :class:`RunRecord` (also written to ``<runs_dir>/<run_id>.json``).
+        The `RunRecord` (also written to ``<runs_dir>/<run_id>.json``).
     """
     t_start = time.perf_counter()
     config, params = resolve_config(values)

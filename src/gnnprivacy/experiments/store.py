@@ -1,14 +1,16 @@
 """The results store: one JSON record per run, written by atomic rename, plus a derived index.
 
-Layout of a runs directory::
+Layout of a runs directory:
 
-    RUNS/<run_id>.json            one finished run (a :class:`~gnnprivacy.reporting.record.RunRecord`)
-    RUNS/<run_id>.split.npz       its split (written before the record)
-    RUNS/<run_id>.failed.json     a run that raised (error, traceback, config); removed on success
-    RUNS/.staging/<run_id>.<host>.<pid>.<rand>/   a run in progress, locked (never read as a record)
-    RUNS/.claims/<run_id>.claim   a run some process is working on (flock'd; pid, host): concurrent
-                                  sweeps on one runs directory skip claimed runs; dead owners' are retaken
-    RUNS/.index.json              cache of the flattened index (safe to delete)
+```
+RUNS/<run_id>.json            one finished run (a `RunRecord`)
+RUNS/<run_id>.split.npz       its split (written before the record)
+RUNS/<run_id>.failed.json     a run that raised (error, traceback, config); removed on success
+RUNS/.staging/<run_id>.<host>.<pid>.<rand>/   a run in progress, locked (never read as a record)
+RUNS/.claims/<run_id>.claim   a run some process is working on (flock'd; pid, host): concurrent
+                              sweeps on one runs directory skip claimed runs; dead owners' are retaken
+RUNS/.index.json              cache of the flattened index (safe to delete)
+```
 
 Why files and not SQLite: every writer (a process-pool worker, or a Ray task on another machine
 writing to a shared filesystem) touches only its own files, and a record appears in one atomic
@@ -23,7 +25,7 @@ rebuilt from the records on every read, and :file:`.index.json` only caches pars
 atomically; a lost race just rewrites an equally valid cache.
 
 A record file that does not parse (truncated by a full disk, edited by hand) is never counted as
-finished: readers skip it with a warning naming the file (:attr:`ResultStore.skipped`), and a
+finished: readers skip it with a warning naming the file (`ResultStore.skipped`), and a
 sweep reruns that run, replacing the file.
 """
 
@@ -248,8 +250,8 @@ class ResultStore:
         """A fresh private folder in which one attempt of ``run_id`` writes its files.
 
         The folder holds ``.lock``, locked (``flock``) by this process until
-        :meth:`release_staging`; the lock dies with the process, which is how
-        :meth:`clean_stale_staging` tells abandoned folders from live ones.
+        `release_staging`; the lock dies with the process, which is how
+        `clean_stale_staging` tells abandoned folders from live ones.
         """
         name = f"{run_id}.{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
         path = self.root / STAGING_DIR / name
@@ -261,7 +263,7 @@ class ResultStore:
         return path
 
     def release_staging(self, path: Path) -> None:
-        """Remove a staging folder made by :meth:`staging_dir` and drop its lock."""
+        """Remove a staging folder made by `staging_dir` and drop its lock."""
         shutil.rmtree(path, ignore_errors=True)
         fd = _HELD_LOCKS.pop(str(path), None)
         if fd is not None:
@@ -319,10 +321,10 @@ class ResultStore:
         return sorted(p for p in self.root.iterdir() if p.is_file() and is_record_file(p))
 
     def valid_record_paths(self) -> list[Path]:
-        """:meth:`record_paths` without the files that do not parse as a record.
+        """`record_paths` without the files that do not parse as a record.
 
-        Skipped files are listed in :attr:`skipped` and reported with an
-        :class:`UnreadableRecordWarning` naming the file. Files unchanged since the last read
+        Skipped files are listed in `skipped` and reported with an
+        `UnreadableRecordWarning` naming the file. Files unchanged since the last read
         (same size and mtime as in the index cache) are not parsed again.
         """
         cache = self._read_cache()
@@ -363,7 +365,7 @@ class ResultStore:
         return read_record(path)
 
     def records(self) -> list[RunRecord]:
-        """Every readable record (unreadable files are skipped with a warning, see :attr:`skipped`)."""
+        """Every readable record (unreadable files are skipped with a warning, see `skipped`)."""
         return [read_record(p) for p in self.valid_record_paths()]
 
     def failures(self) -> list[dict[str, Any]]:
@@ -382,7 +384,7 @@ class ResultStore:
         return out
 
     def rows(self, *, include_failed: bool = False) -> list[dict[str, Any]]:
-        """The index: one flat row per record (see :func:`flatten_record`), sorted by run id.
+        """The index: one flat row per record (see `flatten_record`), sorted by run id.
 
         Rebuilt from the records; unchanged files are taken from the :file:`.index.json` cache.
         With ``include_failed``, failed runs are added with ``status = "failed"`` and ``error``.

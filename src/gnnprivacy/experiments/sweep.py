@@ -1,18 +1,20 @@
 """Sweeps: the cartesian product of a grid of configurations, repeated over seeds, resumable.
 
-A sweep file (YAML)::
+A sweep file (YAML):
 
-    name: csbm-mlp                 # required; letters, digits, '.', '_', '-'
-    description: optional text
-    base: {method: mlp, dataset: csbm, epochs: 50}    # flat config shared by every run
-    grid:                          # key -> non-empty list; the runs are the cartesian product
-      lr: [0.01, 0.001]
-      dataset:                     # an element that is a mapping sets several keys together
-        - {dataset: cora, group_size: 25}
-        - {dataset: citeseer, group_size: 70}
-    seeds: 3                       # repeats per grid cell (default 1)
-    seed: 0                        # the sweep's root seed (default 0)
-    imports: [my_package.methods]  # optional modules every worker imports (extra methods)
+```
+name: csbm-mlp                 # required; letters, digits, '.', '_', '-'
+description: optional text
+base: {method: mlp, dataset: csbm, epochs: 50}    # flat config shared by every run
+grid:                          # key -> non-empty list; the runs are the cartesian product
+  lr: [0.01, 0.001]
+  dataset:                     # an element that is a mapping sets several keys together
+    - {dataset: cora, group_size: 25}
+    - {dataset: citeseer, group_size: 70}
+seeds: 3                       # repeats per grid cell (default 1)
+seed: 0                        # the sweep's root seed (default 0)
+imports: [my_package.methods]  # optional modules every worker imports (extra methods)
+```
 
 Seeds: the run seed of repeat ``k`` is drawn from ``numpy.random.SeedSequence(seed).spawn(seeds)[k]``
 (its first 32-bit word). Every cell uses the *same* ``seeds`` list, so repeat ``k`` of one cell and
@@ -34,15 +36,15 @@ result -- ``runs_dir``, ``data_root`` -- excluded; integral floats normalised so
 agree). A restarted sweep therefore recognises finished runs by their record file alone, and two
 sweeps that share a run share its record.
 
-Execution (:func:`run_sweep`): every configuration is resolved *before* anything runs (a bad key
+Execution (`run_sweep`): every configuration is resolved *before* anything runs (a bad key
 fails the whole sweep with nothing written), runs whose record exists are skipped, the others go
-to an executor (:mod:`gnnprivacy.experiments.executors`). A worker trains through
-:func:`gnnprivacy.experiments.runner.run` into a private staging folder and then publishes the
-split and, last, the record by atomic rename (:meth:`ResultStore.commit`), so a SIGKILL at any
+to an executor (`gnnprivacy.experiments.executors`). A worker trains through
+`gnnprivacy.experiments.runner.run` into a private staging folder and then publishes the
+split and, last, the record by atomic rename (`ResultStore.commit`), so a SIGKILL at any
 moment leaves either a complete record or none. A run that raises is written as
 ``<run_id>.failed.json`` (error and traceback) and retried by the next invocation of the sweep.
 Before starting a run a worker *claims* it (``RUNS/.claims/<run_id>.claim``, created atomically,
-holding its pid and host; see :meth:`ResultStore.claim`), so two sweeps started on the same runs
+holding its pid and host; see `ResultStore.claim`), so two sweeps started on the same runs
 directory share the work instead of both running everything; a claim whose process died is
 retaken. A record file that does not parse is not counted as finished: the run is redone.
 """
@@ -361,7 +363,7 @@ def _worker_progress(task: SweepTask):
 
 @dataclass
 class SweepResult:
-    """Summary of one invocation of :func:`run_sweep`."""
+    """Summary of one invocation of `run_sweep`."""
 
     name: str
     runs_dir: str
@@ -389,11 +391,11 @@ def run_sweep(spec: SweepSpec, *, runs_dir: str | Path, executor: str = "local",
             Ray cluster given by ``address``: no cap, Ray schedules every run).
         address: Ray cluster address (``executor="ray"`` only).
         data_root: folder with the raw datasets, overriding ``data_root`` in the sweep.
-        progress: ``progress(description, total)`` factory (see :mod:`gnnprivacy.cli.progress`).
+        progress: ``progress(description, total)`` factory (see `gnnprivacy.cli.progress`).
         log: message sink.
 
     Returns:
-        A :class:`SweepResult`; failed runs are listed there and in ``<run_id>.failed.json``.
+        A `SweepResult`; failed runs are listed there and in ``<run_id>.failed.json``.
     """
     from gnnprivacy.experiments.executors import make_executor
 

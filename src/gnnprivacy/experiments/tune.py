@@ -1,8 +1,8 @@
 """Hyperparameter tuning whose privacy cost is counted (``gnnprivacy tune -c tune.yaml``).
 
 Papernot & Steinke (ICLR 2022): a random number ``K`` of trials (truncated negative
-binomial or Poisson, :mod:`gnnprivacy.accounting.hparam_tuning`); each trial draws a
-setting uniformly from the grid, trains it through :func:`gnnprivacy.experiments.runner.run`
+binomial or Poisson, `gnnprivacy.accounting.hparam_tuning`); each trial draws a
+setting uniformly from the grid, trains it through `gnnprivacy.experiments.runner.run`
 (the same code path as ``gnnprivacy train``) and scores it on the validation nodes; only the
 best trial (highest noisy score) is released. The released model's record carries the total
 epsilon (training + selection), beside the figure a paper would print if it ignored the
@@ -11,7 +11,7 @@ selection (the per-trial training epsilon).
 One trial ``Q`` = (DP training at a per-trial budget ``eps_t``) followed by (a Gaussian
 release of the number of correctly classified validation nodes, std ``score_noise *
 sensitivity``). ``Q``'s RDP curve is the maximum over the grid of the composition of the
-two; :func:`~gnnprivacy.accounting.hparam_tuning.tuned_rdp` gives the tuned algorithm's
+two; `tuned_rdp` gives the tuned algorithm's
 curve, converted to ``(epsilon, delta)``. ``eps_t`` is found by a secant search so that the
 total is at most the target; each setting is planned as it runs at ``eps_t`` (the adaptive
 defaults choose the steps from the epsilon). The recorded total is composed from what ran:
@@ -25,18 +25,20 @@ true`` (CLI ``--reproducible-selection``) derives them from ``seed`` instead, wh
 the public split seed: the record then says the selection is public and that the total
 epsilon does not hold against anyone who knows the seed.
 
-The YAML file::
+The YAML file:
 
-    name: computers-dpmlp
-    base: {method: dpmlp, dataset: computers, train_frac: 0.6, val_frac: 0.2, test_frac: 0.2}
-    grid: {lr: [0.003, 0.01, 0.03], hidden: [64, 128], layers: [2, 3]}
-    epsilon: 8              # target total epsilon (training + selection)
-    delta: null             # default: the method's default delta for N training nodes
-    trials: {distribution: negative_binomial, mean: 10, eta: 1}   # or {distribution: poisson, mean: 10}
-    score_noise: 5          # std of the validation-count noise, in units of its sensitivity
-    seed: 0                 # the split seed (public); the selection uses the OS CSPRNG
-    reproducible_selection: false   # true: the selection from `seed` (recorded as public)
-    compare: true           # also run the selection without accounting, for comparison
+```
+name: computers-dpmlp
+base: {method: dpmlp, dataset: computers, train_frac: 0.6, val_frac: 0.2, test_frac: 0.2}
+grid: {lr: [0.003, 0.01, 0.03], hidden: [64, 128], layers: [2, 3]}
+epsilon: 8              # target total epsilon (training + selection)
+delta: null             # default: the method's default delta for N training nodes
+trials: {distribution: negative_binomial, mean: 10, eta: 1}   # or {distribution: poisson, mean: 10}
+score_noise: 5          # std of the validation-count noise, in units of its sensitivity
+seed: 0                 # the split seed (public); the selection uses the OS CSPRNG
+reproducible_selection: false   # true: the selection from `seed` (recorded as public)
+compare: true           # also run the selection without accounting, for comparison
+```
 
 Privacy:
     Unit and relation: those of the tuned method (node; add/remove, or replace-one for
@@ -367,12 +369,12 @@ class SelectionRandomness:
     """Where ``K``, the settings drawn, the trial seeds and the score noise come from.
 
     Args:
-        seed: ``None`` (default): every draw from the OS CSPRNG (:func:`os.urandom`, through
-            :class:`gnnprivacy.mechanisms._random.RandomSource`); an integer: a numpy stream
+        seed: ``None`` (default): every draw from the OS CSPRNG (`os.urandom`, through
+            `gnnprivacy.mechanisms._random.RandomSource`); an integer: a numpy stream
             from ``SeedSequence([seed, 0x7E5E])`` (reproducible, hence public when the
             seed is).
 
-    The methods are those :meth:`TrialDistribution.sample` and :func:`tune` call.
+    The methods are those `TrialDistribution.sample` and `tune` call.
     """
 
     def __init__(self, seed: int | None = None):
@@ -432,7 +434,7 @@ def tune(spec: TuneSpec | Mapping[str, Any] | str | Path, *, runs_dir: str | Pat
     """Tune with accounted selection; write and return the chosen model's record.
 
     Args:
-        spec: a :class:`TuneSpec`, its mapping, or a YAML path.
+        spec: a `TuneSpec`, its mapping, or a YAML path.
         runs_dir: where the tune record goes (``<runs_dir>/tune-<name>.json``); the trial
             records go to ``<runs_dir>/tune-<name>-trials/`` (internal, not to publish).
         data_root: dataset folder (overrides ``base.data_root``).

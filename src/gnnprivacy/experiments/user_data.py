@@ -1,9 +1,9 @@
 """Prepare a user's own ``torch_geometric.data.Data`` for the runner (``gnnprivacy.train(data)``).
 
 The user's object is never modified: a shallow copy gets the same standard form that
-:func:`gnnprivacy.datasets.load_dataset` gives the registered datasets (float32 ``x``, flat
+`gnnprivacy.datasets.load_dataset` gives the registered datasets (float32 ``x``, flat
 int64 ``y``, symmetrised coalesced ``edge_index``, ``num_classes``, ``name``) and a
-:class:`~gnnprivacy.datasets.Split` built from its masks or, when it has none, from split
+`Split` built from its masks or, when it has none, from split
 fractions and the seed. Validation (shapes, dtypes, masks, NaN, classes) is the runner's, the
 same for every dataset (and runs here first when the data brings its own masks).
 """

@@ -1,11 +1,11 @@
 """Node-level local differential privacy for GNNs: RGNN (SDM 2024) and the LPGNN baseline.
 
-User side (:mod:`.reports`, using :mod:`gnnprivacy.mechanisms`): GRR-FS / multi-bit feature
-reports and GRR label reports, after public preprocessing (:mod:`.grouping`, :mod:`.german`).
-Server side: sparse K-hop propagation (:mod:`.propagation`), frequency-estimation based
-reconstruction (:mod:`.reconstruction`, Algorithms 1-2), METIS bags and the label-proportion
-regulariser (:mod:`.partition`, :mod:`.llp`), RGNN training and selection (:mod:`.rgnn`,
-Algorithm 3), LPGNN (:mod:`.lpgnn`). Per-user budgets: :mod:`.budget`.
+User side (`reports`, using `gnnprivacy.mechanisms`): GRR-FS / multi-bit feature
+reports and GRR label reports, after public preprocessing (`grouping`, `german`).
+Server side: sparse K-hop propagation (`propagation`), frequency-estimation based
+reconstruction (`reconstruction`, Algorithms 1-2), METIS bags and the label-proportion
+regulariser (`partition`, `llp`), RGNN training and selection (`rgnn`,
+Algorithm 3), LPGNN (`lpgnn`). Per-user budgets: `budget`.
 """
 
 from gnnprivacy.ldp.budget import budget_summary, feature_budget, ldp_accountant, user_budget

@@ -3,11 +3,11 @@
 Spec 004 §8 / §10.2: two layers, hidden width 16, ReLU then dropout after the first layer, no
 activation on the logits. GraphSAGE (mean aggregation with root weight) is the default; GCN
 and GAT (4 heads of 16, concatenated) are also supported. Built with
-:func:`gnnprivacy.nn.build_encoder` (PyG's ``GraphSAGE`` / ``GCN`` / ``GAT`` models). One
+`gnnprivacy.nn.build_encoder` (PyG's ``GraphSAGE`` / ``GCN`` / ``GAT`` models). One
 difference from the authors' GAT: PyG's model averages ``heads`` heads in the output layer
 where the authors use a single head.
 
-Dropout draws from torch's global generator; :func:`seeded` forks it and seeds it from the
+Dropout draws from torch's global generator; `seeded` forks it and seeds it from the
 caller's ``torch.Generator``, so training is reproducible and the caller's global state is
 left untouched.
 """

@@ -12,7 +12,7 @@ pure-epsilon reports (the exact sum; tight for ``delta = 0``):
   may differ in every feature), so this figure is *not* a valid guarantee; it exists only to
   reproduce the paper's reported budgets (e.g. Cora, ``eps_x = 1``: 8.24 instead of 10).
 
-The accountant (:func:`ldp_accountant`) composes the events of the reports that were actually
+The accountant (`ldp_accountant`) composes the events of the reports that were actually
 made, under unit ``NODE`` (a user's features and label) and the ``REPLACE`` relation (LDP:
 any input may replace any other); ``get_epsilon(0)`` is the composed pure epsilon.
 """
@@ -60,7 +60,7 @@ def ldp_accountant(*, eps_x: float, m: int, d: int, eps_y: float, num_classes: i
 
     Returns:
         ``gnnprivacy.accounting`` accountant with unit ``NODE`` and relation ``REPLACE``;
-        ``get_epsilon(0.0)`` equals :func:`user_budget`.
+        ``get_epsilon(0.0)`` equals `user_budget`.
     """
     acc = make_accountant("pld", unit=PrivacyUnit.NODE, relation=NeighboringRelation.REPLACE)
     acc.compose(pure_dp_event(epsilon=feature_budget(eps_x=eps_x, m=m, d=d, mode=mode)))

@@ -21,7 +21,7 @@ Data caveat: the paper's German graph is the authors' semi-synthetic similarity 
 nodes, 9,900 edges; not available here). The project's ``german`` dataset is the NIFTY graph
 (Agarwal et al., UAI 2021) over all 1,000 clients (21,742 edges) with the same UCI columns, so
 the features follow the paper but the graph does not: results are not comparable cell by cell
-(:data:`GRAPH_CAVEAT`).
+(`GRAPH_CAVEAT`).
 """
 
 from __future__ import annotations

@@ -3,9 +3,11 @@
 Bhaila et al., SDM 2024, Section V-A; spec 004 §3.2 and §10.1. Sparse bag-of-words vectors
 are too long for GRR-FS (each report carries almost no signal per feature), so each user first
 splits its ``d`` columns into contiguous blocks of ``g`` columns (the last block may be shorter)
-and replaces every block by the logical OR of its entries::
+and replaces every block by the logical OR of its entries:
 
-    x'_j = 1[ sum_{i in block j} x_i > 0 ],     j = 0 .. ceil(d / g) - 1.
+```
+x'_j = 1[ sum_{i in block j} x_i > 0 ],     j = 0 .. ceil(d / g) - 1.
+```
 
 Only ``g`` is public; the map is a deterministic function of the user's own vector, so it
 changes nothing in the privacy analysis. Group sizes used in the paper: Citeseer 70, Cora 25,

@@ -1,14 +1,16 @@
 """Learning from label proportions (LLP) on graph clusters: RGNN's regulariser.
 
 Bhaila et al., SDM 2024, Section IV-C, eq. 15; spec 004 §7. The server partitions the public
-graph into ``C`` clusters (:func:`gnnprivacy.ldp.partition.metis_partition`); bag ``r`` is
+graph into ``C`` clusters (`gnnprivacy.ldp.partition.metis_partition`); bag ``r`` is
 ``B_r = C_r ∩ V_train`` (empty bags are skipped). From the users' *perturbed* one-hot labels it
 computes the observed proportions ``b'_r = mean_{v in B_r} y'_v`` and de-biases them once with
 the GRR inverse, ``b~_r = clip_renorm(P_y^{-1} b'_r)`` (negative entries set to ``1e-5``, rows
 renormalised, then ``1e-20`` added, as in the authors' code). During training the predicted
-proportions are ``b^_r = mean_{v in B_r} softmax(z_v)`` and the loss is::
+proportions are ``b^_r = mean_{v in B_r} softmax(z_v)`` and the loss is:
 
-    L_llp = (1/|R|) sum_{r in R} KL(b~_r || b^_r)       (direction "target_pred", default)
+```
+L_llp = (1/|R|) sum_{r in R} KL(b~_r || b^_r)       (direction "target_pred", default)
+```
 
 ``direction="pred_target"`` gives the paper's literal ``KL(b^_r || b~_r)`` (spec §13.10).
 
@@ -82,7 +84,7 @@ def bag_targets(bags: Bags, labels: Tensor, *, epsilon: float, num_classes: int)
     """De-biased bag proportions ``b~_r = clip_renorm(P^{-1} b'_r) + 1e-20`` (computed once).
 
     Args:
-        bags: the bags (:func:`make_bags`).
+        bags: the bags (`make_bags`).
         labels: ``(N,)`` GRR label reports (or reconstructed labels) of the nodes.
         epsilon: the GRR budget ``eps_y`` of the reports.
         num_classes: ``c``.
@@ -100,7 +102,7 @@ def llp_loss(logits: Tensor, bags: Bags, targets: Tensor, *,
 
     Args:
         logits: ``(N, c)`` model outputs.
-        bags: the bags (:func:`make_bags`).
+        bags: the bags (`make_bags`).
         targets: ``(num_bags, c)`` de-biased proportions ``b~`` (rows non-negative, sum 1).
         direction: ``"target_pred"`` = ``KL(b~ || b^)`` (default) or ``"pred_target"``.
 

@@ -1,7 +1,7 @@
 """LPGNN baseline: multi-bit features, KProp, label denoising with forward correction (Drop).
 
 Sajadmanesh and Gatica-Perez, "Locally Private Graph Neural Networks", CCS 2021, Sections
-4-5; as used by RGNN's Table II (spec 004 §10.3). From a :class:`ServerView` with multi-bit
+4-5; as used by RGNN's Table II (spec 004 §10.3). From a `ServerView` with multi-bit
 feature reports ``x*`` and GRR label reports:
 
 1. rectify: ``x' = MultiBit.rectify(x*)`` (unbiased, public bounds ``[0, 1]``);
@@ -19,7 +19,7 @@ The GNN uses SELU activations (LPGNN's choice). Budget parity with RGNN (spec §
 multi-bit encoder gets ``m * eps_x`` in total, i.e. ``eps_x`` per sampled dimension.
 
 Privacy: post-processing of the reports; no event (the reports' budget is in
-:mod:`gnnprivacy.ldp.budget`).
+`gnnprivacy.ldp.budget`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from gnnprivacy.mechanisms import grr_probabilities
 
 @dataclass(frozen=True)
 class LPGNNConfig(ServerModelConfig):
-    """Server-side hyperparameters of the LPGNN baseline (shared ones: :class:`ServerModelConfig`)."""
+    """Server-side hyperparameters of the LPGNN baseline (shared ones: `ServerModelConfig`)."""
 
     activation: str = "selu"
     forward_correction: bool = True
@@ -119,7 +119,26 @@ def train_lpgnn(view: ServerView, config: LPGNNConfig, *, generator: torch.Gener
 
 
 class LPGNN(EstimatorParams):
-    """Estimator wrapper: ``LPGNN(config).fit(view, generator=g)``; ``fit_``, ``logits_`` after."""
+    """Estimator wrapper: ``LPGNN(config).fit(view, generator=g)``; ``fit_``, ``logits_`` after.
+
+    *Privacy*: local DP, as `RGNN`: the server sees the users' multi-bit feature reports
+    (``collect_reports(..., feature_mechanism="multibit")``) and GRR label reports only;
+    training is post-processing.
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.ldp import LPGNN, LPGNNConfig, collect_reports
+        >>> g = torch.Generator().manual_seed(0)
+        >>> y = torch.randint(0, 3, (300,), generator=g)
+        >>> x = torch.nn.functional.one_hot(y, 8).float()      # features in [0, 1]
+        >>> split = [torch.arange(300) % 3 == r for r in range(3)]
+        >>> view = collect_reports(x, y, edge_index=torch.randint(0, 300, (2, 1200), generator=g),
+        ...                        train_mask=split[0], val_mask=split[1], test_mask=split[2],
+        ...                        num_classes=3, eps_x=2.0, eps_y=2.0, m=None,
+        ...                        feature_mechanism="multibit", generator=g)
+        >>> LPGNN(LPGNNConfig(epochs=10)).fit(view, generator=g).predict().shape
+        torch.Size([300])
+    """
 
     def __init__(self, config: LPGNNConfig | None = None):
         self.config = config or LPGNNConfig()

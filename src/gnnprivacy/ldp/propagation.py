@@ -3,12 +3,12 @@
 Two operators, both built as ``torch`` sparse (COO) matrices from an ``edge_index``; no dense
 ``N x N`` matrix is ever formed, so one hop costs ``O(|E| * F)``.
 
-* :func:`mean_adjacency`: ``Â = (D + I)^{-1} (A + I)``, the mean over ``{v} ∪ N(v)``, used by
+* `mean_adjacency`: ``Â = (D + I)^{-1} (A + I)``, the mean over ``{v} ∪ N(v)``, used by
   RGNN's reconstructions (Bhaila et al., "Local Differential Privacy in Graph Neural Networks:
   a Reconstruction Approach", SDM 2024, Algorithms 1-2; spec 004 §5). Existing self-loops are
   dropped first and exactly one self-loop of weight 1 is added; rows sum to 1 and an isolated
   node keeps its own value.
-* :func:`sym_adjacency`: ``D^{-1/2} A D^{-1/2}`` without self-loops, LPGNN's KProp operator
+* `sym_adjacency`: ``D^{-1/2} A D^{-1/2}`` without self-loops, LPGNN's KProp operator
   (Sajadmanesh & Gatica-Perez, "Locally Private Graph Neural Networks", CCS 2021; spec 004
   §10.3). Isolated nodes get an all-zero row.
 
@@ -79,7 +79,7 @@ def propagate(adj: Tensor, x: Tensor, steps: int) -> Tensor:
     """``adj^steps @ x`` by repeated sparse products (differentiable in ``x``).
 
     Args:
-        adj: sparse ``(N, N)`` operator from :func:`mean_adjacency` or :func:`sym_adjacency`.
+        adj: sparse ``(N, N)`` operator from `mean_adjacency` or `sym_adjacency`.
         x: dense ``(N, F)`` tensor.
         steps: number of hops ``K >= 0`` (``0`` returns ``x`` unchanged).
     """

@@ -3,18 +3,20 @@
 Bhaila et al., "Local Differential Privacy in Graph Neural Networks: a Reconstruction
 Approach", SDM 2024, Section IV-A/B; spec 004 §4-6. The server holds only the users' reports.
 For every node ``v`` it estimates the distribution of a feature (or of the label) in ``v``'s
-``K``-hop neighbourhood by *frequency estimation* on the mean-propagated one-hot reports::
+``K``-hop neighbourhood by *frequency estimation* on the mean-propagated one-hot reports:
 
-    lambda_v = (Â^K onehot(X'))_v,      Â = (D + I)^{-1} (A + I)    (synchronous hops)
+```
+lambda_v = (Â^K onehot(X'))_v,      Â = (D + I)^{-1} (A + I)    (synchronous hops)
+```
 
 * features (GRR-FS, eq. 5):
   ``pi_v = d lambda_v / (m (p - q)) + (m - d - m gamma q) / (m gamma (p - q))``, computed by
-  :func:`gnnprivacy.mechanisms.grr_fs_frequencies`. For a binary feature the output is the
+  `gnnprivacy.mechanisms.grr_fs_frequencies`. For a binary feature the output is the
   soft estimate ``pi_{v,1}`` (default, unclipped, as in the authors' code) or
   the hard argmax; for ``gamma > 2`` the argmax index (code), a one-hot, or the soft vector.
 * labels (GRR, eq. 14): the labelled rows carry ``onehot(y'_v)``, all other rows are zero
   (masked propagation), ``pi_v = P^{-1} lambda_v`` by
-  :func:`gnnprivacy.mechanisms.grr_frequencies`; negative entries are set to ``1e-5``, rows
+  `gnnprivacy.mechanisms.grr_frequencies`; negative entries are set to ``1e-5``, rows
   renormalised, and the labelled node gets ``argmax_j pi_{v,j}`` (ties: smallest ``j``).
 
 ``K <= 0`` skips a reconstruction (the reports are used as they are). The work is sparse:
@@ -84,7 +86,7 @@ def reconstruct_features_for_steps(adj: Tensor, x_reports: Tensor, *, feature_ep
     """Algorithm 1 (``f_X``) for several hop counts at once, sharing the propagation.
 
     Args:
-        adj: ``Â`` from :func:`gnnprivacy.ldp.propagation.mean_adjacency`.
+        adj: ``Â`` from `gnnprivacy.ldp.propagation.mean_adjacency`.
         x_reports: ``(N, d)`` GRR-FS reports (integers, column ``i`` in ``[0, gamma_i)``).
         feature_epsilon: the per-sampled-feature budget ``eps_x`` the users applied.
         m: features sampled per user (``1 <= m <= d``).
@@ -131,7 +133,7 @@ def reconstruct_features_for_steps(adj: Tensor, x_reports: Tensor, *, feature_ep
 def reconstruct_features(adj: Tensor, x_reports: Tensor, *, feature_epsilon: float, m: int,
                          steps: int, domain_sizes=None, binary_output: str = "soft",
                          categorical_output: str = "index") -> Tensor:
-    """Algorithm 1 (``f_X``) with ``K_x = steps``; see :func:`reconstruct_features_for_steps`."""
+    """Algorithm 1 (``f_X``) with ``K_x = steps``; see `reconstruct_features_for_steps`."""
     return reconstruct_features_for_steps(
         adj, x_reports, feature_epsilon=feature_epsilon, m=m, steps=[steps],
         domain_sizes=domain_sizes, binary_output=binary_output,
@@ -177,7 +179,7 @@ def reconstruct_labels_for_steps(adj: Tensor, y_reports: Tensor, labeled_mask: T
     """Algorithm 2 (``f_Y``) for several hop counts at once.
 
     Args:
-        adj: ``Â`` from :func:`gnnprivacy.ldp.propagation.mean_adjacency`.
+        adj: ``Â`` from `gnnprivacy.ldp.propagation.mean_adjacency`.
         y_reports: ``(N,)`` GRR label reports; only ``labeled_mask`` rows are read.
         labeled_mask: nodes that reported a label (``V^L`` = train ∪ val).
         epsilon: the label budget ``eps_y`` the users applied.
@@ -205,7 +207,7 @@ def reconstruct_labels_for_steps(adj: Tensor, y_reports: Tensor, labeled_mask: T
 
 def reconstruct_labels(adj: Tensor, y_reports: Tensor, labeled_mask: Tensor, *, epsilon: float,
                        num_classes: int, steps: int) -> Tensor:
-    """Algorithm 2 (``f_Y``) with ``steps = K_y`` hops; see :func:`reconstruct_labels_for_steps`."""
+    """Algorithm 2 (``f_Y``) with ``steps = K_y`` hops; see `reconstruct_labels_for_steps`."""
     return reconstruct_labels_for_steps(adj, y_reports, labeled_mask, epsilon=epsilon,
                                         num_classes=num_classes, steps=[steps])[steps]
 

@@ -4,18 +4,18 @@ Bhaila et al., SDM 2024, Section III and Algorithm 3 lines 2-3; spec 004 §3, §
 (node) holds a binary feature vector (after the public preprocessing: OR-grouping or fixed
 bins) and, if labelled (train ∪ val), a class label. Once, locally and independently:
 
-* features: GRR-FS (:class:`gnnprivacy.mechanisms.GRRFS`): ``m`` of ``d`` features through
+* features: GRR-FS (`gnnprivacy.mechanisms.GRRFS`): ``m`` of ``d`` features through
   GRR with ``eps_x`` each, the others uniform; or, for the LPGNN baseline, the multi-bit
-  encoder (:class:`gnnprivacy.mechanisms.MultiBit`) with total budget ``m * eps_x`` on public
+  encoder (`gnnprivacy.mechanisms.MultiBit`) with total budget ``m * eps_x`` on public
   bounds ``[0, 1]``;
-* labels: GRR over the ``c`` classes (:class:`gnnprivacy.mechanisms.GRR`) with ``eps_y``; test
+* labels: GRR over the ``c`` classes (`gnnprivacy.mechanisms.GRR`) with ``eps_y``; test
   users report no label.
 
-The server then sees a :class:`ServerView` only: the public graph and split, the reports and
+The server then sees a `ServerView` only: the public graph and split, the reports and
 the public parameters. Test labels never enter it.
 
 Privacy: per user, a feature report (``m eps_x``-LDP, tight) plus, for labelled users, a label
-report (``eps_y``-LDP); see :mod:`gnnprivacy.ldp.budget` for the composition.
+report (``eps_y``-LDP); see `gnnprivacy.ldp.budget` for the composition.
 """
 
 from __future__ import annotations
@@ -104,7 +104,10 @@ def collect_reports(x: Tensor, y: Tensor, *, edge_index: Tensor, train_mask: Ten
     Args:
         x: ``(N, d)`` binary features (already grouped / binarised by the public rules).
         y: ``(N,)`` true labels (only train ∪ val rows are read: test users report nothing).
-        edge_index, train_mask, val_mask, test_mask: public graph and split.
+        edge_index: the public graph.
+        train_mask: public training nodes.
+        val_mask: public validation nodes.
+        test_mask: public test nodes.
         num_classes: ``c >= 2``.
         eps_x: budget of each sampled feature (``> 0``); the user's feature budget is
             ``m * eps_x``.

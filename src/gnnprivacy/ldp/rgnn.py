@@ -1,20 +1,20 @@
 """RGNN end to end (Algorithm 3): reconstruct, cluster, train with the LLP regulariser.
 
 Bhaila, Huang, Wu and Wu, "Local Differential Privacy in Graph Neural Networks: a
-Reconstruction Approach", SDM 2024, Algorithm 3; spec 004 §5-8. From a :class:`ServerView`:
+Reconstruction Approach", SDM 2024, Algorithm 3; spec 004 §5-8. From a `ServerView`:
 
 1. ``X~ = f_X(A, X', eps_x, m, K_x)`` (soft binary estimates) and ``Y~ = f_Y(A, Y', eps_y, K_y)``
-   on the labelled nodes (:mod:`gnnprivacy.ldp.reconstruction`);
+   on the labelled nodes (`gnnprivacy.ldp.reconstruction`);
 2. METIS partition of the public graph into ``C`` clusters; bags = cluster ∩ train; targets
    ``b~_r = clip_renorm(P_y^{-1} b'_r)`` from the perturbed labels (paper) or the reconstructed
-   ones (``llp_source="reconstructed"``, the authors' code) (:mod:`gnnprivacy.ldp.llp`);
+   ones (``llp_source="reconstructed"``, the authors' code) (`gnnprivacy.ldp.llp`);
 3. a 2-layer GNN trained full-batch for ``epochs`` epochs on
    ``mean_{train} CE(z_v, y~_v) + alpha * mean_r KL(b~_r || b^_r)`` (Adam, gradient clipping),
    keeping the epoch with the best accuracy against the *reconstructed* validation labels.
 
 With ``K_x = K_y = 0`` and ``alpha = 0`` this is the naive baseline (a GNN on the raw reports).
 
-Hyperparameter selection (:func:`select_rgnn`): a small grid over the spec's values is trained
+Hyperparameter selection (`select_rgnn`): a small grid over the spec's values is trained
 on the same reports and scored by the agreement of its best-epoch predictions with the
 *perturbed* validation labels; the default configuration is kept unless another one beats it
 by more than ``z`` paired standard errors. Agreement with GRR-perturbed labels is
@@ -25,7 +25,7 @@ error in accuracy points is about ``sqrt(a (1 - a) / n_val) / (p - q)`` (about 9
 Cora at ``eps_y = 1``), hence the incumbent rule.
 
 Privacy: everything here post-processes the reports (no event); the per-user budget is that
-of the reports (:mod:`gnnprivacy.ldp.budget`).
+of the reports (`gnnprivacy.ldp.budget`).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ LLP_SOURCES = ("perturbed", "reconstructed")
 @dataclass(frozen=True)
 class RGNNConfig(ServerModelConfig):
     """Server-side hyperparameters of RGNN (defaults: the authors' code, spec 004 §10.2;
-    shared ones: :class:`ServerModelConfig`)."""
+    shared ones: `ServerModelConfig`)."""
 
     num_clusters: int = 16
     alpha: float = 1.0
@@ -76,7 +76,7 @@ class RGNNConfig(ServerModelConfig):
 
 
 class ReconstructionCache:
-    """Memoised server-side work on one :class:`ServerView` (shared by a hyperparameter grid).
+    """Memoised server-side work on one `ServerView` (shared by a hyperparameter grid).
 
     Holds ``Â``, the reconstructed features / labels per hop count (propagations for several
     ``K`` share their hops) and the METIS partitions per ``(C, seed)``.
@@ -266,8 +266,27 @@ def grid_configs(base: RGNNConfig, grid: dict[str, Sequence]) -> list[RGNNConfig
 class RGNN(EstimatorParams):
     """Estimator wrapper: ``RGNN(config, grid=...).fit(view, generator=g)``.
 
-    Attributes (after :meth:`fit`): ``fit_`` (the selected :class:`RGNNFit`), ``selection_``
+    *Privacy*: local DP. Each user reports once: ``m`` sampled features by GRR-FS at
+    ``eps_x`` each and the label by GRR at ``eps_y``, so a labelled user spends
+    ``m * eps_x + eps_y`` (`gnnprivacy.ldp.user_budget`); unit node, relation replace. The
+    server (this class) sees only the reports: reconstruction and training are post-processing.
+
+    Attributes (after `fit`): ``fit_`` (the selected `RGNNFit`), ``selection_``
     (the grid table, empty without a grid), ``logits_``, ``config_`` (the selected config).
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.datasets import load_dataset
+        >>> from gnnprivacy.ldp import collect_reports
+        >>> data = load_dataset("csbm", num_nodes=400, seed=0)
+        >>> x = (data.x > 0).float()       # binary features: the users' public preprocessing
+        >>> view = collect_reports(x, data.y, edge_index=data.edge_index, train_mask=data.train_mask,
+        ...                        val_mask=data.val_mask, test_mask=data.test_mask, num_classes=4,
+        ...                        eps_x=1.0, eps_y=1.0, m=4, generator=torch.Generator().manual_seed(0))
+        >>> from gnnprivacy.ldp import RGNN, RGNNConfig
+        >>> model = RGNN(RGNNConfig(epochs=10)).fit(view, generator=torch.Generator().manual_seed(1))
+        >>> model.predict().shape
+        torch.Size([400])
     """
 
     def __init__(self, config: RGNNConfig | None = None, *, grid: dict[str, Sequence] | None = None,

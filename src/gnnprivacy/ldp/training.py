@@ -21,7 +21,7 @@ from gnnprivacy._validation import check_int, check_positive, check_real
 
 @dataclass
 class TrainOutcome:
-    """Result of :func:`train_full_batch`.
+    """Result of `train_full_batch`.
 
     Attributes:
         best_epoch: 1-based epoch with the highest noisy validation accuracy.
@@ -55,7 +55,7 @@ def train_full_batch(model: torch.nn.Module, forward: Callable[[], Tensor],
         grad_clip: maximum global gradient norm; ``None`` disables clipping.
 
     Returns:
-        A :class:`TrainOutcome`. With no validation node, the last epoch is reported.
+        A `TrainOutcome`. With no validation node, the last epoch is reported.
     """
     epochs = check_int("epochs", epochs, low=1)
     opt = torch.optim.Adam(model.parameters(), lr=check_positive("lr", lr),

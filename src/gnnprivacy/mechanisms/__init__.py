@@ -4,13 +4,13 @@ Every class is configured with keyword-only privacy parameters (validated at con
 and called as ``mech(x, *, generator=None)`` on torch tensors. Each states ``.event`` (a
 ``dp_accounting`` DpEvent), ``.sensitivity``, ``.unit`` and ``.relation``; pure mechanisms also
 ``.epsilon``. ``secure_mode=True`` draws every random bit from the OS CSPRNG and protects
-continuous noise against floating-point attacks (see :mod:`.gaussian`, :mod:`.laplace`).
+continuous noise against floating-point attacks (see `gaussian`, `laplace`).
 
-Central: :class:`GaussianMechanism`, :class:`LaplaceMechanism`,
-:class:`ExponentialMechanism`. Local: :class:`RandomizedResponse` (binary), :class:`GRR`
-(k-ary), :class:`GRRFS` (RGNN's feature sampling), :class:`MultiBit` (LPGNN). Estimators:
-:func:`grr_frequencies`, :func:`grr_fs_frequencies`, :meth:`GRRFS.estimate_frequencies`,
-:meth:`MultiBit.rectify`.
+Central: `GaussianMechanism`, `LaplaceMechanism`,
+`ExponentialMechanism`. Local: `RandomizedResponse` (binary), `GRR`
+(k-ary), `GRRFS` (RGNN's feature sampling), `MultiBit` (LPGNN). Estimators:
+`grr_frequencies`, `grr_fs_frequencies`, `GRRFS.estimate_frequencies`,
+`MultiBit.rectify`.
 """
 
 from gnnprivacy.mechanisms.base import Mechanism, pure_epsilon_event

@@ -1,19 +1,19 @@
 """Where a mechanism's randomness comes from: a ``torch.Generator`` or the OS CSPRNG.
 
-Every mechanism draws through a :class:`RandomSource`, so the same sampling code serves the
+Every mechanism draws through a `RandomSource`, so the same sampling code serves the
 reproducible mode (a user-supplied ``torch.Generator``) and the secure mode
-(``secure_mode=True``), in which every random bit comes from :func:`os.urandom` (the kernel's
+(``secure_mode=True``), in which every random bit comes from `os.urandom` (the kernel's
 CSPRNG) and no user seed is accepted.
 
 Primitives (all ``float64`` / ``int64`` on CPU):
 
-* :meth:`RandomSource.uniform`: ``U[0, 1)`` on the 2^-53 grid (53 random bits per draw).
-* :meth:`RandomSource.normal`: standard normals. Secure mode uses Box-Muller on CSPRNG
+* `RandomSource.uniform`: ``U[0, 1)`` on the 2^-53 grid (53 random bits per draw).
+* `RandomSource.normal`: standard normals. Secure mode uses Box-Muller on CSPRNG
   uniforms, ``z = sqrt(-2 ln(1 - u1)) cos(2 pi u2)``.
-* :meth:`RandomSource.full_precision_uniform`: ``U(0, 1)`` in which every double ``v`` is drawn
+* `RandomSource.full_precision_uniform`: ``U(0, 1)`` in which every double ``v`` is drawn
   with probability proportional to its ulp (a geometric binade, then 52 uniform mantissa
   bits); this is the ``U*`` that Mironov's snapping mechanism requires.
-* :meth:`RandomSource.random_subsets`: per row, a uniform ``m``-subset of ``d`` columns
+* `RandomSource.random_subsets`: per row, a uniform ``m``-subset of ``d`` columns
   (Floyd's algorithm, vectorised over rows).
 """
 
@@ -54,7 +54,7 @@ class RandomSource:
     Args:
         generator: a ``torch.Generator`` (reproducible mode); ``None`` draws a fresh one from
             OS entropy. Must be ``None`` when ``secure``.
-        secure: draw every bit from :func:`os.urandom` instead.
+        secure: draw every bit from `os.urandom` instead.
 
     Raises:
         InvalidParameterError: ``generator`` is not a ``torch.Generator``, or one is given

@@ -4,14 +4,14 @@ A mechanism is a thin class over a functional core. It is configured once (priva
 keyword-only, validated at construction) and then called as ``mech(x, *, generator=None)`` on
 torch tensors. It states what it protects:
 
-* ``.event``: the ``dp_accounting`` :class:`~dp_accounting.dp_event.DpEvent` one call emits;
+* ``.event``: the ``dp_accounting`` `DpEvent` one call emits;
 * ``.sensitivity``: how far neighbouring inputs may be apart (documented per mechanism);
-* ``.unit`` / ``.relation``: the :class:`~gnnprivacy.accounting.units.PrivacyUnit` and
-  :class:`~gnnprivacy.accounting.units.NeighboringRelation` of the guarantee;
+* ``.unit`` / ``.relation``: the `PrivacyUnit` and
+  `NeighboringRelation` of the guarantee;
 * ``.epsilon`` for pure-epsilon mechanisms.
 
 Pure-epsilon events. ``dp_accounting`` 0.6 has no ``EpsilonDeltaDpEvent``. A pure
-``epsilon``-DP mechanism is represented by :func:`pure_epsilon_event`, binary randomized
+``epsilon``-DP mechanism is represented by `pure_epsilon_event`, binary randomized
 response at ``epsilon``: ``RandomizedResponseDpEvent(noise_parameter=2/(e^eps+1),
 num_buckets=2)``. Binary RR is the dominating pair of every ``epsilon``-DP mechanism: for any
 neighbouring pair, an ``epsilon``-DP mechanism's output is a post-processing of binary RR's
@@ -52,7 +52,7 @@ def pure_epsilon_event(epsilon: float) -> dp_event.RandomizedResponseDpEvent:
 
 
 def check_unit(unit: object) -> PrivacyUnit:
-    """A :class:`PrivacyUnit` (or its string value), else :class:`InvalidParameterError`."""
+    """A `PrivacyUnit` (or its string value), else `InvalidParameterError`."""
     try:
         return PrivacyUnit(unit)
     except ValueError:
@@ -60,7 +60,7 @@ def check_unit(unit: object) -> PrivacyUnit:
 
 
 def check_relation(relation: object) -> NeighboringRelation:
-    """A :class:`NeighboringRelation` (or its string value), else :class:`InvalidParameterError`."""
+    """A `NeighboringRelation` (or its string value), else `InvalidParameterError`."""
     try:
         return NeighboringRelation(relation)
     except ValueError:
@@ -76,7 +76,7 @@ def check_flag(name: str, value: object) -> bool:
 
 
 def check_float_tensor(x: object, name: str = "x") -> Tensor:
-    """A floating-point tensor with finite entries, else :class:`InvalidParameterError`."""
+    """A floating-point tensor with finite entries, else `InvalidParameterError`."""
     if not isinstance(x, Tensor) or not torch.is_floating_point(x):
         raise InvalidParameterError(name, "a floating-point torch.Tensor",
                                     x.dtype if isinstance(x, Tensor) else type(x))
@@ -89,7 +89,7 @@ class Mechanism(abc.ABC):
     """Base class: privacy metadata, the event and an informative ``repr``.
 
     Subclasses set ``unit``, ``relation``, ``sensitivity`` and ``secure_mode`` in
-    ``__init__``, implement :meth:`__call__` and :attr:`event`, and list the constructor
+    ``__init__``, implement `__call__` and `event`, and list the constructor
     arguments shown by ``repr`` in ``_repr_fields``.
     """
 

@@ -56,7 +56,7 @@ class ExponentialMechanism(Mechanism):
     """Select a candidate index with probability ``∝ exp(eps * score / (2 Delta))``.
 
     *Privacy*: pure ``epsilon``-DP for the given unit and relation, provided every score has
-    sensitivity ``Delta`` under that relation; event :func:`pure_epsilon_event` at ``epsilon``.
+    sensitivity ``Delta`` under that relation; event `pure_epsilon_event` at ``epsilon``.
 
     Args:
         epsilon: ``epsilon > 0``.
@@ -65,6 +65,13 @@ class ExponentialMechanism(Mechanism):
         relation: the neighbouring relation (default add-or-remove).
         monotonic: scores are monotone in the data (drop the factor 2).
         secure_mode: draw from the OS CSPRNG.
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.mechanisms import ExponentialMechanism
+        >>> mech = ExponentialMechanism(epsilon=1.0, sensitivity=1.0, unit="node")
+        >>> int(mech(torch.tensor([0.0, 5.0, 1.0]), generator=torch.Generator().manual_seed(0))) in (0, 1, 2)
+        True
     """
 
     _repr_fields = ("epsilon", "sensitivity", "monotonic", "unit", "relation", "secure_mode")

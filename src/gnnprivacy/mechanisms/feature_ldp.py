@@ -4,16 +4,16 @@ Every mechanism takes values ``x in [-1, 1]`` (elementwise, any shape) and retur
 randomised estimate. ``epsilon`` is the budget of *one value*; applied to every coordinate of a
 ``d``-vector with ``epsilon = eps_f / d`` the vector is ``eps_f``-LDP by basic composition.
 
-* :class:`Duchi` (Duchi, Jordan, Wainwright 2018): ``+-(e+1)/(e-1)``, ``P[+] = 1/2 + x (e-1)/(2e+2)``.
-* :class:`Piecewise` (PM; Wang et al. ICDE 2019): uniform on ``[l(x), r(x)]`` w.p. ``z/(z+1)``,
+* `Duchi` (Duchi, Jordan, Wainwright 2018): ``+-(e+1)/(e-1)``, ``P[+] = 1/2 + x (e-1)/(2e+2)``.
+* `Piecewise` (PM; Wang et al. ICDE 2019): uniform on ``[l(x), r(x)]`` w.p. ``z/(z+1)``,
   ``z = e^{eps/2}``, else on the rest of ``[-C, C]``.
-* :class:`Hybrid` (HM; Wang et al.): Duchi if ``eps <= 0.61``, else PM w.p. ``1 - e^{-eps/2}``.
-* :class:`ThreeOutput` (Zhao et al. IoT-J 2020): outputs ``{-C, 0, C}``.
-* :class:`PMSub` (Zhao et al.): sub-optimal piecewise with ``t = e^{eps/3}``.
+* `Hybrid` (HM; Wang et al.): Duchi if ``eps <= 0.61``, else PM w.p. ``1 - e^{-eps/2}``.
+* `ThreeOutput` (Zhao et al. IoT-J 2020): outputs ``{-C, 0, C}``.
+* `PMSub` (Zhao et al.): sub-optimal piecewise with ``t = e^{eps/3}``.
 
 *Privacy*: each output (density or probability) ratio between any two inputs is at most
 ``e^epsilon``; unit ``FEATURE`` (one value of one node), relation ``REPLACE``; event
-:func:`~gnnprivacy.mechanisms.base.pure_epsilon_event` at ``epsilon`` per value.
+`pure_epsilon_event` at ``epsilon`` per value.
 """
 
 from __future__ import annotations

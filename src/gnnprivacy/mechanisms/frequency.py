@@ -76,7 +76,7 @@ def grr_fs_frequencies(counts: Tensor, *, feature_epsilon: float, m: int, num_fe
         m: features sampled per user.
         num_features: ``d``, features reported per user (after grouping).
         domain_size: ``gamma >= 2`` of this feature.
-        normalize: see :func:`grr_frequencies`.
+        normalize: see `grr_frequencies`.
 
     Returns:
         float64 ``(..., gamma)`` estimates.

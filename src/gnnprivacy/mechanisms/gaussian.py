@@ -8,7 +8,7 @@ comes from an accountant, not from this class.
 
 Secure mode (``secure_mode=True``). Two attacks are closed:
 
-1. Predictable randomness: every bit comes from the OS CSPRNG (:func:`os.urandom`), never
+1. Predictable randomness: every bit comes from the OS CSPRNG (`os.urandom`), never
    from a user seed; passing a ``generator`` is an error.
 2. The floating-point attack on Gaussian samplers (Jin et al., "Are we there yet?
    Timing and floating-point attacks on differential privacy systems", arXiv:2112.05307):
@@ -48,7 +48,7 @@ def gaussian_noise(shape, *, std: float, source: RandomSource) -> Tensor:
 
 def gaussian_mechanism(x: Tensor, *, std: float, generator: torch.Generator | None = None,
                        secure_mode: bool = False) -> Tensor:
-    """Return ``x + N(0, std^2)`` (functional core of :class:`GaussianMechanism`).
+    """Return ``x + N(0, std^2)`` (functional core of `GaussianMechanism`).
 
     Args:
         x: floating-point tensor (the query answer); not modified.
@@ -85,6 +85,15 @@ class GaussianMechanism(Mechanism):
 
     Raises:
         InvalidParameterError: a parameter is out of range.
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.mechanisms import GaussianMechanism
+        >>> mech = GaussianMechanism(noise_multiplier=2.0, sensitivity=0.5, unit="node")
+        >>> mech.std, mech.event
+        (1.0, GaussianDpEvent(noise_multiplier=2.0))
+        >>> mech(torch.zeros(3), generator=torch.Generator().manual_seed(0)).shape
+        torch.Size([3])
     """
 
     _repr_fields = ("noise_multiplier", "sensitivity", "std", "unit", "relation", "secure_mode")

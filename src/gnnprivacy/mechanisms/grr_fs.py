@@ -17,7 +17,7 @@ Each user holds ``d`` categorical features (binary by default; feature ``i`` has
 Per-feature marginal (what the estimator uses):
 ``P[x'_i = j | x_i] = (m/d) (p_i 1[j = x_i] + q_i 1[j != x_i]) + (1 - m/d) / gamma_i``.
 Joint law: ``P[x' | x] = C(d, m)^-1 sum_{|S| = m} prod_{i in S} GRR_i(x'_i | x_i)
-prod_{i not in S} 1/gamma_i`` (computed exactly by :meth:`GRRFS.probability` through the
+prod_{i not in S} 1/gamma_i`` (computed exactly by `GRRFS.probability` through the
 elementary symmetric polynomial ``e_m`` of the ratios ``gamma_i GRR_i(x'_i | x_i)``).
 
 Optional OR-grouping (``group_size = g``): a user first replaces each block of ``g``
@@ -29,7 +29,7 @@ Privacy (spec 004 §9.3): the paper's Theorem 1 claims ``ln(1 + (m/d)(e^{m eps_x
 every feature, and for ``x' = x`` against an input differing everywhere each subset ``S``
 contributes the ratio ``(p/q)^m``; the exact worst case is ``e^{m eps_x} = e^epsilon``. So the
 sound per-user guarantee, the default here, is ``epsilon = m * eps_x``; the paper's figure is
-available as :attr:`GRRFS.paper_epsilon` for table reproduction only.
+available as `GRRFS.paper_epsilon` for table reproduction only.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def _grr_tables(domain_sizes: Tensor, feature_epsilon: float) -> tuple[Tensor, T
 
 def grr_fs_sample(x: Tensor, *, feature_epsilon: float, m: int, domain_sizes: Tensor,
                   source: RandomSource) -> Tensor:
-    """GRR-FS on validated int64 ``(n, d)`` categories (no checks; see :class:`GRRFS`)."""
+    """GRR-FS on validated int64 ``(n, d)`` categories (no checks; see `GRRFS`)."""
     n, d = x.shape
     gamma = domain_sizes.to(torch.int64)
     other = _grr_tables(gamma, feature_epsilon)[1]
@@ -117,8 +117,8 @@ class GRRFS(Mechanism):
     *Privacy*: ``epsilon``-LDP per user (``epsilon = m * eps_x``, tight: the exact worst-case
     probability ratio equals ``e^epsilon``), unit ``FEATURE`` (a user's whole feature vector),
     replace relation (any vector may replace any other; ``sensitivity`` = the number of
-    reported features, all of which may change). Event: :func:`pure_epsilon_event` at
-    ``epsilon``. :attr:`paper_epsilon` is the paper's (unsound) amplified figure.
+    reported features, all of which may change). Event: `pure_epsilon_event` at
+    ``epsilon``. `paper_epsilon` is the paper's (unsound) amplified figure.
 
     Args:
         epsilon: per-user budget ``> 0``; each sampled feature gets ``eps_x = epsilon / m``.
@@ -135,6 +135,14 @@ class GRRFS(Mechanism):
     Raises:
         InvalidParameterError: ``epsilon <= 0``, ``m > d'``, bad domain sizes, or (at call time)
             non-binary input without grouping, wrong width, values outside the domains.
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.mechanisms import GRRFS
+        >>> mech = GRRFS(epsilon=1.0, num_features=8, m=2)      # each user reports 2 of 8 features
+        >>> reports = mech(torch.randint(0, 2, (5, 8)).float(), generator=torch.Generator().manual_seed(0))
+        >>> reports.shape
+        torch.Size([5, 8])
     """
 
     _repr_fields = ("epsilon", "feature_epsilon", "m", "num_features", "num_reported",

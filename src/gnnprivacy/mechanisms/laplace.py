@@ -9,13 +9,15 @@ Secure mode (``secure_mode=True``): the snapping mechanism of Mironov, "On signi
 least significant bits for differential privacy" (CCS 2012, Sec. 5.2). Textbook floating-point
 Laplace samplers leave holes in the support of ``x + noise`` that depend on ``x``, so single
 outputs can reveal the input. In units of the sensitivity (``f = x / sensitivity``, so that
-``f`` has sensitivity 1) the snapping mechanism releases::
+``f`` has sensitivity 1) the snapping mechanism releases:
 
-    clamp_B( round_Lambda( clamp_B(f) + S * lambda * ln(U*) ) ) * sensitivity
+```
+clamp_B( round_Lambda( clamp_B(f) + S * lambda * ln(U*) ) ) * sensitivity
+```
 
 * ``B`` = ``bound / sensitivity``; ``bound`` is a public clamp on ``|x|`` (required);
 * ``U*`` uniform on the doubles of ``(0, 1)`` with probability proportional to their ulp
-  (see :meth:`~gnnprivacy.mechanisms._random.RandomSource.full_precision_uniform`), ``S`` a
+  (see `full_precision_uniform`), ``S`` a
   uniform sign, all from the OS CSPRNG;
 * ``Lambda`` = the smallest power of two ``>= lambda``; ``round_Lambda`` rounds to the nearest
   multiple of ``Lambda`` (exact in binary floating point), so every output lies on the grid
@@ -137,6 +139,13 @@ class LaplaceMechanism(Mechanism):
     Raises:
         InvalidParameterError: a parameter is out of range, ``bound`` is missing in secure
             mode or given outside it.
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.mechanisms import LaplaceMechanism
+        >>> mech = LaplaceMechanism(epsilon=1.0, sensitivity=1.0, unit="edge")
+        >>> mech.epsilon, mech(torch.tensor([3.0]), generator=torch.Generator().manual_seed(0)).shape
+        (1.0, torch.Size([1]))
     """
 
     _repr_fields = ("epsilon", "sensitivity", "scale", "unit", "relation", "secure_mode", "bound")

@@ -9,9 +9,11 @@ draws ``t_i ~ Bernoulli(1/(e^{eps/m} + 1) + (x_i - a)/(b - a) * (e^{eps/m} - 1)/
 and reports ``x*_i = 2 t_i - 1``; unsampled dimensions report ``x*_i = 0``. The output lies in
 ``{-1, 0, 1}^d`` with exactly ``m`` non-zeros.
 
-Rectifier (server side, post-processing)::
+Rectifier (server side, post-processing):
 
-    x'_i = d (b - a) / (2m) * (e^{eps/m} + 1) / (e^{eps/m} - 1) * x*_i + (a + b) / 2,
+```
+x'_i = d (b - a) / (2m) * (e^{eps/m} + 1) / (e^{eps/m} - 1) * x*_i + (a + b) / 2,
+```
 
 unbiased: ``E[x*_i] = (m/d) (e^{eps/m} - 1)/(e^{eps/m} + 1) (2 (x_i - a)/(b - a) - 1)``.
 
@@ -57,21 +59,30 @@ def _bounds(lower, upper, d: int) -> tuple[Tensor, Tensor]:
 
 
 class MultiBit(Mechanism):
-    """LPGNN's multi-bit encoder (``__call__``) with its unbiased rectifier (:meth:`rectify`).
+    """LPGNN's multi-bit encoder (``__call__``) with its unbiased rectifier (`rectify`).
 
     *Privacy*: ``epsilon``-LDP per user for the whole feature vector (unit ``FEATURE``, replace
     relation; ``sensitivity`` = the L1 diameter ``sum_i (b_i - a_i)`` of the input box, every
-    coordinate may change). Event: :func:`pure_epsilon_event` at ``epsilon``.
+    coordinate may change). Event: `pure_epsilon_event` at ``epsilon``.
 
     Args:
         epsilon: per-user budget ``> 0``; each sampled dimension uses ``epsilon / m``.
         num_features: ``d`` (public).
-        lower, upper: public bounds ``a < b`` (scalars or ``(d,)``); required.
+        lower: public lower bound ``a`` (scalar or ``(d,)``); required.
+        upper: public upper bound ``b > a`` (scalar or ``(d,)``); required.
         m: dimensions sampled per user, ``1 <= m <= d``; ``None`` = LPGNN's default
             ``max(1, min(d, floor(epsilon / 2.18)))``.
         clip: clamp inputs into ``[a, b]`` (a local, data-independent map) instead of raising.
         unit: privacy unit (default ``FEATURE``).
         secure_mode: draw from the OS CSPRNG.
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.mechanisms import MultiBit
+        >>> mech = MultiBit(epsilon=2.0, num_features=6, lower=0.0, upper=1.0)
+        >>> x_star = mech(torch.rand(5, 6), generator=torch.Generator().manual_seed(0))
+        >>> mech.rectify(x_star).shape                  # unbiased estimates of the inputs
+        torch.Size([5, 6])
     """
 
     _repr_fields = ("epsilon", "m", "num_features", "unit", "secure_mode")

@@ -7,7 +7,7 @@ values with budget ``epsilon`` reports the true value with probability
 attained. Binary RR is GRR with ``k = 2`` (keep with ``e^eps / (1 + e^eps)``, else flip).
 
 Sampling uses the mixture form of GRR: keep with probability ``1 - k q``, else report a value
-uniform over all ``k`` (see :func:`grr_sample`), one uniform per entry. In secure mode the
+uniform over all ``k`` (see `grr_sample`), one uniform per entry. In secure mode the
 uniforms come from the OS CSPRNG; the outputs are integers, so there is no floating-point
 leakage beyond the 2^-53 resolution of the thresholds.
 
@@ -81,7 +81,7 @@ def grr_sample(x: Tensor, *, other_probability: Tensor | float, num_categories: 
 def generalized_randomized_response(x: Tensor, *, epsilon: float, num_categories: int,
                                     generator: torch.Generator | None = None,
                                     secure_mode: bool = False) -> Tensor:
-    """GRR on each entry of an integer tensor (functional core of :class:`GRR`).
+    """GRR on each entry of an integer tensor (functional core of `GRR`).
 
     Args:
         x: integer tensor with values in ``[0, num_categories)``; not modified.
@@ -118,6 +118,14 @@ class GRR(Mechanism):
         num_categories: ``k >= 2``.
         unit: the privacy unit of the guarantee.
         secure_mode: draw from the OS CSPRNG (no user seed).
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.mechanisms import GRR
+        >>> grr = GRR(epsilon=2.0, num_categories=4, unit="label")
+        >>> labels = grr(torch.tensor([0, 1, 2, 3]), generator=torch.Generator().manual_seed(0))
+        >>> labels.shape, grr.epsilon
+        (torch.Size([4]), 2.0)
     """
 
     _repr_fields = ("epsilon", "num_categories", "keep_probability", "unit", "secure_mode")
@@ -171,6 +179,15 @@ class RandomizedResponse(Mechanism):
     *Privacy*: ``epsilon``-LDP per bit under the replace relation (``sensitivity = 1`` bit);
     unit as given (e.g. ``PrivacyUnit.EDGE`` for adjacency bits). Event:
     ``RandomizedResponseDpEvent(2 / (e^eps + 1), 2)`` per bit.
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.mechanisms import RandomizedResponse
+        >>> rr = RandomizedResponse(epsilon=1.0, unit="edge")
+        >>> round(rr.keep_probability, 4)               # e / (1 + e)
+        0.7311
+        >>> rr(torch.tensor([0, 1, 1]), generator=torch.Generator().manual_seed(0)).shape
+        torch.Size([3])
     """
 
     _repr_fields = ("epsilon", "keep_probability", "unit", "secure_mode")

@@ -1,12 +1,14 @@
 """The one-layer GCN of DP-GNN (node-level DP via degree-bounded subgraphs).
 
 Reference: *Node-Level Differentially Private Graph Neural Networks* (DP-GNN), eq. 2 and
-App. E; spec 002 §3.3. Parameters ``Θ = (Θ_enc, Θ_agg, Θ_dec)``::
+App. E; spec 002 §3.3. Parameters ``Θ = (Θ_enc, Θ_agg, Θ_dec)``:
 
-    Enc(x) = φ(W_n … φ(W_1 x + b_1) … + b_n)            (n_enc affine layers, each then φ)
-    a_v    = (1/(d_v+1)) Σ_{u ∈ S_v} Enc(x_u)           (Â = (D+I)^{-1}(A+I), row v)
-    z_v    = a_v Θ_agg                                 (no bias by default)
-    logits = Dec(z_v)                                  (hidden layers with φ, last to Q)
+```
+Enc(x) = φ(W_n … φ(W_1 x + b_1) … + b_n)            (n_enc affine layers, each then φ)
+a_v    = (1/(d_v+1)) Σ_{u ∈ S_v} Enc(x_u)           (Â = (D+I)^{-1}(A+I), row v)
+z_v    = a_v Θ_agg                                 (no bias by default)
+logits = Dec(z_v)                                  (hidden layers with φ, last to Q)
+```
 
 Training uses only the sampled subgraph ``S_v = {v} ∪ (≤ K neighbours)``, given as a padded
 ``(B, K+1)`` index tensor (slot 0 = ``v``, ``-1`` = padding) with a mask; the loss term of
@@ -15,11 +17,11 @@ normalisations are allowed (``"inverse_degree"`` = mean over ``S_v``, or ``"sum"
 symmetric normalisation would make row ``v`` depend on 2-hop degrees (spec 002 §8 A9).
 
 With ``indexed_input=True`` (what the DP-GNN trainer uses) the first encoder layer is an
-:class:`IndexedLinear`: ``x[S_v] W_1ᵀ`` is computed as ``(x W_1ᵀ)[S_v]`` over distinct nodes,
+`IndexedLinear`: ``x[S_v] W_1ᵀ`` is computed as ``(x W_1ᵀ)[S_v]`` over distinct nodes,
 so the ``(B, K+1, d)`` block of gathered features never exists (same function, same
-parameters; its DP-engine rule lives in :mod:`gnnprivacy.training.dp.rules`).
+parameters; its DP-engine rule lives in `gnnprivacy.training.dp.rules`).
 
-Evaluation (:meth:`OneLayerGCN.forward_full`) uses the whole graph with no degree limit:
+Evaluation (`OneLayerGCN.forward_full`) uses the whole graph with no degree limit:
 ``logits = Dec(Â_full Enc(X) Θ_agg)`` (inference setting 1; not covered by the guarantee).
 """
 
@@ -63,8 +65,8 @@ class IndexedLinear(nn.Linear):
     ``(x[u] Wᵀ + b)`` over the distinct ids ``u`` (or all of ``x`` when the batch has more
     occurrences than ``x`` has rows), then gathered. Padding ids ``-1`` read row 0: the
     caller masks those slots. The DP engine's ghost rule for this layer
-    (:mod:`gnnprivacy.training.dp.rules`) needs the per-subgraph Gram matrices of the
-    input rows; :meth:`cache_grams` precomputes them once for fixed subgraphs.
+    (`gnnprivacy.training.dp.rules`) needs the per-subgraph Gram matrices of the
+    input rows; `cache_grams` precomputes them once for fixed subgraphs.
     """
 
     def forward(self, nodes: Tensor, x: Tensor) -> Tensor:  # type: ignore[override]
@@ -84,7 +86,7 @@ class IndexedLinear(nn.Linear):
         return x
 
     def cache_grams(self, x: Tensor, nodes: Tensor) -> None:
-        """Precompute :func:`row_grams` of the padded rows ``nodes`` (slot 0 distinct ids)."""
+        """Precompute `row_grams` of the padded rows ``nodes`` (slot 0 distinct ids)."""
         first = nodes[:, 0]
         if first.unique().numel() != first.numel() or bool((first < 0).any()):
             raise ValueError("cache_grams needs distinct, non-padded slot-0 ids")
@@ -122,6 +124,9 @@ def _mlp(dims: list[int], activation: str, last_activation: bool,
 class OneLayerGCN(nn.Module):
     """DP-GNN's one-layer GCN with MLP encoder and decoder.
 
+    *Privacy*: a model, no mechanism: the loss of node ``v`` depends on its degree-bounded
+    subgraph only (row-local normalisation), which `DPGNNTrainer`'s sensitivity bound needs.
+
     Args:
         in_channels: feature dimension ``d``.
         num_classes: ``Q``.
@@ -132,10 +137,18 @@ class OneLayerGCN(nn.Module):
         normalization: ``"inverse_degree"`` (mean over ``S_v``) or ``"sum"``.
         agg_bias: give ``Θ_agg`` a bias.
         post_agg_activation: apply ``φ`` after ``Θ_agg`` (REF-CODE variant).
-        indexed_input: make the first encoder layer an :class:`IndexedLinear`, which
+        indexed_input: make the first encoder layer an `IndexedLinear`, which
             never materialises the ``(B, K+1, d)`` gathered features (same function, same
             parameters; much less memory and time for large ``d``). The DP engine then
-            needs the rule registered by :mod:`gnnprivacy.training.dp.rules`.
+            needs the rule registered by `gnnprivacy.training.dp.rules`.
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.nn import OneLayerGCN
+        >>> model = OneLayerGCN(8, 3, hidden_channels=16)
+        >>> nodes = torch.tensor([[0, 1, 2], [3, 4, -1]])     # slot 0: the node; -1: padding
+        >>> model(torch.randn(5, 8), nodes, nodes >= 0).shape
+        torch.Size([2, 3])
     """
 
     def __init__(self, in_channels: int, num_classes: int, *, hidden_channels: int = 100,

@@ -1,7 +1,7 @@
 """Configurable GNN encoders (GCN, GraphSAGE, GIN, GAT) and an MLP baseline.
 
 Each encoder is a thin wrapper around PyTorch Geometric's ready-made models
-(:class:`torch_geometric.nn.models.GCN`, ``GraphSAGE``, ``GIN``, ``GAT``, ``MLP``): ``num_layers``
+(`torch_geometric.nn.models.GCN`, ``GraphSAGE``, ``GIN``, ``GAT``, ``MLP``): ``num_layers``
 message-passing layers of width ``hidden_channels`` with ``activation`` and ``dropout`` between
 them, the last layer mapping to ``out_channels`` (logits). The wrapper adds dropout on the input
 features, as the original papers do (Kipf & Welling, ICLR 2017; Velickovic et al., ICLR 2018),
@@ -48,7 +48,7 @@ def register_encoder(name: str):
 
 
 def list_encoders() -> list[str]:
-    """Names accepted by :func:`build_encoder`, sorted."""
+    """Names accepted by `build_encoder`, sorted."""
     return sorted(_BUILDERS)
 
 
@@ -87,7 +87,7 @@ def _mlp(in_channels, hidden, out, layers, act, dropout, heads):
 class Encoder(torch.nn.Module):
     """A node encoder: input dropout, then a PyG model; ``forward(x, edge_index) -> logits``.
 
-    Build it with :func:`build_encoder`. The ``mlp`` encoder ignores ``edge_index``.
+    Build it with `build_encoder`. The ``mlp`` encoder ignores ``edge_index``.
 
     Attributes:
         name: registry name (``gcn``, ``sage``, ``gin``, ``gat``, ``mlp``).
@@ -119,7 +119,7 @@ class Encoder(torch.nn.Module):
 
         Args:
             x: node features ``(N, in_channels)``, dense or (for
-                :data:`SPARSE_INPUT_ENCODERS`) sparse CSR, much faster for sparse
+                `SPARSE_INPUT_ENCODERS`) sparse CSR, much faster for sparse
                 bag-of-words features.
             edge_index: ``(2, E)`` edges ``j -> i`` (``i`` aggregates ``j``); unused by ``mlp``.
         """
@@ -157,6 +157,9 @@ def build_encoder(name: str, in_channels: int, out_channels: int, *, hidden_chan
                   generator: torch.Generator | None = None) -> Encoder:
     """Build a registered encoder with freshly initialised weights.
 
+    *Privacy*: a model, no mechanism (the non-private baselines and the local-DP methods'
+    backbones use it).
+
     Architectures (``L = num_layers``, ``h = hidden_channels``, ``act`` between layers,
     dropout on the input and after every hidden layer):
 
@@ -169,13 +172,13 @@ def build_encoder(name: str, in_channels: int, out_channels: int, *, hidden_chan
     * ``mlp``: ``L`` linear layers on the features only.
 
     Args:
-        name: one of :func:`list_encoders` (``gcn``, ``sage``, ``gin``, ``gat``, ``mlp``).
+        name: one of `list_encoders` (``gcn``, ``sage``, ``gin``, ``gat``, ``mlp``).
         in_channels: input feature dimension.
         out_channels: output dimension (number of classes for node classification).
         hidden_channels: width of the hidden layers (for ``gat``: total over the heads, so it
             must be divisible by ``heads`` when ``num_layers > 1``).
         num_layers: number of layers (>= 1; ``1`` is a single layer ``in -> out``).
-        activation: one of :data:`ACTIVATIONS`, applied after every layer but the last.
+        activation: one of `ACTIVATIONS`, applied after every layer but the last.
         dropout: dropout probability after every hidden layer (and on GAT attention weights).
         heads: attention heads of ``gat`` (ignored by the other encoders).
         input_dropout: dropout on the input features; default ``dropout`` (as in GCN and GAT).
@@ -184,11 +187,18 @@ def build_encoder(name: str, in_channels: int, out_channels: int, *, hidden_chan
             uses (and advances) the global RNG, like any ``torch.nn`` module.
 
     Returns:
-        An :class:`Encoder` in training mode.
+        An `Encoder` in training mode.
 
     Raises:
         UnknownNameError: unknown ``name`` or ``activation`` (the message lists the choices).
         InvalidParameterError: a size, probability or head count out of range.
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.nn import build_encoder
+        >>> model = build_encoder("gcn", 8, 3, hidden_channels=16, generator=torch.Generator().manual_seed(0))
+        >>> model(torch.randn(5, 8), torch.tensor([[0, 1], [1, 0]])).shape
+        torch.Size([5, 3])
     """
     if name not in _BUILDERS:
         raise UnknownNameError("encoder", name, _BUILDERS)

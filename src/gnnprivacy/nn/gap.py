@@ -25,7 +25,7 @@ aggregation noise ``σ_agg = z Δ``. The per-hop sensitivity ``Δ`` is where the
   guarantee about the **degree-bounded graph**: for two graphs whose in- and out-degrees are
   all at most ``D`` and that differ in one node (its features, label and edges; its slot kept
   as a zero row when absent), the aggregate matrices differ by at most
-  ``√((D+1)² + D) ≤ 2(D+1)``. On such a graph :func:`bound_degree` is the identity, so the
+  ``√((D+1)² + D) ≤ 2(D+1)``. On such a graph `bound_degree` is the identity, so the
   guarantee holds for the input graph itself. On a graph with larger degrees it holds for
   the bounded graph only: the bounding is recomputed from the data, and removing one hub can
   re-select the edges of arbitrarily many other nodes (with ``D = 1``, removing a hub of
@@ -69,7 +69,7 @@ _RENAMED = {"sound": "bounded-graph"}
 
 
 def check_gap_mode(mode: str, name: str = "accounting") -> str:
-    """``mode`` if it is one of :data:`GAP_MODES`; the old ``"sound"`` gets a message that
+    """``mode`` if it is one of `GAP_MODES`; the old ``"sound"`` gets a message that
     names its replacement and why it was renamed.
 
     Raises:

@@ -3,7 +3,7 @@
 Bag-of-words features (Cora 1.3 % non-zero, Coauthor Physics 0.4 %) are much cheaper to
 multiply, and to drop out, as sparse CSR tensors: torch's ``F.linear`` accepts a CSR input
 (with gradients for the weight), so encoders whose first operation is a linear map
-(:data:`gnnprivacy.nn.encoders.SPARSE_INPUT_ENCODERS`) can run on them directly.
+(`gnnprivacy.nn.encoders.SPARSE_INPUT_ENCODERS`) can run on them directly.
 Torch flags CSR support as beta with a warning; these helpers silence that warning around
 their own calls only.
 """
@@ -68,7 +68,7 @@ def feature_dropout(x: Tensor, p: float, training: bool) -> Tensor:
     return csr_tensor(x.crow_indices(), x.col_indices(), values, tuple(x.shape))
 
 
-#: dense CPU inputs at least this large are dropped out by :func:`_dense_dropout_numpy`
+#: dense CPU inputs at least this large are dropped out by `_dense_dropout_numpy`
 BULK_DROPOUT_NUMEL = 1 << 20
 
 

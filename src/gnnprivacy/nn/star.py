@@ -74,7 +74,7 @@ def star_aggregate(x: Tensor, batch, aggregator: str) -> Tensor:
         x: node features ``(N, F)``.
         batch: StarBatch-like object with ``centers`` ``(B,)``, ``periph_nodes`` ``(E_b,)``
             and ``periph_subgraph`` ``(E_b,)`` (index into ``centers``).
-        aggregator: ``"gcn"`` or ``"sage"`` (GIN has a parameter; see :class:`StarGNN`).
+        aggregator: ``"gcn"`` or ``"sage"`` (GIN has a parameter; see `StarGNN`).
     """
     check_choice("aggregator", aggregator, ("gcn", "sage"))
     num, sub = batch.centers.numel(), batch.periph_subgraph
@@ -98,6 +98,9 @@ def neighbor_sum(x: Tensor, batch) -> Tensor:
 class StarGNN(nn.Module):
     """HeterPoisson's one-layer GNN on star subgraphs (GCN, GIN or SAGE-mean).
 
+    *Privacy*: a model, no mechanism: with ``HeterPoissonTrainer`` every trainable layer sees
+    one row per star subgraph, which is what per-subgraph clipping needs.
+
     Args:
         in_channels: feature dimension ``F``.
         num_classes: number of classes ``C``.
@@ -107,6 +110,16 @@ class StarGNN(nn.Module):
         gin_init: initial ``λ`` of the GIN self weight.
 
     Forward: ``model(x, batch) -> logits (B, C)``, one row per star (its centre).
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.nn import StarGNN
+        >>> from gnnprivacy.sampling import StarBatch
+        >>> model = StarGNN(8, 3, aggregator="gcn", hidden_channels=16)
+        >>> batch = StarBatch(centers=torch.tensor([0, 5]), periph_nodes=torch.tensor([1, 2, 6]),
+        ...                    periph_subgraph=torch.tensor([0, 0, 1]), num_subgraphs=2)
+        >>> model(torch.randn(10, 8), batch).shape      # one row of logits per star
+        torch.Size([2, 3])
     """
 
     def __init__(self, in_channels: int, num_classes: int, *, aggregator: str = "gcn",

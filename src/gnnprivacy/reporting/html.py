@@ -1,9 +1,9 @@
 """The report: Markdown (``report.md`` + ``plots/*.png``) and one self-contained HTML page.
 
-:func:`write_report` reads a runs directory, aggregates over seeds
-(:mod:`~gnnprivacy.reporting.aggregate`), builds the tables (:mod:`~gnnprivacy.reporting.tables`)
-and privacy-utility plots (:mod:`~gnnprivacy.reporting.plots`) with the published numbers
-(:mod:`~gnnprivacy.reporting.reference_values`) beside ours, and writes both documents. The HTML
+`write_report` reads a runs directory, aggregates over seeds
+(`aggregate`), builds the tables (`tables`)
+and privacy-utility plots (`plots`) with the published numbers
+(`reference_values`) beside ours, and writes both documents. The HTML
 page has inline CSS and its plots embedded as ``data:image/png;base64`` URIs: no external asset,
 so it can be mailed or archived as one file. Every file is written atomically, with the
 permissions the user's umask gives a new file (not the 0600 of a temporary file).
@@ -135,7 +135,7 @@ def _concerns(ref, datasets: set) -> bool:
 
 
 def render_markdown(report: Report, plot_dir: str = "plots") -> str:
-    """Markdown; plots are referenced as ``plots/<file>.png`` (written by :func:`write_report`)."""
+    """Markdown; plots are referenced as ``plots/<file>.png`` (written by `write_report`)."""
     out = [f"# {report.title}", "",
            f"{report.n_records} finished runs in `{report.runs_dir}`, {report.n_groups} configurations; "
            f"generated {report.created}.", ""] + [f"> {n}\n" for n in report.notes]

@@ -54,7 +54,7 @@ def _paper_points(line_attrs: dict, x_key: str, references: list[ReferenceTable]
 
 
 def privacy_utility_plots(groups: list[Group], metric: str, references: list[ReferenceTable] = ()) -> list[Plot]:
-    """Figures of ``metric`` vs the privacy budget (see :func:`~gnnprivacy.reporting.tables.budget_key`;
+    """Figures of ``metric`` vs the privacy budget (see `budget_key`;
     none when no run has a budget)."""
     groups = [g for g in groups if metric in g.metrics and g.metrics[metric].n > 0]
     keys = varying_keys(groups)

@@ -2,7 +2,7 @@
 metrics and timings.
 
 JSON has no infinity: non-finite floats are written as the strings ``"inf"``, ``"-inf"``
-and ``"nan"`` (so the file stays strict JSON) and read back as floats by :func:`read_record`.
+and ``"nan"`` (so the file stays strict JSON) and read back as floats by `read_record`.
 A non-private run records ``epsilon = "inf"``.
 """
 
@@ -148,7 +148,20 @@ def legacy_privacy_keys(privacy: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class RunRecord:
-    """Everything needed to understand and reproduce one run."""
+    """Everything needed to understand and reproduce one run.
+
+    *Privacy*: the record states what was spent (``epsilon`` at ``delta``, the ledger, the unit
+    and relation in ``privacy``) and what is not covered (``privacy["unaccounted"]``).
+
+    Example:
+        >>> import tempfile
+        >>> import gnnprivacy as gp
+        >>> runs = tempfile.mkdtemp()
+        >>> result = gp.train("csbm", method="gcn", epochs=5, dataset_args="num_nodes=1000", runs_dir=runs)
+        >>> record = gp.read_record(f"{runs}/{result.record.run_id}.json")
+        >>> record.method, record.epsilon, record.privacy["private"]
+        ('gcn', inf, False)
+    """
 
     run_id: str
     method: str
@@ -201,7 +214,7 @@ class RunRecord:
 
 
 def read_record(path: str | os.PathLike) -> RunRecord:
-    """Load a record written by :meth:`RunRecord.save`.
+    """Load a record written by `RunRecord.save`.
 
     Raises:
         InvalidParameterError: the file is not a complete run record (truncated, not JSON,

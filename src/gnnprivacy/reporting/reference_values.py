@@ -3,21 +3,23 @@
 Each YAML file transcribes one paper table (or a family of tables) exactly, from the engineering
 spec named in its ``source`` (spec file, section, table), cell by cell as text
 (``"74.2 ± 1.0"``), together with the mapping from the paper's row and column labels to our
-configuration keys::
+configuration keys:
 
-    id: 000-table2
-    metric: test_accuracy          # which of our metrics the numbers are
-    scale: 100                     # the paper's numbers are metric * scale (percent)
-    blocks:
-      - name: GCN column
-        row_headers: ["ε", "method"]          # the paper's header cells of the label columns
-        row_keys: [epsilon, method]           # what each label column means in our configs
-        labels:                               # label -> config values (null: no counterpart here)
-          method: {"Ours (HeterPoisson)": {method: heterpoisson, backbone: gcn}, "GAP": null}
-        columns:                              # the value columns: header label -> config values
-          - {label: Facebook, match: {dataset: facebook}}
-        rows:
-          - ["2", "Ours (HeterPoisson)", "74.2 ± 1.0"]
+```
+id: 000-table2
+metric: test_accuracy          # which of our metrics the numbers are
+scale: 100                     # the paper's numbers are metric * scale (percent)
+blocks:
+  - name: GCN column
+    row_headers: ["ε", "method"]          # the paper's header cells of the label columns
+    row_keys: [epsilon, method]           # what each label column means in our configs
+    labels:                               # label -> config values (null: no counterpart here)
+      method: {"Ours (HeterPoisson)": {method: heterpoisson, backbone: gcn}, "GAP": null}
+    columns:                              # the value columns: header label -> config values
+      - {label: Facebook, match: {dataset: facebook}}
+    rows:
+      - ["2", "Ours (HeterPoisson)", "74.2 ± 1.0"]
+```
 
 A label column without a ``labels`` entry means the cell itself is the config value
 (``"2"`` -> ``epsilon: 2``). A published value *matches* one of our aggregated groups when every

@@ -1,15 +1,15 @@
 """Report tables: our results laid out like the papers' tables, with published numbers beside ours.
 
-Three kinds of tables, all as a neutral :class:`Table` (header + text cells) rendered to Markdown
-(:func:`to_markdown`) or HTML (:func:`to_html`):
+Three kinds of tables, all as a neutral `Table` (header + text cells) rendered to Markdown
+(`to_markdown`) or HTML (`to_html`):
 
-- :func:`results_tables`: rows = the configuration keys that vary (dataset, method, ...), columns
+- `results_tables`: rows = the configuration keys that vary (dataset, method, ...), columns
   = the privacy budget that varies (``epsilon``, else ``eps_y``, else ``eps_x``; non-private
   methods in a column ``∞``); a cell is ``mean ± std (n)`` of the metric in percent, with the 95%
   t-interval, and ``paper: ...`` when a published value matches the cell's configuration.
-- :func:`comparison_tables`: each published table in the paper's own layout (its row labels and
+- `comparison_tables`: each published table in the paper's own layout (its row labels and
   columns), restricted to the rows we ran, each cell ``paper X ± s | ours Y ± t``.
-- :func:`privacy_table`: epsilon spent and delta per group, from the run records.
+- `privacy_table`: epsilon spent and delta per group, from the run records.
 """
 
 from __future__ import annotations

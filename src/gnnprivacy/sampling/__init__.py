@@ -1,11 +1,11 @@
 """Samplers for node-level DP training and private inference.
 
-* :class:`HeterPoissonSampler` - HeterPoisson star sub-graphs (spec 000 §3.1-3.2, 3.6);
-* :func:`inference_stars` - test-only stars for private inference (spec 000 §3.5);
-* :func:`sample_degree_bounded_subgraphs` - DP-GNN's Algorithm 2 (spec 002 §3.2);
-* :class:`NodeBatchSampler` - fixed-size / Poisson minibatches (spec 002 §3.6, §4.4);
-* :func:`poisson_node_batch` - Poisson node sampling for DP-MLP;
-* :class:`CounterRandom` - counter-based randomness for coupling tests (spec 000 §3.2 (h)).
+* `HeterPoissonSampler` - HeterPoisson star sub-graphs (spec 000 §3.1-3.2, 3.6);
+* `inference_stars` - test-only stars for private inference (spec 000 §3.5);
+* `sample_degree_bounded_subgraphs` - DP-GNN's Algorithm 2 (spec 002 §3.2);
+* `NodeBatchSampler` - fixed-size / Poisson minibatches (spec 002 §3.6, §4.4);
+* `poisson_node_batch` - Poisson node sampling for DP-MLP;
+* `CounterRandom` - counter-based randomness for coupling tests (spec 000 §3.2 (h)).
 
 Convention: edge ``j -> i`` (column ``(j, i)`` of ``edge_index``) means ``i`` aggregates
 ``j``; out-degrees are measured in the whole graph; self-loops are removed.

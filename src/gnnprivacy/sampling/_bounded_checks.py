@@ -48,7 +48,7 @@ def _check_rows(s: "BoundedSubgraphs") -> Tensor:
 
 def _check_degrees(s: "BoundedSubgraphs", pairs: Tensor) -> Tensor:
     """I3 (from the rows themselves), then I1 against the bounded graph; returns its degrees.
-    (I2 holds by the (N_tr, K+1) layout checked in :func:`_check_rows`.)"""
+    (I2 holds by the (N_tr, K+1) layout checked in `_check_rows`.)"""
     n, k = s.num_nodes, s.max_degree
     occ = torch.bincount(pairs[0], minlength=n)
     if bool((occ > k).any()):
@@ -88,7 +88,7 @@ def _check_edges(s: "BoundedSubgraphs", pairs: Tensor, deg_b: Tensor) -> None:
 
 
 def check_bounded_invariants(s: "BoundedSubgraphs") -> None:
-    """Raise :class:`SamplerInvariantError` on the first violated invariant among I1-I5."""
+    """Raise `SamplerInvariantError` on the first violated invariant among I1-I5."""
     pairs = _check_rows(s)
     deg_b = _check_degrees(s, pairs)
     _check_edges(s, pairs, deg_b)

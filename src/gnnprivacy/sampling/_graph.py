@@ -91,7 +91,7 @@ def clean_graph(edge_index: object, num_nodes: object, *, symmetrize: bool = Fal
         where: prefix of error messages.
 
     Returns:
-        A :class:`CleanGraph` (a simple directed graph: no self-loops, no multi-edges).
+        A `CleanGraph` (a simple directed graph: no self-loops, no multi-edges).
 
     Raises:
         InvalidParameterError: bad ``num_nodes`` or ``edge_index`` (shape, dtype, range).

@@ -5,10 +5,12 @@ Bernoulli trial of the sampler must be a function of *who* it is about, not of *
 trials were drawn before it. A stateful generator (``torch.Generator``) shifts every later
 draw when one node is added or removed; a counter-based generator does not.
 
-Each uniform is ``splitmix64`` applied as a hash chain over its key::
+Each uniform is ``splitmix64`` applied as a hash chain over its key:
 
-    h0 = splitmix64(seed);  h_{r+1} = splitmix64(h_r XOR key_r)
-    u  = (h_last >> 11) * 2**-53            # a float64 in [0, 1)
+```
+h0 = splitmix64(seed);  h_{r+1} = splitmix64(h_r XOR key_r)
+u  = (h_last >> 11) * 2**-53            # a float64 in [0, 1)
+```
 
 ``splitmix64`` (Steele, Lea & Flood, "Fast splittable pseudorandom number generators",
 OOPSLA 2014) is a bijection of 64-bit words with good avalanche, which makes the chain a
@@ -71,7 +73,7 @@ class CounterRandom:
 
     Args:
         seed: non-negative integer seed.
-        step: training step ``t`` (the sampler reads it; use :meth:`at_step`).
+        step: training step ``t`` (the sampler reads it; use `at_step`).
 
     Example:
         >>> rng = CounterRandom(seed=7)
@@ -98,7 +100,7 @@ def uniform_like(generator: torch.Generator | CounterRandom, stream: int, *ids: 
     """One float64 uniform per element of ``ids[0]`` (all ``ids`` share its shape).
 
     With a ``torch.Generator`` the draws are i.i.d. from it (ids only fix the count); with a
-    :class:`CounterRandom` each draw is a function of ``(seed, step, stream, ids)``.
+    `CounterRandom` each draw is a function of ``(seed, step, stream, ids)``.
     """
     if isinstance(generator, torch.Generator):
         return torch.rand(ids[0].shape, generator=generator, dtype=torch.float64)

@@ -1,14 +1,16 @@
 """DP-GNN degree-bounded training sub-graphs (Daigavane et al., "Node-Level Differentially
 Private Graph Neural Networks", Algorithm 2; spec 002 §3.1-3.2 with the fixes of §8 A3).
 
-The greedy pass (run once, before training)::
+The greedy pass (run once, before training):
 
-    count[x] <- 0, S[x] <- {x}                   for every node x
-    for v in shuffle(V_tr):                       # then shuffle(V \\ V_tr) if bound_all_nodes
-        for u in shuffle(N_v):                    # N_v: neighbours in the symmetrised simple graph
-            if u in S[v] or count[u] == K: continue
-            S[v] += {u};  S[u] += {v};  count[u] += 1;  count[v] += 1
-            if count[v] == K: break
+```
+count[x] <- 0, S[x] <- {x}                   for every node x
+for v in shuffle(V_tr):                       # then shuffle(V \\ V_tr) if bound_all_nodes
+    for u in shuffle(N_v):                    # N_v: neighbours in the symmetrised simple graph
+        if u in S[v] or count[u] == K: continue
+        S[v] += {u};  S[u] += {v};  count[u] += 1;  count[v] += 1
+        if count[v] == K: break
+```
 
 leaves every node in at most ``K`` other lists (I3), so removing or replacing one node
 changes at most ``K + 1`` per-node loss terms: the sensitivity of the summed clipped
@@ -49,7 +51,7 @@ class BoundedSubgraphs:
         num_nodes: number of nodes of the graph.
         edge_index: (2, E_b) the degree-bounded graph (symmetric, sorted by target): every
             kept edge in both directions, non-training endpoints included.
-        graph: the preprocessed raw graph the greedy pass read (for :meth:`check_invariants`).
+        graph: the preprocessed raw graph the greedy pass read (for `check_invariants`).
         bound_all_nodes: whether non-training nodes were scanned too (multi-layer extension).
     """
 
@@ -76,7 +78,7 @@ class BoundedSubgraphs:
         §4.1 [EXT], not proven in the paper).
 
         For ``r > 1`` it needs every node's list bounded (``bound_all_nodes=True``) and the
-        model must aggregate over :attr:`edge_index` only (the bounded graph), never the raw one.
+        model must aggregate over `edge_index` only (the bounded graph), never the raw one.
 
         Raises:
             InvalidParameterError: ``num_layers > 1`` without ``bound_all_nodes``.
@@ -186,7 +188,7 @@ def sample_degree_bounded_subgraphs(edge_index: Tensor, num_nodes: int, *, train
     already present is not counted twice, the occurrence test ``count[u] == K`` before the
     in-degree test, every kept edge added in both directions, neighbour lists shuffled.
 
-    Invariants (spec 002 §3.2, checked by :meth:`BoundedSubgraphs.check_invariants`):
+    Invariants (spec 002 §3.2, checked by `BoundedSubgraphs.check_invariants`):
     I1 ``count[x] = |S[x]| - 1``; I2 ``|S_v \\ {v}| <= K``; I3 every node lies in at most ``K``
     other training lists; I4 kept edges are raw edges, ``u in S_v <=> v in S_u``; I5 greedy
     maximality; I6 deterministic given the generator's state.
@@ -210,14 +212,25 @@ def sample_degree_bounded_subgraphs(edge_index: Tensor, num_nodes: int, *, train
         symmetrize: add reverse edges first (spec 002 §3.1, default True).
         shuffle_neighbors: shuffle each ``N_v`` (spec 002 §8 A3, default True).
         bound_all_nodes: after ``V_tr``, also scan the other nodes (in random order), so every
-            node's list is bounded; enables :meth:`BoundedSubgraphs.occurrence_bound` for
+            node's list is bounded; enables `BoundedSubgraphs.occurrence_bound` for
             more than one layer.
 
     Returns:
-        A :class:`BoundedSubgraphs`.
+        A `BoundedSubgraphs`.
 
     Raises:
         InvalidParameterError: bad graph, ``max_degree``, empty ``train_nodes`` or generator.
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.datasets import load_dataset
+        >>> from gnnprivacy.sampling import sample_degree_bounded_subgraphs
+        >>> data = load_dataset("csbm", num_nodes=400, seed=0)
+        >>> sub = sample_degree_bounded_subgraphs(data.edge_index, 400,
+        ...     train_nodes=data.train_mask.nonzero().view(-1), max_degree=5,
+        ...     generator=torch.Generator().manual_seed(0))
+        >>> int((sub.neighbors >= 0).sum(dim=1).max()) <= 5 + 1    # the node and <= 5 neighbours
+        True
     """
     k = check_int("max_degree", max_degree, low=0, where=_WHERE)
     if not isinstance(generator, torch.Generator):

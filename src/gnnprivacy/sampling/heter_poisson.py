@@ -1,10 +1,12 @@
 """HeterPoisson sub-graph sampling (Xiang, Wang & Wang, S&P 2024, Alg. 2 and 3; spec 000 §3.1-3.2).
 
-One step::
+One step:
 
-    central_i  ~ Bernoulli(q_b)                        for i in Cand          (independent)
-    keep_{i,j} ~ Bernoulli(min(1, M / D_ot(j)))        for j in NB(i) ∩ Elig, j != i
-    drop j from every sub-graph if j is itself central  (enforce_no_overlap, note (a))
+```
+central_i  ~ Bernoulli(q_b)                        for i in Cand          (independent)
+keep_{i,j} ~ Bernoulli(min(1, M / D_ot(j)))        for j in NB(i) ∩ Elig, j != i
+drop j from every sub-graph if j is itself central  (enforce_no_overlap, note (a))
+```
 
 ``D_ot(j)`` is ``j``'s out-degree in the WHOLE graph ``G`` (self-loops removed), a public
 quantity under the paper's neighbouring relation. When all of ``j``'s out-neighbours are
@@ -46,7 +48,7 @@ class HeterPoissonSampler:
     Reference: Z. Xiang, T. Wang, D. Wang, "Preserving Node-level Privacy in Graph Neural
     Networks", IEEE S&P 2024, Algorithms 2 (HeterPoisson) and 3 (NeighborSampling).
 
-    Each call to :meth:`sample` is one training step: every central candidate ``i`` becomes
+    Each call to `sample` is one training step: every central candidate ``i`` becomes
     a centre with probability ``q_b``; each in-neighbour ``j`` of a centre with ``j`` in
     ``eligible`` and ``j != i`` is kept independently with probability
     ``p_j = min(1, M / D_ot(j))``; with ``enforce_no_overlap`` (default) every peripheral that
@@ -57,16 +59,16 @@ class HeterPoissonSampler:
     Graph handling: self-loops are removed before ``NB`` and ``D_ot`` are computed (a node is
     never its own peripheral), duplicate edges are merged. An isolated centre (no eligible
     in-neighbour) gives a centre-only sub-graph; it is never filled with other nodes. An
-    empty step gives an empty :class:`StarBatch` (the training step must still add noise).
+    empty step gives an empty `StarBatch` (the training step must still add noise).
 
     Privacy:
         Unit: node (features, label, all in- and out-edges). Relation: add/remove of one
         sensitive (candidate) node inside a fixed whole graph ``G`` whose degrees are public
         (spec 000 §2.3, scenario S2). The sampler emits no event itself; the trainer records,
         for every executed step, the mixture-of-Gaussians event of spec 000 §4.1 (or §4.6
-        without overlap removal) built from :meth:`accounting_params`. The neighbouring input
+        without overlap removal) built from `accounting_params`. The neighbouring input
         ``G* = G' - z`` is the same ``edge_index`` (the whole graph ``G``) with ``z`` taken out
-        of ``candidates`` and ``eligible``; with a :class:`CounterRandom` every trial not
+        of ``candidates`` and ``eligible``; with a `CounterRandom` every trial not
         involving ``z`` is then identical (spec 000 §3.2 (h), check S5).
 
     Args:
@@ -83,6 +85,18 @@ class HeterPoissonSampler:
     Raises:
         InvalidParameterError: bad ``q_b``, ``M``, node sets, empty candidate set,
             or ``edge_index`` out of range.
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.datasets import load_dataset
+        >>> from gnnprivacy.sampling import HeterPoissonSampler
+        >>> data = load_dataset("csbm", num_nodes=400, seed=0)
+        >>> train = data.train_mask.nonzero().view(-1)
+        >>> sampler = HeterPoissonSampler(data.edge_index, data.num_nodes, candidates=train,
+        ...                               eligible=torch.ones(400, dtype=torch.bool), q_b=0.1, M=1.0)
+        >>> batch = sampler.sample(torch.Generator().manual_seed(0))   # star subgraphs
+        >>> batch.num_subgraphs == batch.centers.numel()
+        True
     """
 
     def __init__(self, edge_index: Tensor, num_nodes: int, *, candidates: Tensor, eligible: Tensor,
@@ -154,12 +168,12 @@ class HeterPoissonSampler:
         """Draw the sub-graphs of one step.
 
         Args:
-            generator: a ``torch.Generator`` (training), or a :class:`CounterRandom` at step
+            generator: a ``torch.Generator`` (training), or a `CounterRandom` at step
                 ``t`` for the coupling of spec 000 §3.2 (h): central trial keyed by
                 ``(seed, t, i)``, neighbour trial by ``(seed, t, i, j)``.
 
         Returns:
-            A :class:`StarBatch`, centres ascending, peripherals grouped by sub-graph.
+            A `StarBatch`, centres ascending, peripherals grouped by sub-graph.
         """
         cand = self.candidate_nodes
         if isinstance(generator, CounterRandom):            # keyed trial per candidate

@@ -18,10 +18,12 @@ def inference_stars(edge_index: Tensor, num_nodes: int, *, query_nodes: Tensor, 
                     forbidden: Tensor | None = None) -> StarBatch:
     """One star per query node, with up to ``fanout`` neighbours drawn among ``allowed`` only.
 
-    Reference: Xiang, Wang & Wang (S&P 2024) §4.4-§5 ("private inference", ``N_test``)::
+    Reference: Xiang, Wang & Wang (S&P 2024) §4.4-§5 ("private inference", ``N_test``):
 
-        I_u = { j in NB(u) : j in allowed, j != u }
-        N_u = uniform subset of I_u of size min(fanout, |I_u|), without replacement
+    ```
+    I_u = { j in NB(u) : j in allowed, j != u }
+    N_u = uniform subset of I_u of size min(fanout, |I_u|), without replacement
+    ```
 
     An isolated query node (``I_u`` empty) is predicted from itself alone; it is never filled
     with random nodes. Self-loops and duplicate edges are dropped first.
@@ -42,7 +44,7 @@ def inference_stars(edge_index: Tensor, num_nodes: int, *, query_nodes: Tensor, 
         forbidden: nodes that must never be reachable (e.g. training nodes), optional.
 
     Returns:
-        A :class:`StarBatch` with ``centers == query_nodes`` (same order).
+        A `StarBatch` with ``centers == query_nodes`` (same order).
 
     Raises:
         InvalidParameterError: bad graph, node sets, ``fanout``, or ``allowed`` intersecting

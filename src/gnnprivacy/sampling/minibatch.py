@@ -86,6 +86,14 @@ def poisson_node_batch(nodes: Tensor, *, rate: float, generator: torch.Generator
 
     Returns:
         The kept entries of ``nodes``, in their original order.
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.sampling import poisson_node_batch
+        >>> batch = poisson_node_batch(torch.arange(1000), rate=0.05,
+        ...                             generator=torch.Generator().manual_seed(0))
+        >>> 20 < batch.numel() < 80                     # about 50 nodes
+        True
     """
     where = "poisson_node_batch"
     q = check_real("rate", rate, low=0.0, high=1.0, low_open=True, where=where)
@@ -103,13 +111,20 @@ class NodeBatchSampler:
 
     Privacy:
         Unit node, relation replace-one for DP-GNN. The sampler emits no event; the trainer
-        records per executed step the event named by :meth:`accounting_params` ("fixed":
+        records per executed step the event named by `accounting_params` ("fixed":
         hypergeometric ``HG(N, K+1, m)``; "poisson": binomial ``Bin(K+1, m/N)``).
 
     Args:
         num_items: ``N`` (number of training nodes).
         batch_size: ``m`` in [1, N] (expected size under Poisson sampling).
         sampling: "fixed" (default, the paper) or "poisson".
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.sampling import NodeBatchSampler
+        >>> sampler = NodeBatchSampler(1000, batch_size=100)        # uniform 100-subsets
+        >>> sampler.sample_rate, sampler.sample(torch.Generator().manual_seed(0)).numel()
+        (0.1, 100)
     """
 
     def __init__(self, num_items: int, *, batch_size: int, sampling: str = "fixed") -> None:
@@ -125,7 +140,7 @@ class NodeBatchSampler:
 
     def sample(self, generator: torch.Generator) -> Tensor:
         """Positions of one step's batch (int64, ascending for Poisson, random order for fixed),
-        drawn in O(batch) time (:func:`uniform_subset`, :func:`poisson_subset`)."""
+        drawn in O(batch) time (`uniform_subset`, `poisson_subset`)."""
         _check_generator(generator, "NodeBatchSampler.sample")
         if self.sampling == "fixed":
             return uniform_subset(self.num_items, self.batch_size, generator)

@@ -1,15 +1,17 @@
 """A stateless per-edge degree-bounding sampler for DP-GNN (spec 002 §8 A2, [EXT]).
 
-DP-GNN's greedy Algorithm 2 (:func:`~gnnprivacy.sampling.sample_degree_bounded_subgraphs`)
+DP-GNN's greedy Algorithm 2 (`sample_degree_bounded_subgraphs`)
 scans nodes in order, so removing one node can change sub-graphs far from it (spec 002 §8
 A2: 12 other training sub-graphs in the spec's own test; 1-36 on Computers). This sampler
-decides every edge on its own, with a coin keyed by the edge::
+decides every edge on its own, with a coin keyed by the edge:
 
-    for each undirected edge e = {u, v} with a training endpoint (self-loops, duplicates dropped):
-        U_e  = keyed_uniform(seed, stream, min(u, v), max(u, v))        # stateless
-        keep e  iff  U_e < p_e,    p_e = keep_probability, or
-                                   min(1, K / (2 max(deg u, deg v)))    (REF-CODE's rate)
-    a node left with more than K kept edges is dropped (all its kept edges removed)
+```
+for each undirected edge e = {u, v} with a training endpoint (self-loops, duplicates dropped):
+    U_e  = keyed_uniform(seed, stream, min(u, v), max(u, v))        # stateless
+    keep e  iff  U_e < p_e,    p_e = keep_probability, or
+                               min(1, K / (2 max(deg u, deg v)))    (REF-CODE's rate)
+a node left with more than K kept edges is dropped (all its kept edges removed)
+```
 
 so every node has at most ``K`` neighbours in the bounded graph and lies in at most ``K``
 other training lists (I2, I3 of spec 002 §3.2), and the sensitivity argument of Lemma 1
@@ -111,7 +113,7 @@ def sample_per_edge_bounded_subgraphs(edge_index: Tensor, num_nodes: int, *,
         symmetrize: treat the graph as undirected (default, as Algorithm 2).
 
     Returns:
-        A :class:`~gnnprivacy.sampling.degree_bounded.BoundedSubgraphs` (rows: the node
+        A `BoundedSubgraphs` (rows: the node
         itself, then at most ``K`` neighbours, then ``-1``).
 
     Raises:

@@ -1,9 +1,9 @@
 """The torch device a trainer runs on, checked before any work starts.
 
 Every trainer takes ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:1"``, a ``torch.device``)
-and resolves it with :func:`resolve_device`, which refuses a device this torch cannot use
+and resolves it with `resolve_device`, which refuses a device this torch cannot use
 with a one-line error instead of a traceback deep inside training. The record then states
-the device actually used (:func:`device_name`).
+the device actually used (`device_name`).
 """
 
 from __future__ import annotations

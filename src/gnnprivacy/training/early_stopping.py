@@ -12,9 +12,9 @@ from gnnprivacy._validation import check_int
 class EarlyStopping:
     """Tracks the best epoch by validation accuracy (ties broken by lower validation loss).
 
-    After each epoch call :meth:`step`; it snapshots the weights when the epoch improves on the
+    After each epoch call `step`; it snapshots the weights when the epoch improves on the
     best so far and returns ``True`` once ``patience`` epochs in a row brought no improvement.
-    :meth:`restore` loads the best snapshot back. An epoch without validation nodes
+    `restore` loads the best snapshot back. An epoch without validation nodes
     (``val_accuracy`` is ``nan``) always counts as an improvement, so without a validation set
     training runs to the last epoch and keeps its weights.
 
@@ -49,7 +49,7 @@ class EarlyStopping:
         return self._bad_epochs >= self.patience
 
     def restore(self, model: torch.nn.Module) -> None:
-        """Load the best snapshot into ``model`` (no-op before the first :meth:`step`)."""
+        """Load the best snapshot into ``model`` (no-op before the first `step`)."""
         if self._state is not None:
             model.load_state_dict(self._state)
 

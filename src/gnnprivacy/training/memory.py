@@ -4,7 +4,7 @@ A DP step allocates the same large temporaries every step (the ``(B, K+1, h)``
 activations and output gradients of DP-GNN, the clipped sums). glibc serves blocks above
 its mmap threshold with ``mmap`` and unmaps them on ``free``, and trims the heap top above
 its trim threshold, so every step faults the same pages in again (issue 15: 140-156k page
-faults per epoch and about half the CPU time in the kernel). :func:`tune_malloc` raises
+faults per epoch and about half the CPU time in the kernel). `tune_malloc` raises
 both thresholds once per process (``mallopt(M_MMAP_THRESHOLD, 32 MiB)``, glibc's maximum,
 and ``mallopt(M_TRIM_THRESHOLD, 512 MiB)``), which is what setting
 ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` in the environment does.

@@ -65,7 +65,9 @@ def macro_f1(pred_or_logits, y, mask=None) -> float:
     predictions (scikit-learn's ``f1_score(average="macro")``, ``zero_division=0``).
 
     Args:
-        pred_or_logits, y, mask: as in :func:`accuracy`.
+        pred_or_logits: predicted labels ``(N,)`` or scores ``(N, C)`` (arg-maxed).
+        y: true labels ``(N,)``.
+        mask: optional boolean mask ``(N,)`` selecting the evaluated nodes.
 
     Returns:
         Macro-F1 in [0, 1]; ``nan`` when no node is selected.

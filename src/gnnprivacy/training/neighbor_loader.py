@@ -1,6 +1,6 @@
 """Uniform neighbour sampling for non-private mini-batch training (GraphSAGE-style).
 
-PyG's :class:`~torch_geometric.loader.NeighborLoader` needs ``pyg-lib`` or ``torch-sparse``;
+PyG's `NeighborLoader` needs ``pyg-lib`` or ``torch-sparse``;
 neither has a wheel for this project's torch (2.13, CPU), so this module implements the same
 sampling scheme in vectorised torch: for a batch of seed nodes, hop ``h`` samples for every
 node reached in hop ``h-1`` up to ``fanouts[h]`` of its in-neighbours uniformly WITHOUT
@@ -97,7 +97,7 @@ def sample_subgraph(rowptr: Tensor, sources: Tensor, seeds: Tensor, fanouts: Seq
 class NeighborBatchLoader:
     """Iterates over mini-batches of seed nodes with their sampled multi-hop neighbourhoods.
 
-    Each batch is a :class:`~torch_geometric.data.Data` with ``x``, ``y`` (and any other node
+    Each batch is a `Data` with ``x``, ``y`` (and any other node
     tensor named in ``node_attrs``; a sparse CSR ``x`` stays CSR) restricted to ``n_id``, the
     relabelled ``edge_index``, ``n_id`` (global ids) and ``batch_size`` (the seeds are the first ``batch_size`` nodes).
     Iterating again draws a new shuffle and new samples from the same ``generator``.

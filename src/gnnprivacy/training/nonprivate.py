@@ -10,7 +10,7 @@ Settings: transductive (default) trains on the whole graph with the loss on ``tr
 When ``data.split.kind == "inductive"``, the model is trained (and early-stopped) on
 ``gnnprivacy.datasets.inductive_train_graph(data)`` -- the graph induced by the training and
 validation nodes, which contains no test node and no edge touching one -- and
-:meth:`predict` then runs on whatever graph it is given (normally the full graph).
+`predict` then runs on whatever graph it is given (normally the full graph).
 
 Privacy: none. These trainers are the non-private baselines (epsilon = infinity); no unit or
 neighbouring relation is protected and no privacy event is emitted.
@@ -75,8 +75,8 @@ def gcn_adjacency(edge_index: Tensor, num_nodes: int, *, improved: bool = False,
 
     Row ``i`` holds the weights with which node ``i`` aggregates its in-neighbours (edges
     ``j -> i`` of ``edge_index``), so ``adj_t @ h`` is exactly what
-    :class:`torch_geometric.nn.GCNConv` computes from ``edge_index`` with ``normalize=True``
-    (same :func:`~torch_geometric.nn.conv.gcn_conv.gcn_norm`, duplicate edges summed), but as one
+    `torch_geometric.nn.GCNConv` computes from ``edge_index`` with ``normalize=True``
+    (same `gcn_norm`, duplicate edges summed), but as one
     sparse matrix product instead of an ``(E, C)`` gather, multiply and scatter per layer.
     """
     from torch_geometric.nn.conv.gcn_conv import gcn_norm
@@ -125,9 +125,9 @@ class _FullGraphInputs:
 
     For ``gcn`` the normalised adjacency is precomputed as a sparse CSR matrix and the
     GCNConv layers' per-forward normalisation is switched off while it is in use; dense input
-    features get :class:`_InputDropout` in place of the encoder's own input dropout. Both are
+    features get `_InputDropout` in place of the encoder's own input dropout. Both are
     the same model and the same distribution; every call restores the model on exit, so
-    mini-batch steps and :meth:`FullBatchTrainer.predict` work on any graph.
+    mini-batch steps and `FullBatchTrainer.predict` work on any graph.
     """
 
     def __init__(self, model: torch.nn.Module, graph: Data, *, full_graph_training: bool):
@@ -172,8 +172,11 @@ class FullBatchTrainer(EstimatorParams):
 
     Args:
         encoder: encoder name (``gcn``, ``sage``, ``gin``, ``gat``, ``mlp``).
-        hidden_channels, num_layers, activation, dropout, heads: encoder architecture, see
-            :func:`gnnprivacy.nn.build_encoder`.
+        hidden_channels: width of the hidden layers (see `gnnprivacy.nn.build_encoder`).
+        num_layers: number of layers.
+        activation: activation between layers.
+        dropout: dropout probability.
+        heads: attention heads (``gat`` only).
         lr: Adam learning rate.
         weight_decay: Adam L2 penalty.
         epochs: maximum number of epochs.
@@ -195,7 +198,7 @@ class FullBatchTrainer(EstimatorParams):
         device: torch device.
 
     Attributes:
-        model_: the trained :class:`~gnnprivacy.nn.Encoder` (best weights, eval mode).
+        model_: the trained `Encoder` (best weights, eval mode).
         history_: per-epoch lists ``epoch``, ``loss``, ``train_accuracy`` (in training mode,
             during the epoch), ``val_accuracy``, ``val_loss`` (eval mode, on the training graph;
             ``nan`` without validation nodes).
@@ -203,6 +206,14 @@ class FullBatchTrainer(EstimatorParams):
         sparse_features_: whether training used a sparse CSR ``x``.
 
     Privacy: none (non-private baseline; no event emitted).
+
+    Example:
+        >>> from gnnprivacy.datasets import load_dataset
+        >>> data = load_dataset("csbm", num_nodes=400, seed=0)     # a PyG Data with masks
+        >>> from gnnprivacy.training import FullBatchTrainer
+        >>> trainer = FullBatchTrainer("gcn", hidden_channels=16, epochs=20, generator=0).fit(data)
+        >>> trainer.evaluate(data, "test_mask")["accuracy"] > 0.5
+        True
     """
 
     kind = "full-batch"
@@ -344,10 +355,10 @@ class FullBatchTrainer(EstimatorParams):
 
         Made for many queries on one graph with different features (LinkTeller asks once per
         target): GCN's propagation matrix is built once here instead of in every forward.
-        ``x`` may be dense or sparse CSR (:meth:`query_features` gives the layout the model
+        ``x`` may be dense or sparse CSR (`query_features` gives the layout the model
         trained on; on sparse features such as Facebook's 22,470 x 4,714 a query is about 20x
         faster than a dense forward). Eval mode, no gradients; the output equals
-        :meth:`predict_logits` on ``data`` with ``x`` as its features.
+        `predict_logits` on ``data`` with ``x`` as its features.
         """
         self._check_fitted()
         self.model_.eval()
@@ -376,7 +387,7 @@ class FullBatchTrainer(EstimatorParams):
         return self.predict_logits(data).argmax(dim=1)
 
     def evaluate(self, data: Data, mask: Tensor | str = "test_mask") -> dict[str, float]:
-        """:func:`gnnprivacy.training.metrics.evaluate` on ``mask`` (a tensor or attribute name)."""
+        """`gnnprivacy.training.metrics.evaluate` on ``mask`` (a tensor or attribute name)."""
         mask = data[mask] if isinstance(mask, str) else mask
         return evaluate(self.predict_logits(data), data.y, mask, num_classes=self.num_classes_)
 
@@ -395,16 +406,24 @@ class MiniBatchTrainer(FullBatchTrainer):
 
     Each epoch shuffles the training nodes into batches of ``batch_size`` seeds, samples
     ``fanouts[h]`` in-neighbours per node at hop ``h`` (see
-    :class:`~gnnprivacy.training.neighbor_loader.NeighborBatchLoader`), and takes one Adam step
-    per batch on the seeds' loss. Validation and :meth:`predict` use full-graph forwards.
+    `NeighborBatchLoader`), and takes one Adam step
+    per batch on the seeds' loss. Validation and `predict` use full-graph forwards.
 
     Args:
         batch_size: seed nodes per batch.
         fanouts: neighbours per hop, ``"10,10"``, ``10`` or ``[10, 10]`` (one value is repeated
             for every layer; ``-1`` = all neighbours).
-        **kwargs: as :class:`FullBatchTrainer`.
+        **kwargs: as `FullBatchTrainer`.
 
     Privacy: none (non-private baseline; no event emitted).
+
+    Example:
+        >>> from gnnprivacy.datasets import load_dataset
+        >>> data = load_dataset("csbm", num_nodes=400, seed=0)     # a PyG Data with masks
+        >>> from gnnprivacy.training import MiniBatchTrainer
+        >>> trainer = MiniBatchTrainer("sage", batch_size=64, fanouts="5,5", epochs=3, generator=0)
+        >>> trainer.fit(data).epochs_run_
+        3
     """
 
     kind = "mini-batch"

@@ -1,14 +1,16 @@
 """Saved models: weights, JSON configuration and the run record, with no pickled code.
 
 A saved model is one file written with ``torch.save`` and read with
-``torch.load(path, weights_only=True)``: a dict of tensors and strings only::
+``torch.load(path, weights_only=True)``: a dict of tensors and strings only:
 
-    {"format": "gnnprivacy-model/1", "method": "heterpoisson",
-     "trainer": "HeterPoissonTrainer",            # one of the library's trainers (allowlist)
-     "params": "<JSON: the trainer's constructor arguments>",
-     "fitted": "<JSON: what fit() learned besides weights: feature map, sizes>",
-     "record": "<JSON: the run record>",
-     "tensors": {"model_.encoder.0.weight": tensor, ...}}
+```
+{"format": "gnnprivacy-model/1", "method": "heterpoisson",
+ "trainer": "HeterPoissonTrainer",            # one of the library's trainers (allowlist)
+ "params": "<JSON: the trainer's constructor arguments>",
+ "fitted": "<JSON: what fit() learned besides weights: feature map, sizes>",
+ "record": "<JSON: the run record>",
+ "tensors": {"model_.encoder.0.weight": tensor, ...}}
+```
 
 Loading rebuilds the trainer from its constructor arguments and its architecture from the
 ``fitted`` sizes, then loads the weights, so a loaded model predicts bit for bit what the

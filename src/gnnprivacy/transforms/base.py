@@ -117,6 +117,10 @@ def _events_of(obj: Any) -> tuple[ScopedDpEvent, ...]:
 def privacy_spent(obj: Any, *, delta: float = 0.0) -> dict[str, float]:
     """Epsilon per privacy unit of a released graph, a transform or a pipeline.
 
+    *Privacy*: reads the events, spends nothing. For a released ``Data`` the events are those
+    of the releases that ran on it, in order; for a transform or a pipeline, the cost of one
+    application.
+
     Args:
         obj: a ``Data`` returned by privatising transforms (its ``privacy_events``: what ran),
             a `PrivatizingTransform`, a ``T.Compose`` or a list of transforms (what one

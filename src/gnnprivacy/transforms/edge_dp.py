@@ -4,10 +4,10 @@ Both are sparse: neither builds an ``N x N`` matrix. The non-edges that enter th
 sampled directly: their number is drawn from its exact law and the pairs uniformly among the
 non-edges (by rejection from uniform pair indices).
 
-* :func:`edge_rand`: randomized response on every unordered pair; each pair is flipped
+* `edge_rand`: randomized response on every unordered pair; each pair is flipped
   with probability ``1/(1 + e^eps)`` (equivalently, replaced by a fair coin with probability
   ``s = 2/(e^eps + 1)``).
-* :func:`lap_graph`: Laplace(1/eps2) on every strictly lower-triangular adjacency entry,
+* `lap_graph`: Laplace(1/eps2) on every strictly lower-triangular adjacency entry,
   ``T = |E| + trunc(Laplace(1/eps1))`` with ``eps1 = 0.01 eps``, and the ``T`` largest noisy
   entries become the edges. Only the non-edges whose noise exceeds a threshold ``tau`` can be
   among the top ``T``; their number is ``Binomial(M0, P[Lap > tau])`` and their values
@@ -19,7 +19,7 @@ non-edges (by rejection from uniform pair indices).
 the node set is public. EdgeRand is ``eps``-edge-DP (one pure event); LapGraph is
 ``eps1 + eps2 = eps`` by sequential composition (two pure events). Each function composes its
 events into ``accountant`` when one is given and also returns the release only, so the event
-lists are available from :func:`edge_rand_events` / :func:`lap_graph_events`.
+lists are available from `edge_rand_events` / `lap_graph_events`.
 """
 
 from __future__ import annotations
@@ -159,7 +159,10 @@ def lap_graph(edge_index, num_nodes: int, *, epsilon: float, generator=None,
     """LapGraph: keep the ``T`` largest Laplace-noised adjacency entries (sparse, exact law).
 
     Args:
-        edge_index, num_nodes, generator, accountant: as :func:`edge_rand`.
+        edge_index: ``(2, E)`` (either or both directions; self-loops ignored).
+        num_nodes: ``n`` (public).
+        generator: ``numpy.random.Generator`` or int seed.
+        accountant: if given, the two EDGE events are composed into it.
         epsilon: ``eps > 0``; ``eps1 = count_share * eps`` for ``T``, the rest for the entries.
         count_share: share of the budget spent on the edge count (0.01 in LinkTeller).
     """

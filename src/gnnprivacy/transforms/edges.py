@@ -132,6 +132,18 @@ class EdgeRR(_EdgeTransform):
 
     Attributes:
         info_: what the last release did (guarantee, edge counts, MCMC acceptance).
+
+    Example:
+        >>> import torch
+        >>> import torch_geometric.transforms as T
+        >>> from torch_geometric.data import Data
+        >>> from gnnprivacy.transforms import EdgeRR, privacy_spent
+        >>> g = torch.Generator().manual_seed(0)
+        >>> data = Data(edge_index=torch.randint(0, 50, (2, 200), generator=g), num_nodes=50)
+        >>> edge_rr = EdgeRR(epsilon=2.0, mcmc_steps=500, generator=0)
+        >>> released = T.Compose([T.ToUndirected(), edge_rr])(data)
+        >>> privacy_spent(released), edge_rr.info_["guarantee"]
+        ({'edge': 2.0}, 'asymptotic')
     """
 
     _repr_fields = ("epsilon", "private_edge_frac", "mode")

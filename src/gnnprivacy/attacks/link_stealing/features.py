@@ -1,10 +1,10 @@
 """Pair features of the link-stealing attacks (He et al., USENIX Security 2021; spec 003 §3.1).
 
-* :func:`distances` -- the eight distances ``D8(u, w)`` (cosine, euclidean, correlation,
+* `distances` -- the eight distances ``D8(u, w)`` (cosine, euclidean, correlation,
   chebyshev, braycurtis, canberra, cityblock, sqeuclidean) with scipy's semantics, vectorised
   over pairs; any NaN or infinite result becomes 0 (as in the reference code).
-* :func:`entropy` -- ``H(p) = -sum_k (p_k + 1e-5) ln(p_k + 1e-5)``.
-* :func:`pair_ops` -- ``OPS(a, b) = [avg, hadamard, weighted-L1, weighted-L2]``.
+* `entropy` -- ``H(p) = -sum_k (p_k + 1e-5) ln(p_k + 1e-5)``.
+* `pair_ops` -- ``OPS(a, b) = [avg, hadamard, weighted-L1, weighted-L2]``.
 
 All functions take row-aligned arrays ``a[k], b[k]`` of the pair endpoints and return one
 row of features per pair (float64).

@@ -1,6 +1,6 @@
 """He et al.'s link-stealing attacks Attack-0 ... Attack-7 (USENIX Security 2021; spec 003 §3.2).
 
-The attacker sees, per graph, a :class:`NodeView`: the posteriors the target API releases
+The attacker sees, per graph, a `NodeView`: the posteriors the target API releases
 (``target``; defended outputs when a defence is deployed), the posteriors of a reference MLP
 trained on node attributes (``reference``) and the raw attributes (``attributes``).
 
@@ -108,14 +108,15 @@ def run_he_attack(attack: int, test_view: NodeView, test_pairs: PairSet, *,
                   shadow_pairs: PairSet | None = None, scaler_mode: str = "train_only",
                   metric: str = "correlation", known_labels: np.ndarray | None = None,
                   epochs: int = 50, seed: int = 0, known_view: NodeView | None = None) -> AttackOutcome:
-    """Run He et al.'s Attack-``attack`` and return its :class:`AttackOutcome`.
+    """Run He et al.'s Attack-``attack`` and return its `AttackOutcome`.
 
     Args:
         attack: 0 ... 7.
         test_view: the target graph as the attacker sees it (released posteriors).
         test_pairs: the test pairs (D4) in ``test_view``'s node ids.
         known_pairs: A* pairs in ``test_view``'s ids (attacks 3, 4, 6, 7).
-        shadow_view, shadow_pairs: the shadow graph and its pairs (attacks 1, 4, 5, 7).
+        shadow_view: the shadow graph (attacks 1, 4, 5, 7).
+        shadow_pairs: the shadow graph's labelled pairs (attacks 1, 4, 5, 7).
         scaler_mode: ``"train_only"`` or ``"separate"`` (reference code).
         metric: Attack-0's headline distance (one of ``DISTANCES``).
         known_labels: override of ``known_pairs.label`` for training (the n-hop-aware

@@ -33,7 +33,7 @@ def run_link_infiltrator(query, x, edge_index: np.ndarray, pairs: PairSet, *,
                          query_node: str = "w", grid=None, eta: float = ETA) -> AttackOutcome:
     """Score every pair; ``query(x, edge_index) -> logits`` runs the target model on a graph.
 
-    ``grid``: a :class:`~gnnprivacy.defenses.GRID` whose per-query mode defends every answer.
+    ``grid``: a `GRID` whose per-query mode defends every answer.
     """
     import torch
 

@@ -1,11 +1,11 @@
 """The attack classifier of He et al. and the K-means decision rule of the unsupervised attacks.
 
-* :class:`AttackMLP`: Dense(32, ReLU) -> Dropout(0.5) -> Dense(32, ReLU) -> Dropout(0.5) ->
+* `AttackMLP`: Dense(32, ReLU) -> Dropout(0.5) -> Dense(32, ReLU) -> Dropout(0.5) ->
   Dense(2), cross-entropy, Adam (lr 1e-3), 50 epochs, batch 128 (64 for Attack-6), features
   standardised (spec 003 §3.1). ``scaler_mode="train_only"`` (default) fits the scaler on the
   training pairs only; ``"separate"`` reproduces the reference code, which fits a second scaler
   on the test pairs (``fit_transform`` on test).
-* :func:`kmeans_decisions`: K-means with K = 2 on 1-D distances; the cluster with the lower
+* `kmeans_decisions`: K-means with K = 2 on 1-D distances; the cluster with the lower
   mean distance is "linked".
 """
 
@@ -29,7 +29,9 @@ class AttackMLP:
     """He et al.'s 32-32 attack MLP on standardised pair features (estimator style).
 
     Args:
-        epochs, batch_size, lr: training schedule (50, 128, 1e-3 in the paper's code).
+        epochs: training epochs (50 in the paper's code).
+        batch_size: minibatch size (128).
+        lr: Adam learning rate (1e-3).
         scaler_mode: ``"train_only"`` (sound default) or ``"separate"`` (reference code).
         seed: seeds initialisation, dropout and shuffling (the global RNG is untouched).
     """

@@ -8,7 +8,7 @@ tested on D4 (20% of D1's edges plus as many non-edges). Everything the attacker
 target API -- D4 *and* the A* training pairs -- is the defended output (spec §9 A14); shadow and
 reference posteriors are the attacker's own and clean.
 
-Defences: ``none``; ``grid`` (:class:`~gnnprivacy.defenses.GRID`, post-hoc, the model is
+Defences: ``none``; ``grid`` (`GRID`, post-hoc, the model is
 unchanged); ``l2`` (retrain with an L2 penalty ``lambda * sum |W|^2``, i.e. Adam weight decay
 ``2 * lambda``); ``dropout`` (retrain with dropout ``p``); ``gap`` (GAP, node-level DP, replaces the target model;
 ``defense_param`` = epsilon); ``memguard`` (link-adapted MemGuard on all D1 nodes, defender
@@ -56,7 +56,7 @@ REFERENCE_HPARAMS = {"hidden_channels": 16, "dropout": 0.5, "lr": 0.01, "weight_
 #: perturbations are compared at one distortion budget
 DEFENSE_PARAM_DEFAULTS = {"l2": 0.03, "dropout": 0.45, "gap": 4.0, "memguard": 0.4, "minmax": 1.5}
 #: the range of each counterpart's ``defense_param`` (``check_real`` bounds), checked once in
-#: :class:`LinkStealingSettings`
+#: `LinkStealingSettings`
 _DEFENSE_PARAM_BOUNDS = {"l2": {"low": 0.0}, "dropout": {"low": 0.0, "high": 1.0, "high_open": True},
                          "gap": {"low": 0.0, "low_open": True}, "memguard": {"low": 0.0},
                          "minmax": {"low": 0.0}}
@@ -122,7 +122,7 @@ class LinkStealingSettings:
                 "--theta and --n-hop)", self.defense_param)
 
 
-#: rows whose mean L1 norm exceeds this are not L1-normalised (see :func:`row_normalize_features`)
+#: rows whose mean L1 norm exceeds this are not L1-normalised (see `row_normalize_features`)
 ROW_NORMALIZE_MAX_MEAN_L1 = 50.0
 
 

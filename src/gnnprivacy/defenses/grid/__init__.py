@@ -1,4 +1,4 @@
-"""GRID, the link-disguise output defence of spec 003 (see :mod:`.grid`)."""
+"""GRID, the link-disguise output defence of spec 003 (see `grid`)."""
 
 from gnnprivacy.defenses.grid.grid import (GRID, GRIDResult, GridInvariantError, check_posteriors,
                                            check_release)

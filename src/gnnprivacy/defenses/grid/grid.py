@@ -11,7 +11,7 @@ n-hop (indirect) neighbours, while keeping every node's prediction:
 3. for each core node, OPT-GRID (Eq. 8) by Algorithm 2, all core nodes solved at once.
 
 Guarantees checked on every run (``mode="robust"``, the default; a violation raises
-:class:`GridInvariantError`): every released vector is a probability vector; its top-1 equals
+`GridInvariantError`): every released vector is a probability vector; its top-1 equals
 the clean top-1 (so model accuracy is unchanged exactly); ``|r_i - v_i|_1 <= theta``; non-core
 rows are bit-identical to the (float64, row-renormalised) clean rows; the core set covers every
 edge with ``sim >= delta``. ``mode="paper"`` runs the paper's literal ConstraintCheck, whose
@@ -107,7 +107,7 @@ def check_release(v, r, core, theta, *, top=None, covered_edges=None, tol=SUM_TO
 
 @dataclass
 class GRIDResult:
-    """What :meth:`GRID.fit` returns.
+    """What `GRID.fit` returns.
 
     Attributes:
         released: ``(N, A)`` float64 released vectors ``R = V + S``.
@@ -117,7 +117,7 @@ class GRIDResult:
         seconds: wall-clock time of ``fit``.
         diagnostics: per-core-node arrays (``iterations``, ``backtracks``, ``c_min``,
             ``D_before``, ``D_after``, ``l1``, ``num_P``, ``num_Q``) and run facts.
-        violations: :func:`check_release` counts (all 0 in robust mode).
+        violations: `check_release` counts (all 0 in robust mode).
     """
 
     released: np.ndarray
@@ -166,7 +166,9 @@ class GRID(EstimatorParams):
         theta: L1 distortion budget per node, in (0, 2].
         n_hop: the hop ``n`` (>= 2) whose similarity level linked pairs are pulled to.
         max_iter: Algorithm 2's ``K`` (20).
-        lr, dual_lr, tol: Algorithm 2's ``alpha``, ``beta`` and stopping tolerance.
+        lr: Algorithm 2's primal step ``alpha``.
+        dual_lr: Algorithm 2's dual step ``beta``.
+        tol: Algorithm 2's stopping tolerance.
         delta_pairs: at most this many n-hop pairs estimate delta (1,000).
         similarity: ``"corr+cos"`` (paper), ``"cos"`` or ``"corr"``.
         objective: ``"paper"`` (Eq. 8, signed sums), ``"mean"`` or ``"gap_sq"``.
@@ -181,6 +183,15 @@ class GRID(EstimatorParams):
         chunk_size: core nodes whose n-hop sets are built at once (memory bound).
 
     *Privacy*: empirical defence only; no DP guarantee and no privacy event (see module doc).
+
+    Example:
+        >>> import torch
+        >>> from gnnprivacy.defenses import GRID
+        >>> edge_index = torch.tensor([[0, 1, 1, 2, 2, 3], [1, 0, 2, 1, 3, 2]])   # a path 0-1-2-3
+        >>> probs = torch.softmax(torch.randn(4, 3, generator=torch.Generator().manual_seed(0)), 1)
+        >>> result = GRID(theta=0.4, n_hop=2).fit(edge_index, probs)
+        >>> bool((result.released.argmax(1) == probs.numpy().argmax(1)).all())   # predictions kept
+        True
     """
 
     def __init__(self, *, theta: float = 0.4, n_hop: int = 3, max_iter: int = 20,

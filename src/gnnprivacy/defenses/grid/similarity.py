@@ -12,7 +12,7 @@ is guarded with 1e-12.
 Because cos and corr are linear in the *unit* vectors of their second argument, a sum of
 similarities over many neighbours is a linear function of two aggregated vectors:
 ``sum_k sim(x, v_k) = x.a/|x| + x~.b/|x~|`` with ``a = sum_k v_k/|v_k|`` and
-``b = sum_k v~_k/|v~_k|``. :func:`aggregate_terms` and :func:`linear_similarity` use this to
+``b = sum_k v~_k/|v~_k|``. `aggregate_terms` and `linear_similarity` use this to
 evaluate GRID's objective for all core nodes at once in O(|N_c| A) per iteration.
 """
 
@@ -72,7 +72,7 @@ def linear_similarity(x: np.ndarray, a: np.ndarray, b: np.ndarray, kind: str = "
 
 def linear_similarity_grad(x: np.ndarray, a: np.ndarray, b: np.ndarray,
                            kind: str = "corr+cos") -> np.ndarray:
-    """Gradient in ``x`` of :func:`linear_similarity`."""
+    """Gradient in ``x`` of `linear_similarity`."""
     wc, wr = _weights(kind)
     norm = np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), _EPS)
     xu = x / norm

@@ -11,9 +11,9 @@ Algorithm 2 is a projected gradient method with dual updates:
 then ``lambda, nu`` (projected on >= 0) and ``mu`` take steps of size ``beta`` on the constraint
 residuals of ``s'``; a row stops when ``|s' - s|_2 < tol`` or after ``K`` iterations.
 
-:func:`solve_batch` runs every row at once. Since each sum of similarities is linear in
-aggregated unit vectors (see :mod:`~gnnprivacy.defenses.grid.similarity`), one iteration costs
-O(m A) whatever the sizes of ``P`` and ``Q``. :func:`solve_single` is the literal per-node
+`solve_batch` runs every row at once. Since each sum of similarities is linear in
+aggregated unit vectors (see `similarity`), one iteration costs
+O(m A) whatever the sizes of ``P`` and ``Q``. `solve_single` is the literal per-node
 reference (explicit loops over ``P`` and ``Q``); the two agree to 1e-10 (tested).
 """
 

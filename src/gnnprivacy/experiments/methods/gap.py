@@ -1,7 +1,7 @@
 """``gap``: GAP node-level DP GNN (aggregation perturbation), bounded-graph or the paper's
 accounting.
 
-See :mod:`gnnprivacy.nn.gap`. Privacy: unit node, add/remove among graphs of in/out-degree at
+See `gnnprivacy.nn.gap`. Privacy: unit node, add/remove among graphs of in/out-degree at
 most ``D``; one PLD accountant over the encoder's and classifier's executed DP-SGD steps and
 the aggregation hops. ``accounting="bounded-graph"`` (default) uses the corrected aggregation
 sensitivity ``2(D+1)`` (Xiang et al. 2024, §5.3); ``"paper"`` GAP's ``√D``.

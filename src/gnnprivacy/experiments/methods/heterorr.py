@@ -6,7 +6,7 @@
   ``feat-pm-sub`` (``eps_f / d`` per coordinate) and ``feat-multibit`` (LPGNN's encoder);
 * edge baselines ``edge-privhrg``, ``edge-rand``, ``edge-lapgraph`` (all edges protected).
 
-Each method releases a privatised copy of the graph (:func:`gnnprivacy.ldp.heterorr.pipeline.release`,
+Each method releases a privatised copy of the graph (`gnnprivacy.ldp.heterorr.pipeline.release`,
 a random public/private edge split with ``--private-edge-frac``) and trains a 2-layer GCN on it
 (post-processing, no further cost); the test nodes' features are perturbed too (transductive).
 

@@ -7,7 +7,7 @@ Reconstruction Approach", SDM 2024 (spec 004). LPGNN: Sajadmanesh and Gatica-Per
 
 Pipeline of every method: public preprocessing of the features (OR-grouping with the paper's
 group size, or the German credit binarisation), the users' randomizers
-(:func:`gnnprivacy.ldp.reports.collect_reports`: GRR-FS or multi-bit features with ``m``
+(`gnnprivacy.ldp.reports.collect_reports`: GRR-FS or multi-bit features with ``m``
 sampled and ``eps_x`` each, GRR labels on train ∪ val), then the server-side algorithm. True
 labels are used only to score the reported model: ``test_*`` and ``val_accuracy`` are
 evaluation metrics; ``val_noisy_accuracy`` (against the reconstructed validation labels) is
@@ -118,7 +118,7 @@ class RGNNParams(LDPParams):
         self.rgnn_config()  # validates the remaining fields
 
     def rgnn_config(self):
-        """The :class:`~gnnprivacy.ldp.rgnn.RGNNConfig` these parameters describe."""
+        """The `RGNNConfig` these parameters describe."""
         from gnnprivacy.ldp.rgnn import RGNNConfig
 
         names = {f.name for f in dataclasses.fields(RGNNConfig)}
@@ -268,7 +268,7 @@ def _fit_rgnn_like(ctx: RunContext, config, grid: dict | None, name: str) -> Met
                  description="RGNN (Bhaila et al. SDM 2024): local DP on features (GRR-FS) and "
                              "labels (GRR), reconstruction over K hops, LLP regulariser")
 def fit_rgnn(ctx: RunContext) -> MethodResult:
-    """RGNN end to end (Algorithm 3); see :mod:`gnnprivacy.ldp.rgnn`."""
+    """RGNN end to end (Algorithm 3); see `gnnprivacy.ldp.rgnn`."""
     p: RGNNParams = ctx.params
     return _fit_rgnn_like(ctx, p.rgnn_config(), SELECTION_GRID if p.select_hparams else None,
                           "rgnn")
@@ -292,7 +292,7 @@ def fit_ldp_naive(ctx: RunContext) -> MethodResult:
                  description="LPGNN (Sajadmanesh & Gatica-Perez CCS 2021): multi-bit features, "
                              "KProp, label denoising with forward correction")
 def fit_lpgnn(ctx: RunContext) -> MethodResult:
-    """LPGNN baseline; see :mod:`gnnprivacy.ldp.lpgnn`."""
+    """LPGNN baseline; see `gnnprivacy.ldp.lpgnn`."""
     from gnnprivacy.ldp.lpgnn import LPGNN, LPGNNConfig
 
     p: LPGNNParams = ctx.params

@@ -1,6 +1,6 @@
 """Node-level DP methods: ``heterpoisson`` (spec 000), ``dpgnn`` (spec 002), ``dpmlp``.
 
-Each method fits the matching trainer of :mod:`gnnprivacy.training.node_dp` in the
+Each method fits the matching trainer of `gnnprivacy.training.node_dp` in the
 transductive or (``split=inductive``) inductive setting and reports epsilon from the
 accountant over the executed steps.
 

@@ -1,7 +1,7 @@
 """Non-private baselines ``gcn``, ``sage``, ``gin``, ``gat`` and ``mlp`` (one shared params class).
 
-Each method trains :class:`~gnnprivacy.training.FullBatchTrainer` (``batch_size`` unset) or
-:class:`~gnnprivacy.training.MiniBatchTrainer` (neighbour sampling with ``fanout``) with the
+Each method trains `FullBatchTrainer` (``batch_size`` unset) or
+`MiniBatchTrainer` (neighbour sampling with ``fanout``) with the
 named encoder, and evaluates on the full graph (transductive and inductive settings alike).
 
 Privacy: none. epsilon = infinity, no delta; the ledger is the default single
@@ -117,7 +117,7 @@ def _register(name: str, description: str) -> None:
         return _run(name, ctx)
 
     fn.__name__ = fn.__qualname__ = f"fit_{name}"
-    fn.__doc__ = f"Non-private {description} (see :mod:`{__name__}`)."
+    fn.__doc__ = f"Non-private {description} (see `{__name__}`)."
     register_method(name, params=NonPrivateParams, private=False,
                     description=f"non-private {description}")(fn)
 

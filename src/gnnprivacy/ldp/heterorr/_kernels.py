@@ -265,7 +265,7 @@ def cluster_code(left, right, root, n):
 def mcmc_record(left, right, parent, n, nonroot, ntot, npub, npri, epub, epri,
                 pub_ptr, pub_idx, pri_ptr, pri_idx, uniforms, kinds, temperature, sound,
                 lpub, lpri, stack, thin):
-    """Run ``len(uniforms)`` moves and record :func:`cluster_code` every ``thin`` moves."""
+    """Run ``len(uniforms)`` moves and record `cluster_code` every ``thin`` moves."""
     samples = uniforms.shape[0] // thin
     codes = np.empty(samples, np.int64)
     for s in range(samples):

@@ -1,9 +1,9 @@
 """Exact-enumeration audit of EdgeRR's exponential-mechanism step on tiny graphs (spec 001 §7.10).
 
 On ``n <= 6`` nodes every dendrogram can be listed (``(2n-3)!!``: 15 for n = 4, 105 for n = 5).
-:func:`target_law` computes ``pi(D) ~ exp(L_pub(D) + T L_pri(D))`` exactly, :func:`em_audit`
+`target_law` computes ``pi(D) ~ exp(L_pub(D) + T L_pri(D))`` exactly, `em_audit`
 the largest ``|log pi_G(D) / pi_G'(D)|`` over every dendrogram and every pair ``G, G'`` that
-differ in one private edge, to be compared with ``eps_e1``; :func:`chain_frequencies` the
+differ in one private edge, to be compared with ``eps_e1``; `chain_frequencies` the
 empirical state law of the compiled chain (for the stationarity check).
 
 Sound mode (``c_em = 2``, fixed ``V-bar = V``) must give at most ``eps_e1``; the paper's
@@ -128,7 +128,7 @@ def chain_frequencies(D: Dendrogram, *, temperature: float, samples: int, thin: 
                       ) -> dict[str, float]:
     """Empirical state law of the compiled chain: ``samples`` states ``thin`` moves apart.
 
-    Keyed like :func:`target_law` (by :meth:`Dendrogram.canonical`); ``n <= 5`` leaves.
+    Keyed like `target_law` (by `Dendrogram.canonical`); ``n <= 5`` leaves.
     """
     n = check_int("n", D.n, low=3, high=5)
     fit_mcmc(D, temperature=temperature, steps=burn_in, rng=rng, mode=mode)

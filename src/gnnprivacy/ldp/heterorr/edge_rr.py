@@ -9,7 +9,7 @@ the noisy probabilities and return their union with the untouched public edges.
 the private-node set are fixed and public): ``eps_e = eps_e1 + eps_e2`` by sequential
 composition; the MCMC term holds at stationarity only (``guarantee="asymptotic"``; in
 ``mode="paper"`` it is ``"unsupported"``, spec E10, E11, E16). Two events are emitted, one per
-noisy step, into the accountant the caller passes. :func:`priv_hrg` is EdgeRR with every edge
+noisy step, into the accountant the caller passes. `priv_hrg` is EdgeRR with every edge
 private and ``V-bar = V`` (the privHRG baseline, spec §5.3).
 """
 
@@ -132,7 +132,7 @@ def sample_private_edges(D: Dendrogram, probs: np.ndarray, rng: np.random.Genera
 
 @dataclass
 class EdgeRRResult:
-    """What :func:`edge_rr` returns: the released edges and what the accountant needs."""
+    """What `edge_rr` returns: the released edges and what the accountant needs."""
 
     edge_index: torch.Tensor
     events: list
@@ -168,14 +168,16 @@ def edge_rr(pub_edges: np.ndarray, pri_edges: np.ndarray, num_nodes: int, *, eps
     """Release ``E_pub u E~_pri`` with ``epsilon``-edge-DP for the private edges.
 
     Args:
-        pub_edges, pri_edges: disjoint undirected pairs ``(2, E)``, ``u < v``.
+        pub_edges: public undirected pairs ``(2, E)``, ``u < v``.
+        pri_edges: private undirected pairs ``(2, E)``, ``u < v``, disjoint from the public ones.
         num_nodes: ``n`` (all nodes are leaves of the dendrogram).
         epsilon: ``eps_e > 0``; ``eps_e1 = split * eps_e`` (MCMC), ``eps_e2`` the rest (Laplace).
         generator: a ``numpy.random.Generator``.
         split: ``eps_e1 / eps_e`` in ``(0, 1)``.
         mode: ``"sound"`` (joint acceptance, ``c_em = 2``, ``V-bar = V``) or ``"paper"``
             (alternating chain, ``c_em = 1``, ``V-bar`` = nodes with a private edge).
-        c_em, private_node_set: override the mode's defaults.
+        c_em: the exponential mechanism's constant (overrides the mode's default).
+        private_node_set: ``"all"``, ``"declared"`` or ``"observed"`` (overrides the mode's default).
         private_nodes: boolean mask for ``private_node_set="declared"``.
         steps: MCMC moves (default ``ceil(50 n / 65536) * 65536``).
         accountant: if given, the two events are composed into it (unit ``EDGE``).

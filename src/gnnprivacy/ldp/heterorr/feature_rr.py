@@ -123,7 +123,7 @@ class FeatureRR(Mechanism):
     """Heterogeneous k-level randomized response on a feature matrix (spec 001 §3.2).
 
     *Privacy*: ``epsilon``-LDP per node's feature vector for a fixed ``theta`` (see the module
-    docstring); unit ``FEATURE``, relation ``REPLACE``; :attr:`event` is one pure
+    docstring); unit ``FEATURE``, relation ``REPLACE``; `event` is one pure
     ``epsilon`` event per call.
 
     Args:

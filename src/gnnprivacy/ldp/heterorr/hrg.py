@@ -17,7 +17,7 @@ The chain proposes Clauset's symmetric move and accepts
   (spec E16).
 
 Likelihood updates are O(1) count updates plus one cross-edge count over the smaller subtree
-(stamping), compiled by numba when available (:mod:`._kernels`).
+(stamping), compiled by numba when available (`_kernels`).
 
 *Privacy*: exact sampling from ``pi`` is ``eps_e1``-edge-DP for a fixed private-node set and
 fixed public edges (sound mode); a finite chain is only approximately ``pi``, so the event is

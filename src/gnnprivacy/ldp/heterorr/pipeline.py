@@ -1,6 +1,6 @@
 """HeteroRR end to end and its baselines in one harness (spec 001 §3.7, §5.3).
 
-:func:`release` replaces a graph's features and/or edges by a DP-protected copy with one of
+`release` replaces a graph's features and/or edges by a DP-protected copy with one of
 
 * features: ``featurerr`` (FeatureRR, the budget split by scores, released minus the public
   constant ``(k+1)/(2k)``: free post-processing that keeps an all-positive input from stalling
@@ -13,7 +13,7 @@
 Every noisy step composes its event into one of two accountants: unit ``FEATURE`` (relation
 ``REPLACE``, local DP) and unit ``EDGE`` (relation ``ADD_OR_REMOVE``), one per unit (spec §4.6);
 a method releasing both states their sum under the joint relation
-(:mod:`gnnprivacy.experiments.methods.heterorr`). Training on the released graph is
+(`gnnprivacy.experiments.methods.heterorr`). Training on the released graph is
 post-processing.
 
 Scores for FeatureRR (no masked inputs exist for these datasets, so ``beta = 1/d`` and

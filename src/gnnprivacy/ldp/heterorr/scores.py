@@ -7,7 +7,7 @@
   ``theta / sum(theta)`` (mandatory, spec E5).
 
 Importance here comes from **gradient x input** attribution of a small model trained on a
-declared *public* reference set (:func:`gradient_importance`). Captum's ``InputXGradient`` is
+declared *public* reference set (`gradient_importance`). Captum's ``InputXGradient`` is
 the same quantity; a few lines of autograd avoid a dependency. The sound default computes it on
 public nodes only (spec E7): the allocation then does not depend on the private inputs.
 
@@ -96,7 +96,7 @@ def gradient_importance(x: torch.Tensor, y: torch.Tensor, *, num_classes: int,
 
     ``x`` and ``y`` must be *public* reference data (spec E7). The model is multinomial
     logistic regression; each row's attribution is ``x * d logit_{y} / d x`` for its true
-    class, and :func:`importance_scores` averages the normalised magnitudes.
+    class, and `importance_scores` averages the normalised magnitudes.
     """
     check_int("epochs", epochs, low=1)
     if x.dim() != 2 or x.size(0) == 0 or y.shape != (x.size(0),):

@@ -1,8 +1,8 @@
 """DP-SGD engine: batched per-subgraph gradient norms, clipping, Gaussian noise, DP-Adam.
 
 The engine is shared by the node-level DP trainers (HeterPoisson, DP-GNN, DP-MLP). See
-:mod:`.engine` for the step and its *Privacy* paragraph, :mod:`.rules` for the ghost-norm
-math, :mod:`.clipping` for clip groups.
+`engine` for the step and its *Privacy* paragraph, `rules` for the ghost-norm
+math, `clipping` for clip groups.
 """
 
 from gnnprivacy.training.dp.capture import ActivationCapture, check_model

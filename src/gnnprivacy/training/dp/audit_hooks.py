@@ -1,13 +1,13 @@
 """Canaries for the white-box code audit (``gp.audit(..., mode="code")``).
 
-While a :class:`CodeAuditSession` is active, every :class:`~.engine.DPEngine` created gets
-an :class:`EngineCanaries` hook. At each executed step the hook adds, beside the model's
+While a `CodeAuditSession` is active, every `DPEngine` created gets
+an `EngineCanaries` hook. At each executed step the hook adds, beside the model's
 parameters, one extra block of coordinates to the clipped sums:
 
 * ``num_canaries`` canary units, each sampled at the step's rate (read from the engine's
   step event) and then contributing ``multiplicity`` subgraph gradients (the most subgraphs
   one unit reaches), each a Dirac of norm ``canary_scale x C`` on the canary's own
-  coordinate, clipped by the engine's own :func:`~.clipping.clip_factors` to the engine's
+  coordinate, clipped by the engine's own `clip_factors` to the engine's
   clip norm;
 * ``num_noise`` coordinates no canary touches.
 
@@ -15,7 +15,7 @@ The engine then draws its noise over the model's sums *and* this block in one ca
 hook reads the block back (and removes it) before the update, so training is unchanged
 except for the randomness consumed. What the hook records per step, the noisy block and the
 realised number of subgraphs, is what the code released: the auditor estimates the executed
-noise, clip and sampling rate from it (:mod:`gnnprivacy.auditing.code`).
+noise, clip and sampling rate from it (`gnnprivacy.auditing.code`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ so autograd's backward computes only the gradients with respect to the layer *ou
 ``δ`` (and the input gradients needed to reach lower layers), never the weight gradients
 themselves; the engine forms the clipped weight gradients from ``(a, δ)`` instead. This is
 why a DP step costs about as much as a non-private one: the weight-gradient matrix product
-is done exactly once, already scaled by the clip factors (see :mod:`.rules`).
+is done exactly once, already scaled by the clip factors (see `.rules`).
 """
 
 from __future__ import annotations
@@ -54,9 +54,9 @@ class ActivationCapture:
     """Forward hooks recording ``(input, output)`` of every trainable supported module.
 
     Args:
-        model: the model; validated with :func:`check_model`.
+        model: the model; validated with `check_model`.
 
-    Use :meth:`recording` around the forward pass, then :meth:`backprops` to get the
+    Use `recording` around the forward pass, then `backprops` to get the
     output gradients ``δ`` from the summed per-subgraph losses.
     """
 

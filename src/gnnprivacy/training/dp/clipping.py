@@ -103,9 +103,9 @@ def clip_and_sum(capture: ActivationCapture, losses: Tensor, groups: Sequence[Cl
     """Clipped gradient sum from a recorded forward pass (ONE backward).
 
     Args:
-        capture: the capture whose :meth:`~ActivationCapture.recording` saw the forward.
+        capture: the capture whose `recording` saw the forward.
         losses: per-subgraph losses ``(B,)``.
-        groups: clip groups from :func:`resolve_groups`.
+        groups: clip groups from `resolve_groups`.
         row_mask: optional ``(B, R)`` mask of real rows of padded subgraphs.
     """
     num = losses.shape[0]
@@ -141,15 +141,15 @@ def clipped_gradient_sum(model: nn.Module, closure: Callable[[], Tensor], *,
 
     Args:
         model: a model whose trainable modules all have a rule (``nn.Linear``,
-            :class:`~gnnprivacy.nn.star.SelfScale`, or registered ones) and take the
+            `SelfScale`, or registered ones) and take the
             subgraph index as the leading dimension of their input.
         closure: runs the forward pass and returns the per-subgraph losses ``(B,)``
             (unreduced; term ``i`` depends only on subgraph ``i``).
-        clip_norm: global bound ``C``, or a sequence of :class:`ClipGroup`.
+        clip_norm: global bound ``C``, or a sequence of `ClipGroup`.
         row_mask: optional ``(B, R)`` mask of real rows of padded subgraphs.
 
     Returns:
-        :class:`ClippedGradients` (no noise added).
+        `ClippedGradients` (no noise added).
 
     Raises:
         UnsupportedModuleError: the model has a trainable module without a rule.

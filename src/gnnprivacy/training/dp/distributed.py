@@ -6,9 +6,9 @@ Every rank holds the whole (public-size) graph and the same model. Per step:
    seed on every rank; in secure mode rank 0's OS-seeded state is broadcast once), and keeps
    its shard ``batch[rank::world_size]``;
 2. each rank computes the clipped per-node gradient sum of its shard with the single-process
-   engine's ghost clipping (:func:`~gnnprivacy.training.dp.clipping.clip_and_sum`);
+   engine's ghost clipping (`clip_and_sum`);
 3. rank ``noise_rank`` (0) adds ONE draw of ``N(0, σ² I)`` to its local sum, from the same
-   noise generator and in the same order as :class:`~gnnprivacy.training.dp.DPEngine`;
+   noise generator and in the same order as `DPEngine`;
 4. one ``all_reduce(SUM)`` over a flat buffer gives every rank ``Σ_i clip(g_i) + N(0, σ² I)``,
    exactly the single-process noisy sum up to floating-point summation order;
 5. every rank takes the identical optimizer step; the accountant composes one event per step
@@ -97,15 +97,15 @@ def broadcast_parameters(model: torch.nn.Module, src: int = 0) -> None:
 
 
 class DistributedDPEngine(DPEngine):
-    """:class:`DPEngine` whose noisy sum is all-reduced across the ranks of a process group.
+    """`DPEngine` whose noisy sum is all-reduced across the ranks of a process group.
 
-    Takes the arguments of :class:`DPEngine` plus ``noise_rank`` (the one rank that draws the
+    Takes the arguments of `DPEngine` plus ``noise_rank`` (the one rank that draws the
     noise; 0). Only that rank needs ``generator``/``secure_mode`` noise; the others pass the
     same arguments and never draw. Without an initialised process group it is exactly
-    :class:`DPEngine`. The closure passed to :meth:`step` must return the losses of this
-    rank's shard only (see :func:`shard`).
+    `DPEngine`. The closure passed to `step` must return the losses of this
+    rank's shard only (see `shard`).
 
-    Privacy: as :class:`DPEngine`; one noise draw of std ``σ`` per step on the global sum.
+    Privacy: as `DPEngine`; one noise draw of std ``σ`` per step on the global sum.
     """
 
     def __init__(self, *args: Any, noise_rank: int = 0, **kwargs: Any):
@@ -150,11 +150,11 @@ class DistributedDPEngine(DPEngine):
 
 
 class DistributedDPMLPTrainer(DPMLPTrainer):
-    """:class:`~gnnprivacy.training.node_dp.DPMLPTrainer`, data-parallel over the ranks.
+    """`DPMLPTrainer`, data-parallel over the ranks.
 
     Same arguments, same result as the single-process trainer with the same ``generator``
     (see the module docstring). Run it on every rank of an initialised process group
-    (``torchrun``, or :func:`spawn_local` on one machine); without a group it runs alone.
+    (``torchrun``, or `spawn_local` on one machine); without a group it runs alone.
     Only rank 0 writes checkpoints.
 
     Privacy: as ``DPMLPTrainer`` (node unit, add/remove, one Poisson-subsampled Gaussian
@@ -248,11 +248,11 @@ class _ShardedSampler:
 
 
 class DistributedHeterPoissonTrainer(HeterPoissonTrainer):
-    """:class:`~gnnprivacy.training.node_dp.HeterPoissonTrainer`, data-parallel over the ranks.
+    """`HeterPoissonTrainer`, data-parallel over the ranks.
 
     Every rank draws the same global HeterPoisson batch (same sampling seed) and trains on its
     contiguous block of star sub-graphs; the trainer's own engine is wrapped in a
-    :class:`DistributedDPEngine` (one noise draw on rank 0, one ``all_reduce``), so a run
+    `DistributedDPEngine` (one noise draw on rank 0, one ``all_reduce``), so a run
     equals the single-process run with the same ``generator``. Only rank 0 writes checkpoints.
 
     Privacy: as ``HeterPoissonTrainer`` (one HeterPoisson mixture event per executed step).

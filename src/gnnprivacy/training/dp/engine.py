@@ -64,7 +64,7 @@ def check_sampling(sampling: str | None, event: Any) -> str | None:
 
     ``"poisson"`` (each unit independently, ``PoissonSampledDpEvent``, or an unsampled
     event at rate 1), ``"heterpoisson"``
-    (:class:`~gnnprivacy.sampling.HeterPoissonSampler`, ``HeterPoissonDpEvent``),
+    (`HeterPoissonSampler`, ``HeterPoissonDpEvent``),
     ``"degree_bounded"`` (DP-GNN's node batches over bounded subgraphs, ``DpGnnDpEvent``),
     ``"full"`` (every unit in every step, an event without sampling).
 
@@ -133,7 +133,7 @@ class DPEngine:
             dimension of its input.
         optimizer: a ``torch.optim`` optimizer over the model's parameters (SGD → DP-SGD,
             Adam → DP-Adam).
-        clip_norm: per-subgraph bound ``C`` or a sequence of :class:`ClipGroup`.
+        clip_norm: per-subgraph bound ``C`` or a sequence of `ClipGroup`.
         noise_multiplier: ``σ / C_eff`` (keyword-only; ``0`` only for a labelled
             non-private run).
         expected_batch_size: ``B_exp`` dividing the noisy sum.
@@ -141,19 +141,19 @@ class DPEngine:
             Seeded noise is for reproducible research only: whoever knows the seed can
             regenerate every draw and subtract it. Use ``secure_mode`` for a release.
         secure_mode: draw the noise from the OS CSPRNG (via
-            :func:`gnnprivacy.mechanisms.gaussian.gaussian_mechanism`); ``generator`` must
+            `gnnprivacy.mechanisms.gaussian.gaussian_mechanism`); ``generator`` must
             then be ``None``.
         accountant: object with ``compose(event)``; receives ``step_event`` after every step.
         step_event: the privacy event of ONE step (e.g. a dp_accounting ``DpEvent``).
         on_step: optional callback ``on_step(StepInfo)`` after every executed step.
         update_clamp: optional bound applied coordinatewise to ``g̃ / B_exp`` (post-processing;
             spec 000's reference code clamps; off by default).
-        sampling: how the batches are drawn (:data:`SAMPLINGS`); required with
-            ``accountant``, and checked against ``step_event`` (:func:`check_sampling`).
+        sampling: how the batches are drawn (`SAMPLINGS`); required with
+            ``accountant``, and checked against ``step_event`` (`check_sampling`).
         layout: ``"subgraph"`` (the closure's trainable layers take the subgraph index as
-            leading dimension: :meth:`step`) or ``"rows"`` (PyG batches of stacked rows,
-            driven by :class:`~gnnprivacy.training.private.PrivateTraining` through
-            :meth:`release`).
+            leading dimension: `step`) or ``"rows"`` (PyG batches of stacked rows,
+            driven by `PrivateTraining` through
+            `release`).
         update: what applies the noisy gradient (default ``optimizer.step``).
 
     Raises:
@@ -248,8 +248,8 @@ class DPEngine:
 
     def release(self, clipped_sums: dict[str, Tensor], num_subgraphs: int) -> StepInfo:
         """Noise, update and account for clipped sums computed elsewhere (the user-loop path
-        of :class:`~gnnprivacy.training.private.PrivateTraining`): the same noise, update
-        and ledger entry as :meth:`step`."""
+        of `PrivateTraining`): the same noise, update
+        and ledger entry as `step`."""
         return self.apply(self._noised(clipped_sums, num_subgraphs), num_subgraphs)
 
     def apply(self, noisy: dict[str, Tensor], num: int) -> StepInfo:

@@ -1,7 +1,7 @@
 """Record a user's own forward and backward on a batch of disjoint subgraphs.
 
 The user's loop is plain PyTorch (``out = model(batch.x, batch.edge_index)``,
-``loss.backward()``, ``optimizer.step()``). :class:`FlatCapture` hooks the model so that
+``loss.backward()``, ``optimizer.step()``). `FlatCapture` hooks the model so that
 
 * during a forward pass with gradients enabled, the trainable parameters are frozen
   (``requires_grad=False``): autograd then computes only the gradients with respect to layer
@@ -12,7 +12,7 @@ The user's loop is plain PyTorch (``out = model(batch.x, batch.edge_index)``,
   user's ``loss.backward()``;
 * the root call's arguments are kept, so the engine can check that the forward used the
   batch it handed out, that no edge joins two subgraphs, and, once, that the model does not
-  mix subgraphs (:meth:`FlatCapture.probe_independence`).
+  mix subgraphs (`FlatCapture.probe_independence`).
 
 Modules that mix the rows of a batch (batch normalisation, attention across rows, graph-level
 norms without a ``batch`` vector) are refused with a message naming the module and what to
@@ -137,7 +137,7 @@ class FlatCapture:
 
     Args:
         model: any ``nn.Module``; modules with trainable parameters of their own get a
-            registered rule (:mod:`.flat_rules`) or the exact fallback.
+            registered rule (`.flat_rules`) or the exact fallback.
 
     Raises:
         UnsupportedModuleError: a module mixes subgraphs, ties a parameter to another
@@ -342,7 +342,7 @@ class FlatCapture:
     # ------------------------------------------------------------------ gradients
     def contributions(self, layout: BatchLayout, *, scale: float = 1.0
                       ) -> dict[nn.Parameter, Contribution]:
-        """Per-parameter :class:`Contribution` from the recorded calls.
+        """Per-parameter `Contribution` from the recorded calls.
 
         Args:
             layout: the batch.

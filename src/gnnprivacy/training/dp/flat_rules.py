@@ -4,20 +4,20 @@ the subgraph of row ``r``.
 Each rule receives, for one module, every call of it in a forward pass (its inputs, the
 gradient ``δ`` of the summed per-subgraph losses with respect to its output, and the subgraph
 of each output row) and returns, for each of the module's *own* trainable parameters, a
-:class:`Contribution`: the squared norm of every subgraph's gradient and a function giving
+`Contribution`: the squared norm of every subgraph's gradient and a function giving
 the clip-weighted sum ``Σ_i c_i g_i``.
 
 Rules (a subgraph's gradient is the sum over its rows):
 
 * ``nn.Linear`` and PyG ``Linear``: ``g_i(W) = Σ_{r∈i} δ_r a_rᵀ``; ghost norms in Gram or
-  materialised form, whichever is cheaper per size class (:mod:`.segments`); the clipped
+  materialised form, whichever is cheaper per size class (`.segments`); the clipped
   sum is one matrix product ``(c_seg ⊙ Δ)ᵀ A``, the product a non-private backward does.
 * ``nn.LayerNorm`` and PyG ``LayerNorm(mode="node")``: ``g_i(w) = Σ_r δ_r ⊙ x̂_r``,
   ``g_i(b) = Σ_r δ_r`` with ``x̂`` the normalised input (recomputed).
 * ``nn.Embedding``: ``g_i(W) = Σ_r e_{idx_r} δ_rᵀ``; norms from the per-(subgraph, index)
   sums.
 * a bias added to a module's output (``GCNConv.bias``): ``g_i(b) = Σ_r δ_r``.
-* anything else with trainable parameters of its own: :func:`exact_fallback`, per-subgraph
+* anything else with trainable parameters of its own: `exact_fallback`, per-subgraph
   vector-Jacobian products of the module alone (``torch.func.vjp`` under ``vmap``).
 
 The rules see only the module's own parameters: the parameters of a child module are the

@@ -7,7 +7,7 @@ engine's multiplier is ``λ · 2(K+1)``).
 Randomness comes from a ``torch.Generator`` argument: seeded noise is for reproducible
 research only, since anyone holding the seed can regenerate every noise draw and subtract
 it. ``secure=True`` delegates to
-:func:`gnnprivacy.mechanisms.gaussian.gaussian_mechanism` in secure mode: every bit from the
+`gnnprivacy.mechanisms.gaussian.gaussian_mechanism` in secure mode: every bit from the
 OS CSPRNG and each coordinate the normalised sum of 4 draws (the floating-point-attack
 defence of Holohan and Braghin 2021, as in Opacus).
 """

@@ -2,7 +2,7 @@
 
 A batch of disjoint subgraphs stored PyG-style has all rows of all subgraphs stacked, with
 ``seg[r]`` the subgraph of row ``r`` (``Data.batch``). The ghost-clipping rules need, per
-subgraph ``i``, quantities like ``‖Σ_{r∈i} δ_r a_rᵀ‖²``. :func:`segment_buckets` groups
+subgraph ``i``, quantities like ``‖Σ_{r∈i} δ_r a_rᵀ‖²``. `segment_buckets` groups
 subgraphs of equal size (up to 4 rows) or of similar size (powers of two beyond) and pads
 each group to its largest member, so the padding never more than doubles the work even when
 one subgraph is a thousand times larger than the others (a hub's star); a single global
@@ -31,7 +31,7 @@ class Bucket:
         segments: ``(S,)`` subgraph ids.
         rows: ``(S, L)`` row ids of each subgraph, ``-1`` beyond its size.
         valid: ``(S, L)`` bool, ``rows >= 0``.
-        offset: where the bucket's ``S L`` rows start in :attr:`Buckets.flat_rows`.
+        offset: where the bucket's ``S L`` rows start in `Buckets.flat_rows`.
     """
 
     segments: Tensor
@@ -58,7 +58,7 @@ class Buckets:
     """The buckets of one batch and their rows laid end to end (for one gather per tensor).
 
     Attributes:
-        buckets: the :class:`Bucket` list (width-1 bucket first when present).
+        buckets: the `Bucket` list (width-1 bucket first when present).
         flat_rows: every bucket's ``rows`` flattened and concatenated (padding -> row 0).
         flat_valid: matching validity, as a float column (zeroes padded rows).
         padded: whether any row is padding.
@@ -81,14 +81,14 @@ class Buckets:
 
     @staticmethod
     def view(flat: Tensor, b: Bucket) -> Tensor:
-        """Bucket ``b``'s ``(S, L, ...)`` block of a :meth:`gather` result."""
+        """Bucket ``b``'s ``(S, L, ...)`` block of a `gather` result."""
         size = b.rows.numel()
         return flat[b.offset:b.offset + size].view(*b.rows.shape, *flat.shape[1:])
 
 
 def segment_buckets(seg: Tensor, num_segments: int) -> Buckets:
     """Group the rows of each subgraph: subgraphs of the same size up to
-    :data:`EXACT_SIZES` together, larger ones by powers of two (``5-8``, ``9-16``, ...);
+    `EXACT_SIZES` together, larger ones by powers of two (``5-8``, ``9-16``, ...);
     empty subgraphs are left out.
 
     Args:
@@ -134,7 +134,7 @@ def linear_norms_sq(a: Tensor, d: Tensor, buckets: Buckets, num_segments: int) -
     Per bucket of ``S`` subgraphs of at most ``L`` rows it takes the cheaper of two exact
     forms: the Gram form ``Σ_{r,r'} ⟨d_r,d_r'⟩⟨a_r,a_r'⟩`` (``S L² (p+q)`` flops) or the
     materialised per-subgraph gradient ``d_iᵀ a_i`` (``S L p q`` flops), chunked so that no
-    temporary exceeds :data:`CHUNK_ELEMENTS`. The rows are gathered once for all buckets;
+    temporary exceeds `CHUNK_ELEMENTS`. The rows are gathered once for all buckets;
     only ``d``'s padded rows are zeroed (a zero ``d_r`` removes row ``r`` from both forms).
 
     Args:

@@ -1,8 +1,8 @@
-"""Node-level DP trainers built on the DP-SGD engine (:mod:`gnnprivacy.training.dp`).
+"""Node-level DP trainers built on the DP-SGD engine (`gnnprivacy.training.dp`).
 
-* :class:`HeterPoissonTrainer`: HeterPoisson star GNNs (spec 000);
-* :class:`DPGNNTrainer`: DP-GNN one-layer GCN on degree-bounded subgraphs (spec 002);
-* :class:`DPMLPTrainer`: naive DP-SGD on node features (baseline).
+* `HeterPoissonTrainer`: HeterPoisson star GNNs (spec 000);
+* `DPGNNTrainer`: DP-GNN one-layer GCN on degree-bounded subgraphs (spec 002);
+* `DPMLPTrainer`: naive DP-SGD on node features (baseline).
 
 All are estimator-like: ``fit(data) -> self``, ``predict``, ``score``, learned state ending
 in ``_`` including ``privacy_spent_`` and ``ledger_``.

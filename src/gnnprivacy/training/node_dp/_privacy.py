@@ -1,4 +1,4 @@
-"""The trainers' bridge to :mod:`gnnprivacy.accounting`: event factories and cached calibration.
+"""The trainers' bridge to `gnnprivacy.accounting`: event factories and cached calibration.
 
 An event factory is a frozen, hashable description of one step's event as a function of
 the noise multiplier, so a calibration (seconds to minutes for the HeterPoisson PLD) is
@@ -113,7 +113,7 @@ def calibrate(make_event: EventFactory, *, steps: int, epsilon: float, delta: fl
 
     ``full_check=False``: where the calibration only evaluated the largest out-degree, the
     caller must confirm the full epsilon before releasing anything (see
-    :func:`prefetch_final_epsilon`)."""
+    `prefetch_final_epsilon`)."""
     return calibrate_noise_multiplier(make_event, steps=steps, target_epsilon=epsilon,
                                       target_delta=delta, accountant=kind,
                                       accountant_options=accountant_options(kind, epsilon, steps),
@@ -124,7 +124,7 @@ def prefetch_final_epsilon(kind: str, unit: PrivacyUnit, relation: NeighboringRe
                            event: dp_event.DpEvent, steps: int, delta: float,
                            epsilon: float | None = None):
     """Start, in a background thread, the epsilon that an accountant made by
-    :func:`new_accountant` will report after composing ``event`` ``steps`` times; that
+    `new_accountant` will report after composing ``event`` ``steps`` times; that
     accountant's ``get_epsilon(delta)`` then waits for this result instead of computing it
     (PLD only; returns the future, or ``None`` for other accountants)."""
     acc = new_accountant(kind, unit, relation, epsilon=epsilon, steps=steps)
@@ -137,7 +137,7 @@ def prefetch_final_epsilon(kind: str, unit: PrivacyUnit, relation: NeighboringRe
 def new_accountant(kind: str, unit: PrivacyUnit, relation: NeighboringRelation, *,
                    epsilon: float | None = None, steps: int | None = None) -> Accountant:
     """A fresh accountant that the engine composes one event into per executed step (with
-    the options :func:`calibrate` used for the same ``epsilon`` and ``steps``)."""
+    the options `calibrate` used for the same ``epsilon`` and ``steps``)."""
     return make_accountant(kind, unit=unit, relation=relation,
                            **accountant_options(kind, epsilon, steps))
 
@@ -164,7 +164,7 @@ def check_delta(delta: float, num_units: int, *, allow_large_delta: bool = False
 
 
 def check_planned_steps(steps: int, *, explicit: bool = False, how: str = "") -> int:
-    """Refuse a plan of more than :data:`MAX_PLANNED_STEPS` noisy steps that the user did
+    """Refuse a plan of more than `MAX_PLANNED_STEPS` noisy steps that the user did
     not ask for explicitly (e.g. ``--q-b 1e-6`` gives ``T = ceil(9 / q_b) = 9e6``); an
     explicit ``steps`` above it only warns.
 

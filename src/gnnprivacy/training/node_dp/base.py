@@ -4,21 +4,21 @@
 the trainer's generator, so the library never changes global state and repeated fits with
 the same int seed are identical. Subclasses implement ``_fit(data, generators)``.
 
-Run-time options shared by every trainer (:meth:`NodeDPTrainer._set_runtime`):
+Run-time options shared by every trainer (`NodeDPTrainer._set_runtime`):
 
 * ``secure_mode``: every privacy-relevant random draw comes from the OS CSPRNG: the
-  Gaussian noise (via :func:`gnnprivacy.mechanisms.gaussian.gaussian_mechanism`, no
+  Gaussian noise (via `gnnprivacy.mechanisms.gaussian.gaussian_mechanism`, no
   generator at all) and the seeds of the batch samplers and of the DP-GNN degree-bounding
   pass. Only model initialisation stays seeded (it is not private). Without it, the noise
   is drawn from generators derived from the run seed: anyone who knows the seed (it is in
   the run record) can regenerate every noise draw bit for bit and subtract it, so seeded
   noise is for reproducible research only, never for a release.
 * ``device``: ``"cpu"`` or ``"cuda[:K]"``; checked before any work
-  (:func:`gnnprivacy.training.device.resolve_device`), recorded as ``info_["device"]``.
+  (`gnnprivacy.training.device.resolve_device`), recorded as ``info_["device"]``.
 * ``checkpoint_path`` / ``checkpoint_every`` / ``resume``: atomic checkpoints every
   ``checkpoint_every`` executed steps; with ``resume=True`` an existing checkpoint is
   loaded and training continues from its step with the same ledger
-  (:mod:`gnnprivacy.training.checkpoint`).
+  (`gnnprivacy.training.checkpoint`).
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ class NodeDPTrainer(EstimatorParams):
         self.resumed_from_step_ = start
 
     def _run_private(self, pt, step: Callable[[Any], None]) -> None:
-        """The user-loop path (:class:`~gnnprivacy.training.private.PrivateTraining`) with
+        """The user-loop path (`PrivateTraining`) with
         the trainer's progress, checkpoints and resume: ``step(batch)`` runs forward,
         backward and ``optimizer.step()`` on each batch of ``pt.loader``."""
         engine = pt.engine

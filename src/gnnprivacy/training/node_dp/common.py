@@ -2,7 +2,7 @@
 
 Settings (spec 000 §2.2, spec 002 §3.9): *transductive* trains on the whole graph with the
 loss on the training nodes; *inductive* (``data.split.kind == "inductive"``) trains on
-:func:`gnnprivacy.datasets.inductive_train_graph` (no test node, no edge touching one).
+`gnnprivacy.datasets.inductive_train_graph` (no test node, no edge touching one).
 """
 
 from __future__ import annotations

@@ -3,11 +3,13 @@
 Reference: *Node-Level Differentially Private Graph Neural Networks* (DP-GNN), Algorithms
 1-3 (spec 002 §3.2-3.7). Once, before training, the greedy Algorithm 2 bounds every
 training node's neighbourhood ``S_v`` to ``K`` neighbours and every node's occurrences to
-``K`` other lists. Then for ``t = 1..T``::
+``K`` other lists. Then for ``t = 1..T``:
 
-    B_t  ← uniform m-subset of V_tr (or Poisson with rate m/N)
-    ũ_t  ← Σ_{v∈B_t} clip_C(∇ ℓ_v(Θ)) + N(0, σ² I),   σ = λ · 2(K+1) · C_eff
-    Θ    ← SGD(Θ, ũ_t / m)   or   Adam(Θ, ũ_t / m)          (DP-Adam: average first)
+```
+B_t  ← uniform m-subset of V_tr (or Poisson with rate m/N)
+ũ_t  ← Σ_{v∈B_t} clip_C(∇ ℓ_v(Θ)) + N(0, σ² I),   σ = λ · 2(K+1) · C_eff
+Θ    ← SGD(Θ, ũ_t / m)   or   Adam(Θ, ũ_t / m)          (DP-Adam: average first)
+```
 
 ``λ`` is calibrated so that the epsilon after ``T`` steps does not exceed the target.
 
@@ -23,7 +25,7 @@ Privacy:
     one training node changes other nodes' rows), and the default full-graph inference
     reads training nodes and their edges. ``degree_sampler="per_edge"`` replaces
     Algorithm 2 by the stateless per-edge sampler of spec 002 §8 A2
-    (:mod:`gnnprivacy.sampling.per_edge`), whose coins depend on each edge only. The
+    (`gnnprivacy.sampling.per_edge`), whose coins depend on each edge only. The
     relation is replace-one (fixed batches): do not compare its epsilon with the
     add/remove epsilon of the other methods as if they were equal.
 """
@@ -67,6 +69,12 @@ def default_delta_dpgnn(num_train: int) -> float:
 class DPGNNTrainer(NodeDPTrainer):
     """DP-GNN (spec 002) as an estimator.
 
+    *Privacy*: unit node, relation replace-one (the number of training nodes is public).
+    One DP-GNN multi-term event (`DpGnnDpEvent`) per executed step, composed by an RDP
+    accountant. Not covered, and listed in ``privacy_record()["unaccounted"]``: the
+    data-dependent degree bounding and the full-graph inference. Its epsilon is for
+    replace-one: do not compare it with an add/remove epsilon as if they were equal.
+
     Args:
         epsilon: target epsilon (> 0).
         delta: target delta in (0, 1); ``None`` means ``1 / (10 |V_tr|)``.
@@ -83,14 +91,31 @@ class DPGNNTrainer(NodeDPTrainer):
             percentile of the per-node gradient norms at initialisation, computed on private
             data WITHOUT accounting (warns; recorded as unaccounted).
         clip_scale: ``C_f`` of that heuristic.
-        hidden_channels, encoder_layers, decoder_layers, activation, post_agg_activation:
-            the model (:class:`~gnnprivacy.nn.dpgnn.OneLayerGCN`).
-        feature_norm: see :class:`~gnnprivacy.training.node_dp.common.FeatureNorm`.
+        hidden_channels: width of the model (`gnnprivacy.nn.OneLayerGCN`).
+        encoder_layers: affine layers of the encoder.
+        decoder_layers: affine layers of the decoder.
+        activation: activation of the encoder and decoder.
+        post_agg_activation: apply the activation after the aggregation too.
+        feature_norm: see `FeatureNorm`.
         noise_multiplier: fix ``λ`` instead of calibrating it.
         degree_sampler: ``"greedy"`` (the paper's Algorithm 2, default) or ``"per_edge"``
             (stateless per-edge coins, spec 002 §8 A2 [EXT]).
-        generator, progress, secure_mode, device, checkpoint_path, checkpoint_every, resume:
-            as in the other trainers (seeded noise is for reproducible research only).
+        generator: randomness: a ``torch.Generator``, an int seed or ``None`` (OS entropy);
+            seeded noise is for reproducible research only.
+        progress: optional ``progress(description, total)`` factory, advanced per step.
+        secure_mode: draw all noise from the OS CSPRNG (see the secure-mode page).
+        device: ``"cpu"`` or ``"cuda[:K]"`` (refused clearly when unavailable).
+        checkpoint_path: file of the atomic checkpoint for kill-and-resume (``None``: off).
+        checkpoint_every: steps between checkpoints.
+        resume: continue from ``checkpoint_path`` when it holds a checkpoint of this run.
+
+    Example:
+        >>> from gnnprivacy.datasets import load_dataset
+        >>> data = load_dataset("csbm", num_nodes=400, seed=0)     # a PyG Data with masks
+        >>> from gnnprivacy.training.node_dp import DPGNNTrainer
+        >>> trainer = DPGNNTrainer(epsilon=4.0, max_degree=5, steps=20, generator=0).fit(data)
+        >>> trainer.epsilon_ <= 4.0, trainer.privacy_record()["relation"]
+        (True, 'replace')
     """
 
     name = "dpgnn"

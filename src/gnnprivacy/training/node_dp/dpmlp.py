@@ -2,11 +2,13 @@
 
 References: spec 000 §3.9 (naive DP-SGD baseline: MLP ``F-32-32-32-C`` with ReLU, clip 1,
 expected batch 2048, 5 epochs, Adam 1e-3, Poisson sampling) and spec 002 §3.8 (DP-MLP).
-Every node is one example; for ``t = 1..T``::
+Every node is one example; for ``t = 1..T``:
 
-    B_t ← Poisson(V_tr, q),  q = m / |V_tr|
-    g̃  ← Σ_{v∈B_t} clip_C(∇ ℓ_v) + N(0, σ² I),  σ = noise_multiplier · C
-    w  ← Adam(w, g̃ / (q |V_tr|))
+```
+B_t ← Poisson(V_tr, q),  q = m / |V_tr|
+g̃  ← Σ_{v∈B_t} clip_C(∇ ℓ_v) + N(0, σ² I),  σ = noise_multiplier · C
+w  ← Adam(w, g̃ / (q |V_tr|))
+```
 
 Privacy:
     Unit: node (each node influences only its own loss term since the graph is unused).
@@ -60,6 +62,10 @@ def mlp(in_channels: int, hidden_channels: int, out_channels: int, num_layers: i
 class DPMLPTrainer(NodeDPTrainer):
     """Naive node-level DP-SGD on features (estimator-like).
 
+    *Privacy*: unit node (features and label; the graph is not used), relation add/remove.
+    One Poisson-subsampled Gaussian event per executed step (DP-SGD), composed by a PLD
+    accountant.
+
     Args:
         epsilon: target epsilon (> 0).
         delta: target delta in (0, 1); ``None`` means ``1 / (10 |V_tr|)``.
@@ -69,11 +75,27 @@ class DPMLPTrainer(NodeDPTrainer):
         optimizer: ``"adam"`` or ``"sgd"``.
         lr: learning rate (1e-3).
         clip_norm: per-node clip bound ``C`` (1.0).
-        hidden_channels, num_layers, activation: the MLP (32, 4 affine layers, ReLU).
-        feature_norm: see :class:`~gnnprivacy.training.node_dp.common.FeatureNorm`.
+        hidden_channels: width of the MLP (32).
+        num_layers: affine layers (4).
+        activation: activation between layers (ReLU).
+        feature_norm: see `FeatureNorm`.
         noise_multiplier: fix ``σ / C`` instead of calibrating it.
-        generator, progress, secure_mode, device, checkpoint_path, checkpoint_every, resume:
-            as in the other trainers (seeded noise is for reproducible research only).
+        generator: seeds sampling, initialisation and noise (``torch.Generator``, int or
+            ``None`` for OS entropy); seeded noise is for reproducible research only.
+        progress: ``progress(description, total)`` factory or ``None``; one update per step.
+        secure_mode: noise from the OS CSPRNG instead of ``generator``.
+        device: where the model trains (``"cpu"``, ``"cuda"``, ``"cuda:K"``).
+        checkpoint_path: where to write atomic checkpoints (``None``: no checkpoints).
+        checkpoint_every: noisy steps between two checkpoints.
+        resume: start from the checkpoint at ``checkpoint_path`` if it is this run's.
+
+    Example:
+        >>> from gnnprivacy.datasets import load_dataset
+        >>> data = load_dataset("csbm", num_nodes=400, seed=0)     # a PyG Data with masks
+        >>> from gnnprivacy.training.node_dp import DPMLPTrainer
+        >>> trainer = DPMLPTrainer(epsilon=2.0, steps=20, generator=0).fit(data)
+        >>> trainer.epsilon_ <= 2.0, sorted(trainer.score(data))[0]
+        (True, 'test_accuracy')
     """
 
     name = "dpmlp"

@@ -2,11 +2,13 @@
 
 Reference: Z. Xiang, T. Wang, D. Wang, *Preserving Node-level Privacy in Graph Neural
 Networks*, IEEE S&P 2024, Algorithm 1 (spec 000 §3.3) with Algorithms 2-3 (sampling) and
-private inference (§3.5). For ``t = 1..T``::
+private inference (§3.5). For ``t = 1..T``:
 
-    batch  ← HeterPoisson(G, Cand = V_tr, Elig, q_b, M)           (star subgraphs)
-    ḡ      ← Σ_i clip_R(∇ ℓ(f_w(S_i)[centre], y_centre))           (R = 0.5)
-    w      ← Adam(w, (ḡ + N(0, σ² I)) / B_exp),  B_exp = q_b |V_tr|
+```
+batch  ← HeterPoisson(G, Cand = V_tr, Elig, q_b, M)           (star subgraphs)
+ḡ      ← Σ_i clip_R(∇ ℓ(f_w(S_i)[centre], y_centre))           (R = 0.5)
+w      ← Adam(w, (ḡ + N(0, σ² I)) / B_exp),  B_exp = q_b |V_tr|
+```
 
 Defaults follow spec 000 §3.0/§6.2: ``q_b = 4096 / |V|``, ``T = ⌈9 / q_b⌉``, ``R = 0.5``,
 Adam with lr 0.01, hidden width 128, ``N_test = 13``, ``δ = |V|^{-1.1}``; ``σ`` is the
@@ -22,7 +24,7 @@ Privacy:
     ``"sound"`` (default): PLD of the mixture, max over degrees after composition
     (spec 000 §4.7); ``"paper"``: Theorem 2's RDP as printed. Inference reads only the
     released model and non-training nodes (post-processing, no cost), with one keyed random
-    stream per query node (:mod:`.private_inference`), so no training edge reaches a test
+    stream per query node (`private_inference`), so no training edge reaches a test
     prediction.
 
     Scope assumption, recorded in ``privacy["unaccounted"]``: peripheral sampling
@@ -70,6 +72,13 @@ def default_delta_heterpoisson(num_nodes: int) -> float:
 class HeterPoissonTrainer(NodeDPTrainer):
     """Node-level DP star-GNN trained with HeterPoisson sampling (estimator-like).
 
+    *Privacy*: unit node (features, label and edges of one training node), relation
+    add/remove inside a fixed graph whose degree sequence is public. One HeterPoisson
+    mixture-of-Gaussians event (`HeterPoissonDpEvent`) per executed step, composed by a PLD
+    accountant (Theorem 2's RDP with ``accounting="paper"``); ``epsilon_`` is computed from
+    the steps that ran. Private inference of non-training nodes is post-processing; what is
+    not covered is listed in ``privacy_record()["unaccounted"]``.
+
     Args:
         backbone: ``"gcn"``, ``"gin"`` or ``"sage"``.
         epsilon: target epsilon (> 0).
@@ -81,14 +90,15 @@ class HeterPoissonTrainer(NodeDPTrainer):
         steps: explicit ``T`` (overrides ``epochs``).
         clip_norm: per-subgraph clip bound ``R`` (0.5).
         lr: Adam learning rate (0.01).
-        hidden_channels, update_layers: star model width and depth of ``φ``.
+        hidden_channels: width of the star model.
+        update_layers: depth of the update MLP ``φ``.
         fanout: ``N_test``, neighbours per test node at inference (13).
         enforce_no_overlap: remove central nodes from other subgraphs (Alg. 2 lines 14-23).
         peripheral_pool: ``"all_visible"`` (transductive: non-training nodes may be
             peripherals, spec 000 §9 A10) or ``"train_only"``.
         degree_public: maximise the accountant over the graph's real largest out-degree of
             a training node instead of ``|V| − 1`` (sound only if degrees are public, A2).
-        feature_norm: see :class:`~gnnprivacy.training.node_dp.common.FeatureNorm`.
+        feature_norm: see `FeatureNorm`.
         noise_multiplier: fix ``σ / R`` instead of calibrating it (epsilon is then computed).
         generator: ``torch.Generator``, int seed, or ``None`` (OS entropy). Seeded noise
             is for reproducible research only: the seed regenerates every noise draw.
@@ -96,13 +106,24 @@ class HeterPoissonTrainer(NodeDPTrainer):
         secure_mode: draw the noise and the sampling seeds from the OS CSPRNG (use it for
             any model that will be released).
         device: ``"cpu"`` or ``"cuda[:K]"`` (refused clearly when unavailable).
-        checkpoint_path, checkpoint_every, resume: atomic checkpoints for kill-and-resume
-            (:class:`~gnnprivacy.training.node_dp.base.NodeDPTrainer`).
+        checkpoint_path: file of the atomic checkpoint for kill-and-resume (``None``: off).
+        checkpoint_every: steps between checkpoints.
+        resume: continue from ``checkpoint_path`` when it holds a checkpoint of this run.
 
-    Attributes (after :meth:`fit`):
+    Attributes (after `fit`):
         model_, noise_multiplier_, noise_std_, steps_, q_b_, expected_batch_size_, epsilon_,
         delta_, privacy_spent_ (``(epsilon, delta)``), ledger_ (accountant ``to_dict()``),
         accountant_, feature_norm_, privacy_info_, info_.
+
+    Example:
+        >>> from gnnprivacy.datasets import load_dataset
+        >>> data = load_dataset("csbm", num_nodes=400, seed=0)     # a PyG Data with masks
+        >>> from gnnprivacy.training.node_dp import HeterPoissonTrainer
+        >>> trainer = HeterPoissonTrainer("gcn", epsilon=4.0, steps=20, generator=0).fit(data)
+        >>> trainer.epsilon_ <= 4.0, trainer.steps_, trainer.privacy_record()["unit"]
+        (True, 20, 'node')
+        >>> trainer.predict_logits(data).shape       # the test nodes, by private inference
+        torch.Size([100, 4])
     """
 
     name = "heterpoisson"
@@ -257,7 +278,7 @@ class HeterPoissonTrainer(NodeDPTrainer):
         """Private inference (spec 000 §4.4): each query node aggregates up to ``fanout``
         uniformly sampled neighbours among the non-training nodes only, with one
         independent keyed random stream per query node
-        (:func:`~gnnprivacy.training.node_dp.private_inference.private_star_logits`).
+        (`private_star_logits`).
 
         Args:
             data: the full graph with its split masks.

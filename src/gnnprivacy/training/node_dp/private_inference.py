@@ -1,13 +1,15 @@
 """Private inference for star GNNs with one independent random stream per query node.
 
 Spec 000 §4.4 (and §3.5): a query node ``u`` aggregates up to ``N_test`` neighbours drawn
-uniformly without replacement among the *non-sensitive* nodes only::
+uniformly without replacement among the *non-sensitive* nodes only:
 
-    I_u = { j in NB(u) : j allowed (not a training node), j != u }
-    N_u = the min(N_test, |I_u|) members of I_u with the smallest keys  key(seed, u, j)
+```
+I_u = { j in NB(u) : j allowed (not a training node), j != u }
+N_u = the min(N_test, |I_u|) members of I_u with the smallest keys  key(seed, u, j)
+```
 
 The keys come from a counter-based generator
-(:func:`gnnprivacy.sampling.counter_rng.keyed_uniform`) keyed by ``(seed, u, j)``, so the
+(`gnnprivacy.sampling.counter_rng.keyed_uniform`) keyed by ``(seed, u, j)``, so the
 choice for ``u`` is a function of ``u``'s allowed neighbours alone: it does not depend on
 how many other queries were answered before it, on their order, or on any edge that
 touches a training node. (The earlier default drew all queries from one stateful stream,
@@ -79,7 +81,7 @@ def private_star_logits(model: Callable[[Tensor, StarBatch], Tensor], x: Tensor,
     """Logits ``(Q, C)`` of ``queries`` by keyed private inference, in chunks.
 
     Args:
-        model: ``model(x_rows, star_batch) -> logits`` (a :class:`~gnnprivacy.nn.StarGNN`).
+        model: ``model(x_rows, star_batch) -> logits`` (a `StarGNN`).
         x: ``(N, d)`` raw features (CPU); only the rows a chunk reads are transformed.
         edge_index: ``(2, E)`` whole graph.
         queries: node ids or bool mask of the nodes to predict (kept in order).

@@ -1,6 +1,6 @@
-"""Node-level DP for the user's own PyG model and loop: :func:`make_private`.
+"""Node-level DP for the user's own PyG model and loop: `make_private`.
 
-See :mod:`.make_private` for the loop and its privacy contract, :mod:`.samplers` for the
+See `make_private` for the loop and its privacy contract, `samplers` for the
 subgraph samplers (``"heterpoisson"``, ``"degree_bounded"``, ``"nodes"``).
 """
 

@@ -18,7 +18,7 @@ engine clips each subgraph's whole gradient (the sum over its rows), adds one Ga
 per step and composes one event per executed step into the accountant.
 
 *Privacy.* Unit node; the relation, what the epsilon covers (``privacy["scope"]``) and what
-it does not (``privacy["unaccounted"]``) are those of the sampler (:mod:`.samplers`). The
+it does not (``privacy["unaccounted"]``) are those of the sampler (`.samplers`). The
 engine enforces what the analysis assumes:
 
 * ``optimizer.step()`` refuses a forward pass that did not use the batch the loader handed
@@ -71,7 +71,7 @@ def _make_generators(seed: int | None, secure: bool) -> dict[str, torch.Generato
 
 
 class PrivateLoader:
-    """Yields the batches of a :class:`PrivateTraining`, one noisy step each, until the plan.
+    """Yields the batches of a `PrivateTraining`, one noisy step each, until the plan.
 
     One pass yields the remaining planned steps, or one epoch's share of them when
     ``epochs`` was given. Each yielded batch must be followed by exactly one
@@ -101,13 +101,13 @@ class PrivateLoader:
 
 
 class PrivateTraining:
-    """The state of node-level DP training in a user's loop (see :func:`make_private`).
+    """The state of node-level DP training in a user's loop (see `make_private`).
 
     Attributes:
         model, optimizer: the user's objects (``optimizer.step`` is the DP step now).
-        loader: a :class:`PrivateLoader`.
-        sampler: the :class:`~gnnprivacy.training.private.samplers.SubgraphSampler`.
-        delta: the delta of :attr:`epsilon`.
+        loader: a `PrivateLoader`.
+        sampler: the `SubgraphSampler`.
+        delta: the delta of `epsilon`.
         noise_multiplier: ``z``; the noise std on the clipped sum is ``noise_std``.
         steps_planned: the planned noisy steps; ``steps``: those executed.
     """
@@ -121,7 +121,7 @@ class PrivateTraining:
                  loss_reduction: str = "mean", allow_large_delta: bool = False,
                  _generators: dict | None = None,
                  _accounting_target: float | None = None):
-        """See :func:`make_private`. ``_generators`` (``sample``/``noise``/``subgraphs``)
+        """See `make_private`. ``_generators`` (``sample``/``noise``/``subgraphs``)
         and ``_accounting_target`` (the epsilon that sizes the accountant's grid) let the
         library's own trainers run on this path with their random streams and plans."""
         if not isinstance(model, nn.Module):
@@ -203,7 +203,7 @@ class PrivateTraining:
 
     @property
     def epsilon(self) -> float:
-        """Epsilon spent so far at :attr:`delta`, from the accountant (0 before any step)."""
+        """Epsilon spent so far at `delta`, from the accountant (0 before any step)."""
         return 0.0 if self.steps == 0 else float(self.accountant.get_epsilon(self.delta))
 
     @property
@@ -398,15 +398,16 @@ def make_private(model: nn.Module, optimizer: torch.optim.Optimizer, data, *,
             becomes the DP step (SGD gives DP-SGD, Adam DP-Adam).
         data: the PyG ``Data`` graph with ``x``, ``y``, ``edge_index`` and ``train_mask``.
         sampler: ``"heterpoisson"``, ``"degree_bounded"``, ``"nodes"`` or a sampler object
-            with options (:mod:`gnnprivacy.training.private.samplers`).
+            with options (`gnnprivacy.training.private.samplers`).
         epsilon: target epsilon (the noise multiplier is calibrated for the planned steps);
             or ``noise_multiplier``: fixed ``z``, the epsilon is computed (``0``: a labelled
             non-private run, epsilon infinite). Exactly one.
         delta: default per sampler (``|V|^-1.1`` for heterpoisson, ``1 / (10 N_train)``
             otherwise).
         max_grad_norm: per-subgraph clip bound ``C``.
-        epochs, steps: the plan (``steps``, or ``epochs`` expected passes); default: the
-            library's adaptive rule for the graph size and epsilon.
+        epochs: expected passes over the training nodes (the plan); default: the library's
+            adaptive rule for the graph size and epsilon.
+        steps: the number of steps (the plan), instead of ``epochs``.
         batch_size: expected subgraphs per step (default adaptive).
         secure_mode: noise from the OS CSPRNG, sampling seeds from OS entropy.
         seed: seeds sampling and noise (reproducible research only); ``None``: OS entropy.
@@ -414,7 +415,7 @@ def make_private(model: nn.Module, optimizer: torch.optim.Optimizer, data, *,
             ``F.cross_entropy(out[batch.center], ...)``) or ``"sum"``.
 
     Returns:
-        A :class:`PrivateTraining`.
+        A `PrivateTraining`.
 
     Raises:
         InvalidParameterError: bad arguments; UnsupportedModuleError: a module that cannot be

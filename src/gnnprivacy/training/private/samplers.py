@@ -1,7 +1,7 @@
-"""Subgraph samplers for :func:`gnnprivacy.make_private`: each draws the disjoint subgraphs of
+"""Subgraph samplers for `gnnprivacy.make_private`: each draws the disjoint subgraphs of
 one step and knows the privacy event of that draw.
 
-A batch is a PyG :class:`~torch_geometric.data.Data` with ``x``, ``edge_index`` (local ids,
+A batch is a PyG `Data` with ``x``, ``edge_index`` (local ids,
 every edge inside one subgraph), ``y``, ``batch`` (subgraph of every row, non-decreasing),
 ``center`` (row of each subgraph's centre, in subgraph order), ``n_id`` (node id in the
 input graph of every row) and ``num_subgraphs``. A node sampled into several subgraphs of one
@@ -9,17 +9,17 @@ step appears once per subgraph (its own row each time), so the subgraphs are dis
 
 Samplers (one noisy step per batch):
 
-* :class:`HeterPoissonSubgraphs` (``"heterpoisson"``): star subgraphs of Xiang et al., IEEE
+* `HeterPoissonSubgraphs` (``"heterpoisson"``): star subgraphs of Xiang et al., IEEE
   S&P 2024 -- each training node is a centre with probability ``q_b``, each in-neighbour
   ``j`` joins with probability ``min(1, M / D_out(j))``; edges ``j -> centre``. Event: the
   HeterPoisson mixture of Gaussians (its Theorem 2; the sound PLD analysis by default).
-* :class:`DegreeBoundedSubgraphs` (``"degree_bounded"``): DP-GNN (Daigavane et al.)'s
+* `DegreeBoundedSubgraphs` (``"degree_bounded"``): DP-GNN (Daigavane et al.)'s
   degree-bounded graph, built once by its greedy Algorithm 2; a batch is a uniform
   ``m``-subset of training nodes (or Poisson), each with its ``K``-hop neighbourhood in the
   bounded graph (``K`` = the model's number of message-passing layers unless given). One node
   reaches at most ``M_K = 1 + D Σ_{j<K} (D-1)^j`` subgraphs; event: DP-GNN's multi-term amplified
   Gaussian with that occurrence bound, noise ``2 M_K C`` per unit multiplier.
-* :class:`NodeSubgraphs` (``"nodes"``): every training node alone, Poisson sampling, no
+* `NodeSubgraphs` (``"nodes"``): every training node alone, Poisson sampling, no
   edges: naive DP-SGD (the DP-MLP baseline). Event: the Poisson-subsampled Gaussian.
 """
 
@@ -89,7 +89,7 @@ def _check_data(data: Any) -> Data:
 
 class SubgraphSampler:
     """Base class. ``setup(data, model=...)`` reads the public sizes and builds the sampler;
-    ``plan(...)`` returns the :class:`SamplerPlan`; ``sample(generator)`` one batch."""
+    ``plan(...)`` returns the `SamplerPlan`; ``sample(generator)`` one batch."""
 
     name = "base"
     #: node ids of the training graph and its features/labels (set by setup)
@@ -258,7 +258,7 @@ class DegreeBoundedSubgraphs(SubgraphSampler):
 
     Args:
         max_degree: the degree bound ``D`` of the bounded graph; ``None``: the largest ``D``
-            whose occurrence bound ``M_K`` is at most :data:`MAX_AUTO_OCCURRENCE` (4, a
+            whose occurrence bound ``M_K`` is at most `MAX_AUTO_OCCURRENCE` (4, a
             sensitivity of 8 clip norms like DP-GNN's own ``K = 3`` for one layer): ``D = 3``
             for one hop, ``D = 1`` for two or three.
         hops: subgraph radius ``K``; ``None``: the model's number of message-passing layers.
@@ -266,7 +266,7 @@ class DegreeBoundedSubgraphs(SubgraphSampler):
             ``"poisson"`` (add/remove).
 
     Privacy: one node lies in at most ``M_K = 1 + D Σ_{j<K} (D-1)^j`` subgraphs of the bounded
-    graph (:func:`occurrence_bound`),
+    graph (`occurrence_bound`),
     so the summed clipped gradient moves by at most ``2 M_K C``. The greedy bounding pass
     reads the raw graph and is not covered (listed under ``unaccounted``).
     """
@@ -298,7 +298,7 @@ class DegreeBoundedSubgraphs(SubgraphSampler):
 
     @property
     def occurrence_bound(self) -> int:
-        """``M_K``: the most subgraphs one node can lie in (:func:`occurrence_bound`)."""
+        """``M_K``: the most subgraphs one node can lie in (`occurrence_bound`)."""
         return occurrence_bound(self.max_degree_, self.hops_)
 
     def default_batch_size(self) -> int:
