@@ -240,7 +240,8 @@ def plan_trial_budget(plans, *, epsilon: float, delta: float, distribution, scor
     Args:
         plans: ``(factory, steps, kind, relation)`` per distinct setting, or a function of
             the per-trial epsilon returning them (the steps may depend on it).
-        epsilon, delta: the target of the whole tuning.
+        epsilon: the target epsilon of the whole tuning.
+        delta: the delta it is stated at.
         distribution: the trial-count distribution.
         score_std: std of the score noise divided by the score's sensitivity.
         tol: stop once the total is within ``tol`` (relative) below ``epsilon``.
