@@ -43,6 +43,7 @@ SLOW = (
     "gnnprivacy attack linkteller",
     "gnnprivacy audit",
     "gnnprivacy assess",
+    "gnnprivacy predict runs/card",            # reads the model the slow card training kept
     "gnnprivacy train --method heterpoisson --dataset cora --data-root data --runs-dir runs/card",
     "gnnprivacy tune -c tune.yaml",            # --plan calibrates (15 s here), the run trains
     "gnnprivacy train -c run.yaml --epsilon 2",  # the same training as the command before it
