@@ -45,3 +45,26 @@ class PrivacyUnitMismatchError(GnnPrivacyError, ValueError):
 
 class BudgetExceededError(GnnPrivacyError, RuntimeError):
     """Composing one more event would exceed the privacy budget."""
+
+
+class WriteFailedError(GnnPrivacyError, OSError):
+    """A file could not be written (disk full, read-only folder, no permission ...).
+
+    The message is one line naming what was written, the file and the system's reason; the
+    target file is unchanged (see :func:`gnnprivacy._files.atomic_write`).
+    """
+
+    def __init__(self, what: str, path: object, cause: OSError):
+        reason = cause.strerror or str(cause)
+        super().__init__(cause.errno, reason, str(path))
+        self.what = what
+        self.path = str(path)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"could not write the {self.what} {self.path}: {self.reason}"
+
+
+class Terminated(KeyboardInterrupt):
+    """The process received SIGTERM; raised in the main thread by the command line's handler so
+    that the clean-up of Ctrl-C runs (workers stopped, nothing unfinished published)."""

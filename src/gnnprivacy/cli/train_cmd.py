@@ -54,6 +54,8 @@ def _train(config_file, print_config, as_json, quiet, **options):
         with quiet_mode(quiet), progress_factory(enabled=not quiet) as progress:
             record = run(resolved, progress=progress, log=log)
     except GnnPrivacyError as exc:
+        if isinstance(exc, OSError):  # a write fault: the command line's fault guard prints the record
+            raise
         raise click.ClickException(str(exc)) from None
     if as_json:
         click.echo(dumps(record.summary()))

@@ -6,13 +6,17 @@ reproduction scripts all call :func:`run`.
 
 from __future__ import annotations
 
+import json
 import math
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gnnprivacy._files import atomic_write, check_writable_dir
 from gnnprivacy.datasets.validate import validate_data
+from gnnprivacy.errors import InvalidParameterError, WriteFailedError
 from gnnprivacy.experiments.config import config_to_dict, parse_dataset_args, resolve_config
 from gnnprivacy.experiments.context import MethodResult, RunContext
 from gnnprivacy.experiments.registry import get_method
@@ -34,7 +38,7 @@ def load_run_data(config):
 def run(values: dict[str, Any], *, progress: Callable | None = None,
         log: Callable[[str], None] | None = None, save: bool = True,
         run_id: str | None = None, data: Any = None,
-        keep_result: dict[str, Any] | None = None) -> RunRecord:
+        keep_result: dict[str, Any] | None = None, info: dict[str, Any] | None = None) -> RunRecord:
     """Resolve ``values``, train, evaluate, and write one run record.
 
     Args:
@@ -49,15 +53,24 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
             :func:`gnnprivacy.experiments.user_data.prepare_user_data`.
         keep_result: if given, receives ``{"result": MethodResult, "data": the data trained
             on}`` (the public API keeps the fitted model this way).
+        info: extra entries for the record's ``info`` (a sweep's name and repeat index).
 
     Returns:
         The :class:`RunRecord` (also written to ``<runs_dir>/<run_id>.json``).
+
+    Raises:
+        RunNotPublishedError: the run finished but its files could not be written (a full
+            disk, a read-only folder); it carries the record, and a private run's last
+            checkpoint is kept, so ``resume`` publishes it without training again.
+
+    Writing: the output locations (the runs directory, and the checkpoint folder of a method
+    that checkpoints) are checked before any work; the split and then the record are
+    published together (:meth:`~gnnprivacy.experiments.store.ResultStore.publish`).
     """
     t_start = time.perf_counter()
     config, params = resolve_config(values)
     spec = get_method(config.method)
-    if save:
-        check_runs_dir(config.runs_dir)  # before training: an unwritable runs_dir must not lose a result
+    ckpt = _check_outputs(config, params, spec, save=save, log=log)
     if data is None:
         data = load_run_data(config)
     else:
@@ -67,9 +80,9 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
                                  seed=config.seed if config.split_seed is None else config.split_seed,
                                  train_frac=config.train_frac, val_frac=config.val_frac,
                                  test_frac=config.test_frac)
+        info = {**(info or {}), "user_data": True}
     validate_data(data)  # NaN/inf, shapes, masks, empty split, < 2 training classes
     t_loaded = time.perf_counter()
-    ckpt = checkpoint_path_for(config, params) if save and spec.private else None
     ctx = RunContext(config=config, params=params, data=data, seed=config.seed,
                      device=config.device, progress=progress, log=log or (lambda m: None),
                      checkpoint_path=None if ckpt is None else str(ckpt),
@@ -96,14 +109,100 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
         timings={"load_seconds": t_loaded - t_start, "fit_seconds": t_end - t_loaded,
                  "total_seconds": t_end - t_start},
         split=split.to_dict(),
-        info=result.info,
+        info={**result.info, **(info or {})},
     )
     if save:
-        record.save(config.runs_dir)
-        split.save(Path(config.runs_dir) / f"{record.run_id}.split.npz")
-        if ckpt is not None:  # the record is written: the checkpoint has done its job
-            ckpt.unlink(missing_ok=True)
+        _publish(record, split, Path(config.runs_dir), ckpt)
     return record
+
+
+def _check_outputs(config, params, spec, *, save: bool, log) -> Path | None:
+    """Check every output location before any work; returns the checkpoint path (or ``None``)."""
+    if config.resume and not spec.checkpoints:
+        raise InvalidParameterError(
+            "resume", "used with a method that checkpoints (heterpoisson, dpgnn, dpmlp)",
+            f"--resume with {spec.name} (it writes no checkpoint to resume from)")
+    if config.resume and not save:
+        raise InvalidParameterError("resume", "used with a runs directory (the checkpoints live "
+                                    "there)", "resume without runs_dir")
+    if not save:
+        return None
+    check_runs_dir(config.runs_dir)  # before training: an unwritable runs_dir must not lose a result
+    if not spec.checkpoints:
+        return None
+    ckpt = checkpoint_path_for(config, params)
+    check_writable_dir(ckpt.parent, name=f"runs_dir (its {ckpt.parent.name}/ folder)")
+    if config.resume and not ckpt.exists():
+        warnings.warn(no_checkpoint_message(ckpt, config, params), ResumeWarning, stacklevel=3)
+    # beside the checkpoint: its configuration, so a --resume with changed options can say what changed
+    atomic_write(ckpt.with_suffix(".json"), json.dumps(_checkpoint_payload(config, params), sort_keys=True),
+                 what="checkpoint description")
+    return ckpt
+
+
+def _publish(record: RunRecord, split, runs_dir: Path, ckpt: Path | None) -> None:
+    from gnnprivacy.experiments.store import ResultStore
+
+    name = f"{record.run_id}.split.npz"
+    try:
+        ResultStore(runs_dir).publish(record, {name: split.save})
+    except WriteFailedError as exc:
+        raise RunNotPublishedError(exc, record, ckpt if ckpt is not None and ckpt.exists() else None) from exc
+    if ckpt is not None:  # the record is written: the checkpoint has done its job
+        ckpt.unlink(missing_ok=True)
+        ckpt.with_suffix(".json").unlink(missing_ok=True)
+
+
+class ResumeWarning(UserWarning):
+    """``resume`` was asked for, but there is no checkpoint of this configuration."""
+
+
+class RunNotPublishedError(WriteFailedError):
+    """A run finished but its files could not be written.
+
+    Attributes:
+        record: the finished run's :class:`RunRecord` (nothing of it was published).
+        checkpoint: the private run's last checkpoint, kept (``None`` if there is none): the
+            same command with ``--resume`` publishes the run without training again.
+    """
+
+    def __init__(self, cause: WriteFailedError, record: RunRecord, checkpoint: Path | None):
+        super().__init__(cause.what, cause.path, OSError(cause.errno, cause.reason))
+        self.record = record
+        self.checkpoint = checkpoint
+
+    def __str__(self) -> str:
+        text = f"{super().__str__()}; the run finished but nothing of it was published"
+        if self.checkpoint is not None:
+            text += f" (its checkpoint {self.checkpoint} is kept: rerun with --resume to publish it)"
+        return text
+
+
+def no_checkpoint_message(ckpt: Path, config, params) -> str:
+    """``resume`` without a checkpoint of this configuration: say so, and name the nearest
+    checkpoint of the same method with the options that differ (e.g. ``steps``)."""
+    text = f"resume: no checkpoint of this configuration ({ckpt}); training from step 0"
+    mine = _checkpoint_payload(config, params)
+    best = None
+    for meta in sorted(ckpt.parent.glob(f"{config.method}-*.json")):
+        try:
+            other = json.loads(meta.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(other, dict) or not meta.with_suffix(".pt").exists():
+            continue
+        diff = sorted(k for k in set(mine) | set(other) if mine.get(k) != other.get(k))
+        if best is None or len(diff) < len(best[1]):
+            best = (meta.with_suffix(".pt"), diff, other)
+    if best is not None:
+        changes = ", ".join(f"{k} {best[2].get(k)!r} there, {mine.get(k)!r} here" for k in best[1][:4])
+        text += f" (the checkpoint {best[0].name} is of another configuration: {changes})"
+    return text
+
+
+def _checkpoint_payload(config, params) -> dict[str, Any]:
+    return json.loads(json.dumps({k: v for k, v in config_to_dict(config, params).items()
+                                  if k not in ("runs_dir", "data_root", "resume")}, default=str))
 
 
 def checkpoint_path_for(config, params) -> Path:
@@ -111,9 +210,7 @@ def checkpoint_path_for(config, params) -> Path:
     (without ``runs_dir``, ``data_root`` and ``resume``), so ``--resume`` with the same
     options finds the checkpoint of the killed run."""
     import hashlib
-    import json
 
-    payload = {k: v for k, v in config_to_dict(config, params).items()
-               if k not in ("runs_dir", "data_root", "resume")}
+    payload = _checkpoint_payload(config, params)
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode())
     return Path(config.runs_dir) / "checkpoints" / f"{config.method}-{digest.hexdigest()[:16]}.pt"

@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import html
 import os
-import tempfile
 import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -26,7 +25,6 @@ from pathlib import Path
 
 from gnnprivacy.errors import InvalidParameterError, UnknownNameError
 from gnnprivacy.reporting.plots import Plot
-from gnnprivacy.reporting.record import apply_umask
 from gnnprivacy.reporting.tables import QUICK_BADGE, QUICK_NOTE, Table, to_html, to_markdown
 
 _CSS = """
@@ -177,17 +175,9 @@ def _plots_html(plots: list[Plot]) -> list[str]:
 
 
 def _write_atomic(path: Path, data: bytes) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        apply_umask(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    from gnnprivacy._files import atomic_write
+
+    return atomic_write(path, data, what="report file")
 
 
 def _card_sections(runs_dir) -> list[tuple[str, str]]:
