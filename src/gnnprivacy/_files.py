@@ -26,13 +26,17 @@ from typing import IO
 
 from gnnprivacy.errors import InvalidParameterError, WriteFailedError
 
-__all__ = ["atomic_write", "check_output_file", "check_writable_dir", "file_digest", "fsync_dir",
+__all__ = ["DISK_FAULTS", "atomic_write", "check_output_file", "check_writable_dir", "file_digest", "fsync_dir",
            "is_write_fault"]
 
 #: errno values that mean "this location cannot take the write" (as opposed to a bug)
 WRITE_FAULTS = frozenset({errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT,
                           errno.EIO, errno.EFBIG, errno.ENOTDIR, errno.EISDIR, errno.ENOENT,
                           errno.EEXIST, errno.ENAMETOOLONG})
+
+
+#: errno values that mean "the storage refused" whoever asked (no space, read-only, no permission)
+DISK_FAULTS = frozenset({errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.EFBIG})
 
 
 def is_write_fault(exc: BaseException) -> bool:
@@ -123,8 +127,14 @@ def file_digest(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-def check_writable_dir(path: str | os.PathLike, *, name: str) -> Path:
-    """Create ``path`` if needed and prove it is a writable directory, before any work.
+def check_writable_dir(path: str | os.PathLike, *, name: str, create: bool = True) -> Path:
+    """Prove ``path`` is (or can become) a writable directory, before any work.
+
+    Args:
+        path: the folder.
+        name: the parameter, for the message.
+        create: create it now; else a missing folder is checked by probing the nearest folder
+            above it that exists (nothing is written on failure paths).
 
     Raises:
         InvalidParameterError: ``path`` is empty, a file, or cannot be created or written (the
@@ -135,9 +145,16 @@ def check_writable_dir(path: str | os.PathLike, *, name: str) -> Path:
     root = Path(path).expanduser()
     if root.exists() and not root.is_dir():
         raise InvalidParameterError(name, "a directory (it is an existing file)", str(path))
+    probe_in = root
+    if not create:
+        while not probe_in.exists() and probe_in != probe_in.parent:
+            probe_in = probe_in.parent
+        if not probe_in.is_dir():
+            raise InvalidParameterError(name, f"a writable directory ({probe_in} is a file)", str(path))
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".write-probe.", dir=root)
+        if create:
+            root.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-probe.", dir=probe_in)
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:

@@ -37,7 +37,9 @@ def check_raw_file(path: Path) -> None:
             while stream.read(1 << 20):
                 pass
     elif name.endswith(".test.index") or name.endswith(".txt"):
-        np.loadtxt(path, ndmin=2)
+        with open(path, encoding="utf-8") as stream:  # TU files separate columns with ", "
+            delimiter = "," if "," in stream.readline() else None
+        np.loadtxt(path, ndmin=2, delimiter=delimiter)
     elif name.startswith("ind."):
         with open(path, "rb") as stream:
             pickle.load(stream, encoding="latin1")  # Planetoid's own format, as PyG reads it

@@ -83,6 +83,8 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
         info = {**(info or {}), "user_data": True}
     validate_data(data)  # NaN/inf, shapes, masks, empty split, < 2 training classes
     t_loaded = time.perf_counter()
+    if ckpt is not None:
+        _describe_checkpoint(ckpt, config, params)
     ctx = RunContext(config=config, params=params, data=data, seed=config.seed,
                      device=config.device, progress=progress, log=log or (lambda m: None),
                      checkpoint_path=None if ckpt is None else str(ckpt),
@@ -131,13 +133,17 @@ def _check_outputs(config, params, spec, *, save: bool, log) -> Path | None:
     if not spec.checkpoints:
         return None
     ckpt = checkpoint_path_for(config, params)
-    check_writable_dir(ckpt.parent, name=f"runs_dir (its {ckpt.parent.name}/ folder)")
+    check_writable_dir(ckpt.parent, name=f"runs_dir (its {ckpt.parent.name}/ folder)", create=False)
     if config.resume and not ckpt.exists():
         warnings.warn(no_checkpoint_message(ckpt, config, params), ResumeWarning, stacklevel=3)
-    # beside the checkpoint: its configuration, so a --resume with changed options can say what changed
+    return ckpt
+
+
+def _describe_checkpoint(ckpt: Path, config, params) -> None:
+    """Beside the checkpoint, its configuration: a ``--resume`` with changed options can then say
+    which options changed (see :func:`no_checkpoint_message`)."""
     atomic_write(ckpt.with_suffix(".json"), json.dumps(_checkpoint_payload(config, params), sort_keys=True),
                  what="checkpoint description")
-    return ckpt
 
 
 def _publish(record: RunRecord, split, runs_dir: Path, ckpt: Path | None) -> None:

@@ -89,6 +89,10 @@ def build_report(runs_dir: str | os.PathLike, *, title: str = "gnnprivacy report
                     references=[f"{r.id}: {r.citation}" for r in refs])
     for path, problem in store.skipped:
         report.notes.append(f"Skipped unreadable run record {path}: {problem}.")
+    left_out = data_notes(groups)
+    report.notes += left_out
+    for note in left_out:
+        warnings.warn(note, ReportDataWarning, stacklevel=2)
     if any(g.quick for g in groups):
         report.notes.insert(0, QUICK_NOTE + ".")
         report.title = f"{report.title} {QUICK_BADGE}"
@@ -112,6 +116,27 @@ def build_report(runs_dir: str | os.PathLike, *, title: str = "gnnprivacy report
         report.plots = [p for m in metrics for part in parts
                         for p in privacy_utility_plots(part, m, refs)]
     return report
+
+
+class ReportDataWarning(UserWarning):
+    """Some runs were left out of a report's summaries (repeats, non-finite metrics)."""
+
+
+def data_notes(groups) -> list[str]:
+    """One note per group that left runs out: repeats of a configuration and seed counted once,
+    and runs whose metric is not finite (so a summary's ``n`` is below the group's run count)."""
+    notes = []
+    for g in groups:
+        name = f"{g.get('method')} on {g.get('dataset')}"
+        if g.repeats:
+            notes.append(f"{len(g.repeats)} run(s) of {name} repeat the configuration and seed of another "
+                         f"run and are counted once ({', '.join(g.repeats[:5])}"
+                         f"{', ...' if len(g.repeats) > 5 else ''}).")
+        for metric, ids in g.nonfinite.items():
+            notes.append(f"{metric} of {name} is missing or not finite (e.g. NaN) in {len(ids)} of "
+                         f"{g.n} run(s), left out of its summary ({', '.join(ids[:5])}"
+                         f"{', ...' if len(ids) > 5 else ''}).")
+    return notes
 
 
 def _concerns(ref, datasets: set) -> bool:
@@ -195,6 +220,9 @@ def write_report(runs_dir: str | os.PathLike, out_dir: str | os.PathLike, *, tit
     Raises:
         InvalidParameterError: ``runs_dir`` holds no finished run, or ``out_dir`` is not writable.
     """
+    from gnnprivacy._files import check_writable_dir
+
+    check_writable_dir(out_dir, name="output", create=False)  # before reading the runs: fails at once
     report = build_report(runs_dir, title=title, metrics=metrics, reference_ids=reference_ids,
                           missing_metrics_ok=missing_metrics_ok)
     out = Path(out_dir)
@@ -215,5 +243,5 @@ def write_report(runs_dir: str | os.PathLike, out_dir: str | os.PathLike, *, tit
         md = _write_atomic(out / "report.md", md_text.encode("utf-8"))
         page = _write_atomic(out / "report.html", html_text.encode("utf-8"))
     except OSError as exc:
-        raise InvalidParameterError("output", f"a writable directory ({exc.strerror})", str(out)) from None
+        raise InvalidParameterError("output", f"a writable directory ({exc.strerror or exc})", str(out)) from None
     return [md, page]
