@@ -24,9 +24,29 @@ from gnnprivacy.experiments.store import check_runs_dir
 from gnnprivacy.reporting.record import RunRecord
 
 
+def split_kind(config) -> str:
+    """The split ``config`` draws: its ``split``, else the dataset's default (``public`` for
+    Cora/CiteSeer unless fractions are given, else ``random``)."""
+    from gnnprivacy.datasets.load import _split_kind
+    from gnnprivacy.datasets.registry import dataset_info
+
+    return _split_kind(dataset_info(config.dataset), config.split,
+                       (config.train_frac, config.val_frac, config.test_frac))
+
+
 def load_run_data(config):
-    """Load the dataset and split named by ``config`` (a :class:`RunConfig`)."""
+    """Load the dataset and split named by ``config`` (a :class:`RunConfig`).
+
+    Raises:
+        InvalidParameterError: ``split_seed`` with a public split (whose nodes are fixed, so the
+            seed would be silently ignored), besides the loader's errors.
+    """
     from gnnprivacy.datasets import load_dataset
+
+    if config.split_seed is not None and split_kind(config) == "public":
+        raise InvalidParameterError(
+            "split_seed", f"unset with the public split of {config.dataset} (its nodes are fixed; "
+            "add --split random to draw a split with this seed)", config.split_seed)
 
     return load_dataset(
         config.dataset, root=config.data_root, split=config.split,
@@ -95,6 +115,10 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
     if spec.private and not math.isfinite(result.epsilon):
         raise RuntimeError(f"private method {spec.name!r} reported a non-finite epsilon")
     t_end = time.perf_counter()
+    caveat = large_delta_caveat(result.delta, int(data.num_nodes)) if spec.private else None
+    if caveat is not None:
+        warnings.warn(caveat, LargeDeltaWarning, stacklevel=2)
+        info = {**(info or {}), "warnings": [caveat]}
     if keep_result is not None:
         keep_result.update(result=result, data=data)
     split = data.split
@@ -157,6 +181,23 @@ def _publish(record: RunRecord, split, runs_dir: Path, ckpt: Path | None) -> Non
     if ckpt is not None:  # the record is written: the checkpoint has done its job
         ckpt.unlink(missing_ok=True)
         ckpt.with_suffix(".json").unlink(missing_ok=True)
+
+
+#: a delta above this is no meaningful guarantee (the mechanism may fail outright that often)
+LARGE_DELTA = 0.01
+
+
+class LargeDeltaWarning(UserWarning):
+    """A private run's delta is too large to mean much (a graph of very few nodes)."""
+
+
+def large_delta_caveat(delta: float | None, num_nodes: int) -> str | None:
+    """The warning for a delta above :data:`LARGE_DELTA` (``None`` when there is none)."""
+    if delta is None or not delta > LARGE_DELTA:
+        return None
+    return (f"delta = {delta:.3g} on a graph of {num_nodes} nodes: an (epsilon, delta) guarantee may fail "
+            f"outright with probability delta, so a delta above {LARGE_DELTA:g} protects little "
+            "(the default delta shrinks with the number of nodes; use a larger graph or a smaller --delta)")
 
 
 class ResumeWarning(UserWarning):

@@ -393,7 +393,7 @@ class ResultStore:
             return []
         return sorted(p for p in self.root.iterdir() if p.is_file() and is_record_file(p))
 
-    def _scan(self) -> list[tuple[Path, dict[str, Any]]]:
+    def _scan(self, *, warn: bool = True) -> list[tuple[Path, dict[str, Any]]]:
         """``(path, index row)`` of every finished, valid record (see the module docstring).
 
         Invalid records are listed in :attr:`skipped` and reported with an
@@ -425,8 +425,9 @@ class ResultStore:
                 problem = _companions_problem(self.root, files)
             if problem is not None:
                 self.skipped.append((str(path), problem))
-                warnings.warn(f"skipping run record {path}: {problem}; a sweep reruns this run",
-                              UnreadableRecordWarning, stacklevel=3)
+                if warn:
+                    warnings.warn(f"skipping run record {path}: {problem}; a sweep reruns this run",
+                                  UnreadableRecordWarning, stacklevel=3)
                 continue
             row = flatten_record(data)
             fresh[path.name] = {"key": key, "files": _companion_stats(self.root, files) or {},
@@ -473,7 +474,7 @@ class ResultStore:
         """Failure entries (``run_id``, ``error``, ``traceback``, ``config``) without a later success."""
         if not self.root.is_dir():
             return []
-        done = self.completed_ids()
+        done = {p.name[: -len(".json")] for p, _ in self._scan(warn=False)}
         out = []
         for p in sorted(self.root.glob(f"*{FAILED_SUFFIX}")):
             if p.name.startswith(".") or p.name[: -len(FAILED_SUFFIX)] in done:

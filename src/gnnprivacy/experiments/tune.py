@@ -305,14 +305,16 @@ def plan_spec(spec: TuneSpec | Mapping[str, Any] | str | Path, *,
     """
     from gnnprivacy.experiments.config import resolve_config
     from gnnprivacy.experiments.registry import get_method
-    from gnnprivacy.experiments.runner import load_run_data
+    from gnnprivacy.experiments.runner import load_run_data, split_kind
 
     spec = _as_spec(spec)
     base = dict(spec.base)
     if data_root is not None:
         base["data_root"] = data_root
-    base.setdefault("split_seed", spec.seed)  # one public split shared by every trial
     settings = [{**base, **s} for s in spec.settings()]
+    if split_kind(resolve_config({**settings[0], "epsilon": spec.epsilon})[0]) != "public":
+        base.setdefault("split_seed", spec.seed)  # one split shared by every trial
+        settings = [{**base, **s} for s in spec.settings()]
     config, _ = resolve_config({**settings[0], "epsilon": spec.epsilon})
     data = load_run_data(config)
     num_train, num_nodes = int(data.train_mask.sum()), int(data.num_nodes)

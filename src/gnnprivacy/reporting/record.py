@@ -12,6 +12,7 @@ import json
 import math
 import os
 import platform
+import re
 import subprocess
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -113,8 +114,11 @@ class RunRecord:
 
     @staticmethod
     def new_id(method: str, dataset: str) -> str:
+        """``<UTC time>-<method>-<dataset>-<random>``; characters other than letters, digits,
+        ``.``, ``_`` and ``-`` become ``_`` (a dataset named ``../../x`` stays a file name)."""
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-        return f"{stamp}-{method}-{dataset}-{uuid.uuid4().hex[:8]}"
+        slug = re.sub(r"[^A-Za-z0-9_-]+", "_", f"{method}-{dataset}")[:80]
+        return f"{stamp}-{slug}-{uuid.uuid4().hex[:8]}"
 
     def to_dict(self) -> dict[str, Any]:
         return _encode(asdict(self))
