@@ -101,7 +101,8 @@ def atomic_write(path: str | os.PathLike, data: bytes | str | None = None, *,
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "wb") as handle:
+        os.close(fd)
+        with open(tmp, "wb") as handle:  # handle.name is the temporary file's path
             _write_temp(handle, data, writer)
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)

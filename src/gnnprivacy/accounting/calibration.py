@@ -40,7 +40,7 @@ from typing import Optional
 
 from dp_accounting import dp_event
 
-from gnnprivacy._validation import check_int, check_positive, check_probability
+from gnnprivacy._validation import MAX_PURE_EPSILON, check_int, check_positive, check_probability
 from gnnprivacy.accounting import disk_cache
 from gnnprivacy.accounting.accountants import make_accountant
 from gnnprivacy.accounting.events import resolve_scope
@@ -51,6 +51,8 @@ COARSE_FACTORS = (100.0, 10.0)
 #: their tolerances (the last is the caller's rtol: the fine root sits next to it)
 _COARSE_RTOLS = (5e-2, 0.0)
 _MIN_NOISE = 1e-9
+#: the largest target epsilon calibrated (exp(epsilon) must stay a finite float)
+MAX_EPSILON = MAX_PURE_EPSILON
 
 
 def calibrate_noise_multiplier(make_event: Callable[[float], dp_event.DpEvent], *, steps: int,
@@ -84,10 +86,15 @@ def calibrate_noise_multiplier(make_event: Callable[[float], dp_event.DpEvent], 
         ``<= target_epsilon`` (verified), within a factor ``1 + rtol`` of the smallest.
 
     Raises:
-        InvalidParameterError: bad arguments, or the target is unreachable.
+        InvalidParameterError: bad arguments (a target above :data:`MAX_EPSILON`), or the
+            target is unreachable.
     """
     steps = check_int("steps", steps, low=1)
     target = check_positive("target_epsilon", target_epsilon)
+    if target > MAX_EPSILON:
+        raise InvalidParameterError("epsilon", f"at most {MAX_EPSILON:g} (the accountant computes "
+                                    "exp(epsilon), which overflows beyond; such a budget promises "
+                                    "nothing anyway)", target_epsilon)
     delta = check_probability("target_delta", target_delta, allow_one=False)
     rtol = check_positive("rtol", rtol)
     start = check_positive("initial_noise_multiplier", initial_noise_multiplier)
@@ -107,13 +114,15 @@ def calibrate_noise_multiplier(make_event: Callable[[float], dp_event.DpEvent], 
     def evaluate(z: float, full: bool, opts: dict) -> tuple[float, bool]:
         """(epsilon bound, whether it is the full epsilon)."""
         acc = make_accountant(accountant, unit=unit, relation=relation, **opts)
-        acc.compose(make_event(z), steps)
         try:
+            acc.compose(make_event(z), steps)
             return _evaluate(acc, full)
         except InvalidParameterError as err:
             if err.name != "noise_multiplier":
                 raise
             return math.inf, True           # too little noise to account: infeasible
+        except (OverflowError, FloatingPointError):
+            return math.inf, True           # so little noise that the privacy loss overflows: infeasible
 
     def _evaluate(acc, full: bool) -> tuple[float, bool]:
         if full:

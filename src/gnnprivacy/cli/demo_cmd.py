@@ -132,7 +132,7 @@ def _check_outputs(runs_dir: str, report_dir: str) -> None:
     try:
         for folder, name in ((runs_dir, "--runs-dir"), (Path(runs_dir) / "link-stealing", "--runs-dir"),
                              (report_dir, "-o/--output"), (Path(report_dir) / "link-stealing", "-o/--output")):
-            check_writable_dir(folder, name=name)
+            check_writable_dir(folder, name=name, create=False)
     except InvalidParameterError as exc:
         raise click.ClickException(str(exc)) from None
 

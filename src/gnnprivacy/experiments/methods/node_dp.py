@@ -199,7 +199,9 @@ def _result(trainer, ctx: RunContext) -> MethodResult:
             f"test accuracy {metrics.get('test_accuracy', float('nan')):.4f}")
     return MethodResult(metrics=metrics, epsilon=trainer.epsilon_, delta=trainer.delta_,
                         ledger=trainer.ledger_, privacy=trainer.privacy_record(),
-                        info={**trainer.info_, "steps": trainer.steps_}, model=trainer)
+                        info={**trainer.info_, "steps": trainer.steps_,
+                              "resumed_from_step": getattr(trainer, "resumed_from_step_", 0)},
+                        model=trainer)
 
 
 def _fit(trainer_cls, ctx: RunContext) -> MethodResult:
