@@ -29,20 +29,15 @@ from gnnprivacy.errors import InvalidParameterError, WriteFailedError
 __all__ = ["DISK_FAULTS", "atomic_write", "check_output_file", "check_writable_dir", "file_digest", "fsync_dir",
            "is_write_fault"]
 
-#: errno values that mean "this location cannot take the write" (as opposed to a bug)
-WRITE_FAULTS = frozenset({errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT,
-                          errno.EIO, errno.EFBIG, errno.ENOTDIR, errno.EISDIR, errno.ENOENT,
-                          errno.EEXIST, errno.ENAMETOOLONG})
-
-
 #: errno values that mean "the storage refused" whoever asked (no space, read-only, no permission)
 DISK_FAULTS = frozenset({errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.EFBIG})
 
 
 def is_write_fault(exc: BaseException) -> bool:
-    """Whether ``exc`` is an ``OSError`` saying a location cannot be written (disk full,
-    read-only, permission, missing folder ...), as opposed to a programming error."""
-    return isinstance(exc, OSError) and (isinstance(exc, WriteFailedError) or exc.errno in WRITE_FAULTS)
+    """Whether ``exc`` says a location cannot be written: a :class:`WriteFailedError`, or an
+    ``OSError`` with one of :data:`DISK_FAULTS` (disk full, read-only, no permission), as opposed
+    to a programming error."""
+    return isinstance(exc, WriteFailedError) or (isinstance(exc, OSError) and exc.errno in DISK_FAULTS)
 
 
 def _umask() -> int:

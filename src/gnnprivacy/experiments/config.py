@@ -112,6 +112,9 @@ def resolve_config(values: dict[str, Any]):
     from gnnprivacy.experiments.registry import get_method
 
     values = {k.replace("-", "_"): v for k, v in values.items() if v is not None}
+    for key in ("runs_dir", "data_root"):  # a pathlib.Path is a path too
+        if isinstance(values.get(key), os.PathLike):
+            values[key] = os.fspath(values[key])
     if isinstance(values.get("dataset_args"), dict):  # YAML mapping -> the CLI's key=value form
         values["dataset_args"] = ",".join(f"{k}={v}" for k, v in values["dataset_args"].items())
     run_values = {k: v for k, v in values.items() if k in RUN_FIELDS}
