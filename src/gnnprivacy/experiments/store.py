@@ -6,10 +6,12 @@ Layout of a runs directory::
                                   written last; its ``files`` section names its companions with sha256
     RUNS/<run_id>.split.npz       its split (a companion, written before the record)
     RUNS/<run_id>.failed.json     a run that raised (error, traceback, config); removed on success
-    RUNS/.staging/<run_id>.<host>.<pid>.<rand>/   a run in progress, locked (never read as a record)
+    RUNS/.staging/<name>.<host>.<pid>.<rand>/   a private scratch folder, locked (never read as a
+                                  record; :meth:`ResultStore.staging_dir`); a dead owner's is removed
     RUNS/.claims/<run_id>.claim   a run some process is working on (flock'd; pid, host): concurrent
                                   sweeps on one runs directory skip claimed runs; dead owners' are retaken
-    RUNS/.index.json              cache of the flattened index (safe to delete)
+    RUNS/checkpoints/             checkpoints of private runs in progress (``resume`` continues them)
+    RUNS/.index.json              cache of the flattened index and of the checked companions (safe to delete)
 
 Why files and not SQLite: every writer (a process-pool worker, or a Ray task on another machine
 writing to a shared filesystem) touches only its own files, and a record appears in one atomic
@@ -20,8 +22,9 @@ memory between the writers and is documented not to work over network filesystem
 is exactly where a cluster's shared runs directory lives; it would also be a second source of
 truth that can disagree with the files after a crash. The index is therefore *derived*: it is
 rebuilt from the records on every read, and :file:`.index.json` only caches parsed rows keyed by
-(file name, size, mtime) so a re-read parses only new or changed records. Readers write the cache
-atomically; a lost race just rewrites an equally valid cache.
+(file name, size, mtime; and its companions' sizes and mtimes) so a re-read parses and hashes
+only new or changed records. Readers write the cache atomically; a lost race just rewrites an
+equally valid cache.
 
 A run's files become finished together or not at all (:meth:`ResultStore.publish`): each
 companion is written atomically, then the record, atomically and last, naming every companion
