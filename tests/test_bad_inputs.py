@@ -9,10 +9,16 @@ Outcomes:
 - ``error``: the command exits non-zero (the API call raises a ``ValueError`` subclass) with a
   message containing every ``expect`` fragment and no traceback;
 - ``warning``: the command succeeds with the valid part of the input, and says on stderr
-  which part it skipped (the fragments).
+  which part it skipped (the fragments);
+- ``handled``: the input is unusual but legal, and the command does the right thing with it
+  (its output, or the API function's checks, show it: the fragments).
 
 Goal: 100 % clear errors, 0 silent wrong results (no case may pass with exit code 0 unless its
-outcome is ``warning``).
+outcome is ``warning`` or ``handled``).
+
+:data:`FAULTS` lists the faults of the machine (a full disk, a read-only folder, signals) with
+the test in ``tests/experiments/test_faults.py`` that covers each; they are the "Faults" section
+of the same page.
 """
 
 from __future__ import annotations
@@ -288,6 +294,104 @@ CASES: list[Case] = [
 ]
 
 
+# -- issue 24: options that contradict each other, unusual graphs, damaged records and caches --
+TQ = ["train", "--dataset", "csbm", "--dataset-args", SMALL, "--epochs", "2", "-q", "--runs-dir", "{tmp}/runs"]
+TV = [a for a in TQ if a != "-q"]  # -q silences warnings
+LS = ["attack", "link-stealing", "--dataset", "csbm", "-q", "--runs-dir", "{tmp}/runs"]
+TUNE_BASE = ("name: t\nbase: {method: dpmlp, dataset: csbm, dataset_args: 'num_nodes=120', val_frac: 0.2}\n"
+             "grid: {lr: [0.1]}\nepsilon: 4\n")
+
+
+def api(area, text, name, *expect, outcome="error", setup=None):
+    return Case(area, text, "api", (name,), tuple(expect), outcome, {}, setup)
+
+
+def records(text, setup, *expect, command="results"):
+    args = ["results", "{tmp}/runs"] if command == "results" else ["report", "{tmp}/runs", "-o", "{tmp}/out"]
+    return cli("records", text, args, *expect, setup=setup, outcome="warning")
+
+
+CASES += [
+    cli("config file", "-c with method: [gcn] (a list)", T + ["-c", "{tmp}/c.yaml"], "method", "a string",
+        files={"c.yaml": "method: [gcn]\n"}),
+    cli("config file", "-c with dataset_args as a list", T[:3] + ["--epochs", "2", "-q", "-c", "{tmp}/c.yaml"],
+        "dataset_args", "[1, 2]", files={"c.yaml": "dataset_args: [1, 2]\n"}),
+    cli("config file", "-c with dataset_args as a mapping (read as key=value pairs)",
+        ["train", "-c", "{tmp}/c.yaml", "--print-config"], "dataset_args: num_nodes=90,num_features=8",
+        files={"c.yaml": "dataset: csbm\ndataset_args: {num_nodes: 90, num_features: 8}\n"}, outcome="handled"),
+    cli("config file", "-c with a key given twice", T + ["-c", "{tmp}/c.yaml"], "'epochs' is given twice",
+        "line 2", files={"c.yaml": "epochs: 2\nepochs: 3\n"}),
+    cli("config file", "-c naming a binary file", T + ["-c", "{tmp}/c.bin"], "c.bin", "UTF-8", setup="binary_config"),
+    api("config file", "--print-config output of Cora fed back with -c", "print_config_round_trip",
+        "split: public", outcome="handled"),
+    cli("train output", "--runs-dir ''", T + ["--runs-dir", ""], "runs_dir", "non-empty"),
+    cli("train output", "RUNS/checkpoints is a file (heterpoisson): refused before training",
+        TQ + ["--method", "heterpoisson"], "checkpoints", "existing file", setup="checkpoints_file"),
+    cli("train options", "--resume with gcn (it writes no checkpoint)", TQ + ["--resume"], "resume", "gcn"),
+    cli("train options", "--resume without a checkpoint (trains from step 0)", TV + ["--method", "heterpoisson",
+                                                                                   "--resume"],
+        "no checkpoint of this configuration", "step 0", outcome="warning"),
+    cli("train options", "--resume with changed --steps (names the checkpoint's options)",
+        TV + ["--method", "heterpoisson", "--steps", "2", "--resume"], "another configuration",
+        "steps 3 there, 2 here",
+        setup="other_checkpoint", outcome="warning"),
+    cli("train privacy", "--epsilon 4e14 (heterpoisson: exp(epsilon) overflows the accountant)",
+        TQ + ["--method", "heterpoisson", "--epsilon", "4e14"], "epsilon", "supported range"),
+    cli("train options", "duplicate --dataset-args keys", ["train", "--dataset-args", "num_nodes=90,num_nodes=80", "-q"],
+        "dataset_args", "given twice"),
+    cli("train split", "--split-seed with a public split (Cora)", ["train", "--dataset", "cora", "--split-seed", "3",
+                                                                 "-q"], "split_seed", "public split"),
+    api("train options", "--dataset CORA (recorded as cora)", "dataset_case", "cora", outcome="handled"),
+    cli("train options", "--mcmc-steps 0 (edgerr)", TQ + ["--method", "edgerr", "--mcmc-steps", "0"], "mcmc_steps",
+        "[1, inf]"),
+    cli("link stealing", "--defense none --theta 0.1 (a GRID option)", LS + ["--defense", "none", "--theta", "0.1"],
+        "theta", "defense is 'grid'"),
+    cli("link stealing", "--query-node a on a 2-layer sage", LS + ["--model", "sage", "--influence", "infiltrator",
+                                                                  "--query-node", "a"], "query_node", "2 message-passing layers"),
+    cli("linkteller", "--eps-e 1 with the gcn victim (no edge privacy)",
+        ["attack", "linkteller", "--dataset", "csbm", "--method", "gcn", "--eps-e", "1", "-q"], "eps_e", "clean"),
+    cli("audit", "--degrees abc", ["audit", "--method", "heterpoisson", "--degrees", "abc"], "degrees", "integers"),
+    cli("audit", "-p lr (no value)", ["audit", "--method", "heterpoisson", "-p", "lr"], "-p/--param", "KEY=VALUE"),
+    cli("tune", "trials.mean: 0", ["tune", "-c", "{tmp}/t.yaml", "--runs-dir", "{tmp}/runs"], "trials.mean",
+        files={"t.yaml": TUNE_BASE + "trials: {mean: 0}\n"}),
+    api("tune", "the same name run again (would overwrite its record and mix trials)", "tune_twice",
+        "not yet used", "tune-t.json"),
+    cli("reproduce", "--list with an empty data root", ["reproduce", "--list", "--data-root", "{tmp}/empty"],
+        "runnable: no", "raw files missing", setup="empty_dir", outcome="handled"),
+    cli("demo", "-o under a file (refused before the first run trains)", ["demo", "-q", "--runs-dir", "{tmp}/runs",
+                                                                          "-o", "{tmp}/afile/report"],
+        "-o/--output", "afile is a file", files={"afile": "x"}),
+    cli("results", "-o into a missing folder", ["results", "{tmp}/runs", "-o", "{tmp}/nowhere/x.csv"], "-o/--output",
+        "does not exist", setup="good_record"),
+    api("data (gp.train)", "y as int32 (widened to int64)", "y_int32", "ok", outcome="handled"),
+    api("data (gp.train)", "sparse x (made dense)", "x_sparse", "ok", outcome="handled"),
+    api("data (gp.train)", "x on the meta device", "x_meta", "x", "meta device"),
+    api("data (gp.train)", "num_nodes differing from the rows of x", "num_nodes_differs", "num_nodes", "rows of x"),
+    api("data (gp.train)", "gp.train(None)", "train_none", "data", "None"),
+    api("data (gp.train)", "data.name = '../../x' (stays inside the runs dir)", "name_with_slashes", "inside",
+        outcome="handled"),
+    api("data (gp.train)", "data.name = 'cora' on a 60-node graph, then assess", "assess_user_graph",
+        "user-supplied graph", "cora"),
+    api("data (gp.train)", "a 4-node graph with heterpoisson (delta 0.218)", "tiny_graph_delta", "delta = 0.218",
+        "4 nodes", outcome="warning"),
+    records("a record with metrics: [1]", "record_metrics_list", "metrics is [1]", "not a mapping", "ok-run"),
+    records("a record with seeds: [0]", "record_seeds_list", "seeds is [0]", "not a mapping", "ok-run"),
+    records("a record with info: 'x'", "record_info_str", "info is 'x'", "not a mapping", "ok-run"),
+    records("a record with epsilon 'abc' (report)", "record_epsilon_str", "epsilon is 'abc'", "not a number",
+            command="report"),
+    records("a record with test_accuracy 'nan' (report)", "record_accuracy_nan", "test_accuracy", "not finite",
+            "1 of 2 run", command="report"),
+    records("a record whose split is truncated (a full disk)", "record_split_truncated", "companion",
+            "truncated", "ok-run"),
+    records("the same configuration and seed twice (report counts it once)", "record_repeated",
+            "counted once", command="report"),
+    api("datasets", "a truncated processed PyG cache (Cora)", "damaged_processed_cache", "damaged",
+        "rebuilding", outcome="warning"),
+    cli("datasets", "a corrupt raw file (Cora's ind.cora.x truncated)", ["datasets", "--data-root", "{tmp}/root"],
+        "corrupt", "ind.cora.x", setup="corrupt_raw_cora", outcome="handled"),
+]
+
+
 # -- set-ups and data mutations -----------------------------------------------------------------
 
 def _record(run_id: str, **extra):
@@ -396,6 +500,230 @@ def api_read_truncated(tmp: Path) -> str:
     return ""
 
 
+def _write_record(tmp: Path, name: str, **changes) -> None:
+    """A good record ``ok-run`` and ``name`` = a copy of it with ``changes`` to its JSON."""
+    setup_good_record(tmp)
+    data = {**json.loads((tmp / "runs" / "ok-run.json").read_text()), "run_id": name, **changes}
+    (tmp / "runs" / f"{name}.json").write_text(json.dumps(data))
+
+
+def setup_record_metrics_list(tmp: Path) -> None:
+    _write_record(tmp, "bad", metrics=[1])
+
+
+def setup_record_seeds_list(tmp: Path) -> None:
+    _write_record(tmp, "bad", seeds=[0])
+
+
+def setup_record_info_str(tmp: Path) -> None:
+    _write_record(tmp, "bad", info="x")
+
+
+def setup_record_epsilon_str(tmp: Path) -> None:
+    _write_record(tmp, "bad", epsilon="abc")
+
+
+def setup_record_accuracy_nan(tmp: Path) -> None:
+    _write_record(tmp, "nan-run", metrics={"test_accuracy": "nan"}, seeds={"run": 1, "split": 1},
+                  config={"method": "gcn", "dataset": "csbm", "seed": 1})
+
+
+def setup_record_repeated(tmp: Path) -> None:
+    _write_record(tmp, "again")  # same configuration and seeds as ok-run
+
+
+def setup_record_split_truncated(tmp: Path) -> None:
+    """``broken`` was published with its split, which a full disk then truncated."""
+    from gnnprivacy.datasets.splits import random_split
+    from gnnprivacy.experiments.store import ResultStore
+
+    setup_good_record(tmp)
+    split = random_split(20, seed=0, dataset="csbm")
+    ResultStore(tmp / "runs").publish(_record("broken"), {"broken.split.npz": split.save})
+    path = tmp / "runs" / "broken.split.npz"
+    path.write_bytes(path.read_bytes()[:100])
+
+
+def setup_binary_config(tmp: Path) -> None:
+    (tmp / "c.bin").write_bytes(bytes(range(256)) * 4)
+
+
+def setup_checkpoints_file(tmp: Path) -> None:
+    (tmp / "runs").mkdir()
+    (tmp / "runs" / "checkpoints").write_text("x")
+
+
+def setup_other_checkpoint(tmp: Path) -> None:
+    """A checkpoint (and its description) of the same run with --steps 3."""
+    from gnnprivacy.experiments.config import resolve_config
+    from gnnprivacy.experiments.runner import _describe_checkpoint, checkpoint_path_for
+
+    config, params = resolve_config({"method": "heterpoisson", "dataset": "csbm", "dataset_args": SMALL,
+                                     "epochs": 2, "steps": 3, "runs_dir": str(tmp / "runs")})
+    ckpt = checkpoint_path_for(config, params)
+    _describe_checkpoint(ckpt, config, params)
+    ckpt.write_bytes(b"a checkpoint")
+
+
+def shared_datasets() -> Path:
+    import os
+
+    root = Path(os.environ.get("GNNPRIVACY_SHARED_DATASETS", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
+    if not (root / "Cora" / "raw").is_dir():
+        pytest.skip("needs the shared datasets (Cora)")
+    return root
+
+
+def setup_corrupt_raw_cora(tmp: Path) -> None:
+    import shutil
+
+    shutil.copytree(shared_datasets() / "Cora", tmp / "root" / "Cora")
+    path = tmp / "root" / "Cora" / "raw" / "ind.cora.x"
+    path.write_bytes(path.read_bytes()[:100])
+
+
+def api_print_config_round_trip(tmp: Path) -> str:
+    from click.testing import CliRunner
+
+    from gnnprivacy.cli import main
+
+    root = str(shared_datasets())
+    first = CliRunner().invoke(main, ["train", "--dataset", "cora", "--data-root", root, "--print-config"])
+    assert first.exit_code == 0, first.output
+    (tmp / "back.yaml").write_text(first.output)
+    again = CliRunner().invoke(main, ["train", "-c", str(tmp / "back.yaml"), "--print-config"])
+    assert again.exit_code == 0 and again.output == first.output, again.output
+    return again.output
+
+
+def api_dataset_case(tmp: Path) -> str:
+    from gnnprivacy.experiments.config import resolve_config
+
+    return resolve_config({"dataset": "CORA"})[0].dataset
+
+
+def api_tune_twice(tmp: Path) -> str:
+    from gnnprivacy.experiments.tune import tune
+
+    spec = {"name": "t", "base": {"method": "dpmlp", "dataset": "csbm", "dataset_args": "num_nodes=120",
+                                  "val_frac": 0.2, "epochs": 1},
+            "grid": {"lr": [0.1]}, "epsilon": 4.0, "trials": {"distribution": "poisson", "mean": 1.0},
+            "compare": False}
+    tune(spec, runs_dir=tmp / "runs")
+    first = (tmp / "runs" / "tune-t.json").read_bytes()
+    try:
+        tune(spec, runs_dir=tmp / "runs")
+    finally:
+        assert (tmp / "runs" / "tune-t.json").read_bytes() == first  # the first tune is intact
+    return ""
+
+
+def _graph(n=60, **changes):
+    import torch
+    from torch_geometric.data import Data
+
+    gen = torch.Generator().manual_seed(0)
+    data = Data(x=torch.randn(n, 4, generator=gen), y=torch.arange(n) % 2,
+                edge_index=torch.randint(0, n, (2, 3 * n), generator=gen))
+    for key, value in changes.items():
+        setattr(data, key, value)
+    return data
+
+
+def _train_user(data, **kw):
+    import gnnprivacy as gp
+
+    return gp.train(data, **{"epochs": 2, **kw})
+
+
+def api_y_int32(tmp: Path) -> str:
+    import torch
+
+    data = _graph()
+    data.y = data.y.to(torch.int32)
+    result = _train_user(data)
+    assert data.y.dtype == torch.int32 and result.data.y.dtype == torch.int64  # the user's object untouched
+    return "ok"
+
+
+def api_x_sparse(tmp: Path) -> str:
+    import torch
+
+    data = _graph()
+    dense = _train_user(data).metrics
+    data.x = data.x.to_sparse()
+    assert _train_user(data).metrics == dense and data.x.layout == torch.sparse_coo
+    return "ok"
+
+
+def api_x_meta(tmp: Path) -> str:
+    import torch
+
+    _train_user(_graph(x=torch.empty(60, 4, device="meta")))
+    return ""
+
+
+def api_num_nodes_differs(tmp: Path) -> str:
+    _train_user(_graph(num_nodes=100))
+    return ""
+
+
+def api_train_none(tmp: Path) -> str:
+    _train_user(None)
+    return ""
+
+
+def api_name_with_slashes(tmp: Path) -> str:
+    runs = tmp / "deep" / "runs"
+    result = _train_user(_graph(name="../../x"), runs_dir=str(runs))
+    files = [p for p in tmp.rglob("*.json")]
+    assert files and all(p.parent == runs for p in files), files
+    assert "/" not in result.record.run_id
+    return "inside the runs dir"
+
+
+def api_assess_user_graph(tmp: Path) -> str:
+    from gnnprivacy.auditing.report_card import report_card
+
+    result = _train_user(_graph(name="cora"), method="dpmlp", runs_dir=str(tmp / "runs"))
+    report_card(result.record, link_stealing=False, baseline=False)
+    return ""
+
+
+def api_tiny_graph_delta(tmp: Path) -> str:
+    import torch
+
+    data = _graph(4, y=torch.tensor([0, 1, 0, 1]), edge_index=torch.tensor([[0, 1, 2], [1, 2, 3]]),
+                  train_mask=torch.tensor([True, True, False, False]),
+                  test_mask=torch.tensor([False, False, True, True]))
+    result = _train_user(data, method="heterpoisson", epochs=1)
+    return " ".join(result.record.info["warnings"])
+
+
+def api_damaged_processed_cache(tmp: Path) -> str:
+    import os
+    import warnings
+
+    from gnnprivacy.datasets import load_dataset
+
+    root, old = shared_datasets(), os.environ.get("GNNPRIVACY_CACHE")
+    os.environ["GNNPRIVACY_CACHE"] = str(tmp / "cache")
+    try:
+        first = load_dataset("cora", root=root)
+        processed = next((tmp / "cache").rglob("processed/data.pt"))
+        processed.write_bytes(processed.read_bytes()[:1000])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            again = load_dataset("cora", root=root)
+        assert bool((again.x == first.x).all()) and processed.stat().st_size > 1000  # rebuilt
+        return " ".join(str(w.message) for w in caught)
+    finally:
+        if old is None:
+            os.environ.pop("GNNPRIVACY_CACHE")
+        else:
+            os.environ["GNNPRIVACY_CACHE"] = old
+
+
 def base_graph():
     import torch
     from torch_geometric.data import Data
@@ -459,18 +787,26 @@ def run_case(case: Case, tmp: Path) -> tuple[bool, str]:
         except ValueError as exc:
             return True, str(exc)
         return False, ""
+    import warnings
+
     if case.kind == "api":
-        try:
-            return False, globals()[f"api_{case.args[0]}"](tmp)
-        except ValueError as exc:
-            return True, str(exc)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                text = globals()[f"api_{case.args[0]}"](tmp)
+            except ValueError as exc:
+                return True, str(exc)
+        return False, text + "".join(f"\nwarning: {w.message}" for w in caught)
     from click.testing import CliRunner
 
     from gnnprivacy.cli import main
 
     args = [a.replace("{tmp}", str(tmp)) for a in case.args]
-    out = CliRunner().invoke(main, args, catch_exceptions=True)
+    with warnings.catch_warnings(record=True) as caught:  # under pytest, warnings do not reach stderr
+        warnings.simplefilter("always")
+        out = CliRunner().invoke(main, args, catch_exceptions=True)
     text = out.output + (out.stderr if out.stderr_bytes is not None else "")
+    text += "".join(f"\nwarning: {w.message}" for w in caught)
     if out.exception is not None and not isinstance(out.exception, SystemExit):
         import traceback
 
@@ -496,15 +832,83 @@ def test_bad_input(case, tmp_path, monkeypatch):
         assert fragment in message, (fragment, message)
 
 
+FAULTS_TESTS = Path(__file__).resolve().parent / "experiments" / "test_faults.py"
+
+#: (where, fault, what happens, the test in tests/experiments/test_faults.py)
+FAULTS: list[tuple[str, str, str, str]] = [
+    ("train", "a full disk or a read-only folder at each write (checkpoint description, checkpoints, "
+     "split, record; a patched writer fails the k-th write with ENOSPC or EROFS)",
+     "a checkpoint that cannot be written warns and training goes on; any other write: exit 1 with one "
+     "line naming the file and the reason, nothing published, the finished run's record printed on "
+     "stdout; earlier runs unchanged; the rerun publishes", "test_train_write_fault_at_each_write"),
+    ("train", "a full disk on a real 64 KiB tmpfs, from full to enough room", "published complete, or "
+     "exit 1 with `No space left on device`; never a half-written run", "test_train_on_a_full_tmpfs"),
+    ("train", "the record cannot be written after training (disk full)", "the checkpoint is kept and "
+     "named: `--resume` publishes the run without training a step again",
+     "test_a_run_whose_record_cannot_be_written_keeps_its_checkpoint_for_resume"),
+    ("train", "a split that a full disk truncated after its record was written; a split changed or "
+     "deleted", "the record names its split with sha256 and size: results, report and sweeps skip it by "
+     "name as unfinished (a sweep reruns it)", "test_a_record_with_a_damaged_companion_is_not_finished"),
+    ("train", "two identical heterpoisson trains in one runs dir (one checkpoint path)", "each write "
+     "uses its own temporary file: both finish (the old fixed `.pt.tmp` name lost a rename)",
+     "test_concurrent_writes_of_one_path_both_succeed"),
+    ("train, sweep, tune, demo -o, results -o, report -o", "a read-only folder (a read-only bind mount)",
+     "one-line error naming the option and `Read-only file system`, before any training",
+     "test_read_only_folders_are_refused_before_any_work"),
+    ("sweep", "a full disk or a read-only folder at each write (splits, records, failure records, the "
+     "index cache)", "the run is listed as failed with the one-line reason; nothing half-written is "
+     "listed as finished; the rerun finishes every run; earlier records unchanged",
+     "test_sweep_write_fault_at_each_write"),
+    ("sweep", "a full disk when a worker claims a run", "the run fails with `could not write the claim`, "
+     "no claim file is left, the rerun runs it", "test_a_claim_on_a_full_disk_fails_the_run_and_leaves_no_claim"),
+    ("tune", "a full disk or a read-only folder at each write (trial checkpoints, splits and records, the "
+     "tune record)", "exit 1 with one line; no tune record; the name is free again; the rerun removes the "
+     "unfinished trials with a message and finishes", "test_tune_write_fault_at_each_write"),
+    ("datasets", "a full disk while building the processed PyG cache", "one line naming the cache folder "
+     "and `No space left on device`, not a parse error about intact raw files",
+     "test_dataset_cache_on_a_full_disk"),
+    ("datasets", "the same on a real 2 MiB tmpfs", "the same", "test_dataset_cache_on_a_full_tmpfs"),
+    ("train", "SIGINT, then SIGTERM, mid-training; then `--resume`", "exit 130 / 143 with one line; "
+     "nothing published; the checkpoint is kept and the rerun continues from it",
+     "test_signals_to_train_then_resume"),
+    ("tune", "SIGINT, then SIGTERM, mid-trial; then a rerun", "exit 130 / 143; no tune record; its claim "
+     "released; the rerun removes the unfinished trials and finishes", "test_signals_to_tune_then_rerun"),
+    ("sweep", "SIGINT (Ctrl-C) to the sweep's process group", "no new run starts (the pool holds only "
+     "running runs); the running ones finish and publish; exit 130; no process left; the rerun does the "
+     "rest", "test_sigint_to_a_sweep_starts_no_new_run"),
+    ("sweep", "SIGTERM to the sweep's process", "the workers are stopped at once; exit 143; no process "
+     "left; the rerun retakes the dead claims and finishes every run once",
+     "test_sigterm_to_a_sweep_orphans_nothing"),
+    ("sweep", "a sweep with `resume: true` killed (SIGKILL) and rerun", "the run continues from "
+     "`RUNS/checkpoints` (the record says `resumed_from_step`), not from step 0",
+     "test_killed_resumable_sweep_continues_from_its_checkpoint"),
+    ("sweep", "OMP_NUM_THREADS=1 in the sweep's environment", "workers keep 1 thread (not cpu_count / "
+     "workers)", "test_workers_keep_the_parents_omp_num_threads"),
+    ("sweep", "Ctrl-C while runs are queued", "the pool is handed at most `workers` runs, so none waits in "
+     "its queue to start after the Ctrl-C", "test_local_executor_hands_the_pool_only_running_items"),
+]
+
+
+def test_every_fault_names_a_test_that_exists():
+    import ast
+
+    tree = ast.parse(FAULTS_TESTS.read_text(encoding="utf-8"))
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}
+    named = [f[3] for f in FAULTS]
+    assert len(named) == len(set(named)) and set(named) <= defined, set(named) - defined
+    assert defined <= set(named), f"tests in test_faults.py without a row: {defined - set(named)}"
+
+
 def test_the_table_has_at_least_60_rows_and_unique_ids():
     assert len(CASES) >= 60
     assert len({c.id for c in CASES}) == len(CASES)
 
 
 def render_table() -> str:
-    """``docs/bad-inputs.md``, generated from :data:`CASES`."""
+    """``docs/bad-inputs.md``, generated from :data:`CASES` and :data:`FAULTS`."""
     errors = sum(c.outcome == "error" for c in CASES)
     handled = sum(c.outcome == "ok" for c in CASES)
+    warned = sum(c.outcome == "warning" for c in CASES)
     lines = [
         "# Bad inputs and what happens",
         "",
@@ -512,8 +916,11 @@ def render_table() -> str:
         "`tests/test_bad_inputs.py` (this page is generated from that list:",
         "`python tests/test_bad_inputs.py --write`; a test fails when it is out of date).",
         "",
-        f"**{len(CASES)} bad inputs: {errors} clear errors, {len(CASES) - errors - handled} warnings that skip "
-        f"the bad part and keep the rest, {handled} computed correctly, 0 silent wrong results, 0 tracebacks.**",
+        f"**{len(CASES)} bad inputs: {errors} clear errors, {warned} warnings that skip the bad "
+        f"part and keep the rest, {handled} extreme inputs computed correctly, "
+        f"{len(CASES) - errors - warned - handled} unusual but legal inputs handled correctly, "
+        "0 silent wrong results, 0 tracebacks.** Faults of the machine (a full disk, a read-only folder, "
+        f"signals) are in the [second table](#faults) ({len(FAULTS)} rows).",
         "",
         "- *error*: the command exits non-zero (the Python call raises a `ValueError` subclass, usually "
         "`gnnprivacy.errors.InvalidParameterError`) with a one-line message naming the parameter, what was "
@@ -521,6 +928,8 @@ def render_table() -> str:
         "- *warning*: the command succeeds on the valid input and prints a warning naming what it skipped.",
         "- *ok*: an extreme but legal input that once failed; the command now computes it (the output "
         "contains the fragments shown).",
+        "- *handled*: the input is unusual but legal and the command does the right thing with it (its "
+        "output shows the fragments).",
         "",
         "| # | where | bad input | outcome | the message contains |",
         "|---|---|---|---|---|",
@@ -528,6 +937,24 @@ def render_table() -> str:
     for i, c in enumerate(CASES, 1):
         frags = ", ".join(f"`{f}`" for f in c.expect).replace("|", "\\|")
         lines.append(f"| {i} | {c.area} | {c.text.replace('|', chr(92) + '|')} | {c.outcome} | {frags} |")
+    lines += [
+        "",
+        "## Faults",
+        "",
+        "Faults of the machine rather than of the input, each with its test in "
+        "`tests/experiments/test_faults.py`. The mechanism behind every row: each file is written by one "
+        "atomic writer (temporary file, fsync, rename; a failure names the file and the reason in one line), "
+        "a run publishes its split and then its record, which names the split with sha256 and size, readers "
+        "count a record without complete companions as unfinished, output folders are checked before any "
+        "training, and SIGTERM is handled like Ctrl-C (workers stopped, nothing unfinished published). After "
+        "every fault and its rerun: no finished run is lost or changed, nothing half-written is listed as "
+        "finished, and no process is left running.",
+        "",
+        "| # | where | fault | what happens | test |",
+        "|---|---|---|---|---|",
+    ]
+    for i, (where, fault, outcome, test) in enumerate(FAULTS, 1):
+        lines.append(f"| {i} | {where} | {fault} | {outcome} | `{test}` |")
     return "\n".join(lines) + "\n"
 
 

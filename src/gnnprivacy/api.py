@@ -239,6 +239,11 @@ def train(data: Any = "csbm", *, method: str = "gcn", seed: int = 0,
     if isinstance(data, str):
         values["dataset"] = data
     else:
+        from torch_geometric.data import Data
+
+        if not isinstance(data, Data):
+            raise InvalidParameterError("data", "a dataset name or a torch_geometric.data.Data",
+                                        type(data).__name__ if data is not None else None)
         user_data = data
         values["dataset"] = str(getattr(data, "name", None) or "custom")
     if runs_dir is not None:

@@ -54,3 +54,26 @@ class BudgetExceededError(GnnPrivacyError, RuntimeError):
 class SmallSplitWarning(UserWarning):
     """The split leaves few training nodes (fewer than 500): private methods lose much
     accuracy there. ``gp.train`` warns with it; the record keeps the message."""
+
+
+class WriteFailedError(GnnPrivacyError, OSError):
+    """A file could not be written (disk full, read-only folder, no permission ...).
+
+    The message is one line naming what was written, the file and the system's reason; the
+    target file is unchanged (see `gnnprivacy._files.atomic_write`).
+    """
+
+    def __init__(self, what: str, path: object, cause: OSError):
+        reason = cause.strerror or str(cause)
+        super().__init__(cause.errno, reason, str(path))
+        self.what = what
+        self.path = str(path)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"could not write the {self.what} {self.path}: {self.reason}"
+
+
+class Terminated(KeyboardInterrupt):
+    """The process received SIGTERM; raised in the main thread by the command line's handler so
+    that the clean-up of Ctrl-C runs (workers stopped, nothing unfinished published)."""

@@ -77,7 +77,7 @@ def test_sweep_runs_skips_finished_and_records_failures(probe_module, tmp_path):
     assert all(store.load(rid).config["runs_dir"] == str(runs) for rid in first.succeeded)
     second = run_sweep(spec, runs_dir=runs, workers=1)
     assert second.skipped == 2 and len(second.failed) == 2 and not second.succeeded
-    assert not any((runs / ".staging").iterdir())
+    assert not any((runs / ".claims").iterdir())  # every claim was released
 
 
 def test_load_sweep_file_errors(tmp_path):

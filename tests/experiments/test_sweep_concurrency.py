@@ -96,7 +96,7 @@ def test_ctrl_c_twice_stops_every_worker_promptly(probe_base, probe_module, tmp_
     runs = tmp_path / "runs"
     proc = _sweep(config, runs, "--workers", "2")
     deadline = time.monotonic() + 120
-    while not (runs / ".staging").is_dir() or len(list((runs / ".staging").iterdir())) < 2:
+    while not (runs / ".claims").is_dir() or len(list((runs / ".claims").glob("*.claim"))) < 2:
         assert proc.poll() is None, proc.stdout.read()
         assert time.monotonic() < deadline, "the runs never started"
         time.sleep(0.1)

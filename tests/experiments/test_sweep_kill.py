@@ -24,16 +24,19 @@ def _sweep_process(config, runs):  # `gnnprivacy sweep` in its own process group
 
 def _wait_until_dead(runs, timeout=60.0):
     """SIGKILL is asynchronous for the grandchildren (fork server, workers): wait until their
-    staging locks are free, i.e. until they have exited."""
+    claim locks are free, i.e. until they have exited."""
     deadline = time.monotonic() + timeout
-    for folder in (runs / ".staging").iterdir():
-        while (folder / ".lock").exists():
-            fd = os.open(folder / ".lock", os.O_RDWR)
+    for claim in (runs / ".claims").glob("*.claim"):
+        while claim.exists():
+            try:
+                fd = os.open(claim, os.O_RDWR)
+            except FileNotFoundError:
+                break
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                assert time.monotonic() < deadline, f"{folder} is still locked"
+                assert time.monotonic() < deadline, f"{claim} is still locked"
                 time.sleep(0.05)
             finally:
                 os.close(fd)
@@ -75,4 +78,4 @@ def test_sigkilled_sweep_resumes_without_loss_or_duplication(probe_base, probe_m
     assert len(names) == len(set(names)) == 8 and store.completed_ids() == expected
     assert {r["run_id"] for r in store.rows()} == expected and store.failures() == []
     assert all(before[name] == content for name, content in _snapshot(runs).items() if name in before)
-    assert not list((runs / ".staging").iterdir())  # the killed attempt's folder was cleaned
+    assert not list((runs / ".claims").glob("*.claim"))  # the killed attempt's claims were retaken and released

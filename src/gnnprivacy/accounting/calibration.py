@@ -40,7 +40,8 @@ from typing import Optional
 
 from dp_accounting import dp_event
 
-from gnnprivacy._validation import check_int, check_positive, check_probability
+from gnnprivacy._validation import (MAX_TARGET_EPSILON, check_int, check_positive,
+                                   check_probability)
 from gnnprivacy.accounting import disk_cache
 from gnnprivacy.accounting.accountants import make_accountant
 from gnnprivacy.accounting.events import resolve_scope
@@ -52,6 +53,9 @@ COARSE_FACTORS = (100.0, 10.0)
 #: their tolerances (the last is the caller's rtol: the fine root sits next to it)
 _COARSE_RTOLS = (5e-2, 0.0)
 _MIN_NOISE = 1e-9
+#: the largest target epsilon calibrated (the trainers' supported range ends there; beyond it
+#: the PLD grid and exp(epsilon) overflow, and such a budget promises nothing anyway)
+MAX_EPSILON = MAX_TARGET_EPSILON
 
 
 def calibrate_noise_multiplier(make_event: Callable[[float], dp_event.DpEvent], *, steps: int,
@@ -88,8 +92,8 @@ def calibrate_noise_multiplier(make_event: Callable[[float], dp_event.DpEvent], 
         ``<= target_epsilon`` (verified), within a factor ``1 + rtol`` of the smallest.
 
     Raises:
-        InvalidParameterError: bad arguments, or the target is unreachable.
-
+        InvalidParameterError: bad arguments (a target above `MAX_EPSILON`), or the
+            target is unreachable.
     Example:
         >>> from gnnprivacy.accounting import calibrate_noise_multiplier, dpsgd_event, make_accountant
         >>> z = calibrate_noise_multiplier(lambda z: dpsgd_event(sample_rate=0.01, noise_multiplier=z),
@@ -101,6 +105,10 @@ def calibrate_noise_multiplier(make_event: Callable[[float], dp_event.DpEvent], 
     """
     steps = check_int("steps", steps, low=1)
     target = check_positive("target_epsilon", target_epsilon)
+    if target > MAX_EPSILON:
+        raise InvalidParameterError("epsilon", f"at most {MAX_EPSILON:g} (the accountants "
+                                    "overflow beyond; such a budget promises nothing anyway)",
+                                    target_epsilon)
     delta = check_probability("target_delta", target_delta, allow_one=False)
     rtol = check_positive("rtol", rtol)
     start = check_positive("initial_noise_multiplier", initial_noise_multiplier)
@@ -120,13 +128,15 @@ def calibrate_noise_multiplier(make_event: Callable[[float], dp_event.DpEvent], 
     def evaluate(z: float, full: bool, opts: dict) -> tuple[float, bool]:
         """(epsilon bound, whether it is the full epsilon)."""
         acc = make_accountant(accountant, unit=unit, relation=relation, **opts)
-        acc.compose(make_event(z), steps)
         try:
+            acc.compose(make_event(z), steps)
             return _evaluate(acc, full)
         except InvalidParameterError as err:
             if err.name != "noise_multiplier" and not isinstance(err, CompositionTooLargeError):
                 raise
             return math.inf, True           # too little noise to account: infeasible
+        except (OverflowError, FloatingPointError):
+            return math.inf, True           # so little noise that the privacy loss overflows: infeasible
 
     def _evaluate(acc, full: bool) -> tuple[float, bool]:
         if full:

@@ -74,17 +74,13 @@ def key_of(kind: str, *parts) -> str:
 
 
 def _atomic_write(path: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            write(handle)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    import io
+
+    from gnnprivacy._files import atomic_write
+
+    buffer = io.BytesIO()  # serialised first, so a full disk can only fail the plain write below
+    write(buffer)
+    atomic_write(path, buffer.getvalue(), what="accounting cache entry")
 
 
 def _json_digest(key: str, value) -> str:

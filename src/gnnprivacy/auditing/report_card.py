@@ -175,6 +175,13 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
             record.info = {**record.info, "model_file": record_path.name}
         else:
             record = read_record(record_path)
+    if (record.info or {}).get("user_data"):
+        from gnnprivacy.errors import InvalidParameterError
+
+        raise InvalidParameterError(
+            "record", "a run on a registered dataset (assess reloads the data by name; this run "
+            f"trained on a user-supplied graph named {record.dataset!r} with "
+            f"{(record.split or {}).get('num_nodes', '?')} nodes, which it cannot reload)", record.run_id)
     p = record.privacy or {}
     private = bool(p.get("private", math.isfinite(record.epsilon)))
     card: dict[str, Any] = {

@@ -45,6 +45,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
 class _MainGroup(LazyGroup):
     table = COMMANDS
 
+    def invoke(self, ctx: click.Context):
+        """Run the subcommand; faults of the machine (a full disk, a read-only folder) end in one
+        line naming the file and the reason, and warnings print as ``warning: ...`` lines."""
+        from gnnprivacy.cli.faults import fault_guard
+
+        with fault_guard():
+            return super().invoke(ctx)
+
 
 @click.group(cls=_MainGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="gnnprivacy")

@@ -41,7 +41,8 @@ _DEFENSES = ("none", "grid", "l2", "dropout", "gap", "memguard", "minmax")
               show_default=True, help="run Link-Infiltrator (node injection; gat, sage, gin); "
                                       "with --defense grid each answer is defended per query")
 @click.option("--query-node", type=click.Choice(["a", "w"]), default="w", show_default=True,
-              help="Link-Infiltrator's queried node (a: the paper's, needs >= 3 layers)")
+              help="Link-Infiltrator's queried node (a: the paper's, needs >= 3 layers, which the "
+                   "targets here do not have: refused)")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--data-root", type=click.Path(file_okay=False), default=None, help="folder with the raw datasets")
 @click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True, help="where the run record is written")
@@ -68,8 +69,9 @@ def link_stealing_command(dataset, model, attack, defense, theta, n_hop, grid_mo
                                        query_node=query_node)
     except (GnnPrivacyError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
-    out = {"dataset": dataset, "model": model, "attack": attack, "ils": ils, "defense": defense,
-           "seed": seed, "run_id": record.run_id, **record.metrics}
+    he_attack = attack if ils == "none" and influence == "none" else None  # ILS / infiltrator ran instead
+    out = {"dataset": dataset, "model": model, "attack": he_attack, "ils": ils, "influence": influence,
+           "defense": defense, "seed": seed, "run_id": record.run_id, **record.metrics}
     if as_json:
         click.echo(dumps(out))
         return

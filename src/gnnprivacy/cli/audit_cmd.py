@@ -19,12 +19,36 @@ import click
 
 
 def _parse_params(items) -> dict:
+    """``-p KEY=VALUE`` items (each may hold several pairs) -> a dict; errors name ``-p``."""
+    from gnnprivacy.errors import InvalidParameterError
     from gnnprivacy.experiments.config import parse_dataset_args
 
     out = {}
     for item in items:
-        out.update(parse_dataset_args(item))
+        try:
+            pairs = parse_dataset_args(item)
+        except InvalidParameterError:
+            raise InvalidParameterError("-p/--param", "KEY=VALUE (e.g. -p lr=0.01)", item) from None
+        twice = sorted(set(pairs) & set(out))
+        if twice:
+            raise InvalidParameterError("-p/--param", f"each key once ({twice[0]!r} is given twice)", item)
+        out.update(pairs)
     return out
+
+
+def _parse_degrees(text):
+    """``"1,5,20"`` -> ``[1, 5, 20]`` (``None`` when not given); errors name ``--degrees``."""
+    from gnnprivacy.errors import InvalidParameterError
+
+    if not text:
+        return None
+    try:
+        degrees = [int(d) for d in text.split(",")]
+    except ValueError:
+        raise InvalidParameterError("degrees", "comma-separated integers (e.g. 1,5,20)", text) from None
+    if any(d < 0 for d in degrees):
+        raise InvalidParameterError("degrees", "non-negative out-degrees", text)
+    return degrees
 
 
 @click.command("audit")
@@ -66,7 +90,7 @@ def audit_command(method, dataset, data_root, epsilon, delta, mode, runs, noise_
     try:
         result = audit(method, dataset, epsilon=epsilon, delta=delta, mode=mode, runs=runs,
                        data_root=data_root, params=_parse_params(params),
-                       degrees=None if not degrees else [int(d) for d in degrees.split(",")],
+                       degrees=_parse_degrees(degrees),
                        noise_scale=noise_scale, confidence=confidence, selection=selection,
                        seed=seed)
     except (GnnPrivacyError, ValueError) as exc:

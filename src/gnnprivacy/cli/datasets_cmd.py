@@ -30,6 +30,8 @@ def _why(status) -> str:
         reasons.append(f"needs package {', '.join(status.missing_packages)} (not installed)")
     if status.missing_files:
         reasons.append(f"missing {_missing_text(list(status.missing_files))}")
+    if status.corrupt_files:
+        reasons.append(f"corrupt {'; '.join(status.corrupt_files)}")
     return "; ".join(reasons)
 
 

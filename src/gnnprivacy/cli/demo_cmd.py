@@ -110,6 +110,7 @@ def demo_command(epsilon: float, seed: int, runs_dir: str, runs_alias: str | Non
 
     runs_dir = runs_alias or runs_dir
     report_dir = report_alias or report_dir
+    _check_outputs(runs_dir, report_dir)
     tty = sys.stdout.isatty()
     say = (lambda m: None) if quiet else (lambda m: click.echo(m, err=not tty))
     say(f"gnnprivacy demo: CSBM graph ({graph}), target epsilon {epsilon:g}")
@@ -138,6 +139,19 @@ def demo_command(epsilon: float, seed: int, runs_dir: str, runs_alias: str | Non
         click.echo(card)
     _write_report(runs_dir, report_dir, say, plots="methods")
     _link_stealing_section(seed, runs_dir, report_dir, graph, quiet=quiet, say=say, tty=tty)
+
+
+def _check_outputs(runs_dir: str, report_dir: str) -> None:
+    """Prove every folder the demo writes to is writable before the first run trains."""
+    from gnnprivacy._files import check_writable_dir
+    from gnnprivacy.errors import InvalidParameterError
+
+    try:
+        for folder, name in ((runs_dir, "--runs-dir"), (Path(runs_dir) / "link-stealing", "--runs-dir"),
+                             (report_dir, "-o/--output"), (Path(report_dir) / "link-stealing", "-o/--output")):
+            check_writable_dir(folder, name=name, create=False)
+    except InvalidParameterError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def _link_stealing_section(seed: int, runs_dir: str, report_dir: str, graph: str, *, quiet: bool,

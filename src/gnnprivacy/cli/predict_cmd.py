@@ -107,9 +107,11 @@ def predict_command(model, dataset, data_root, nodes_file, output) -> None:
     if output is None:
         click.echo(buffer.getvalue(), nl=False)
         return
-    from gnnprivacy.training.persist import _write_atomic
-    from pathlib import Path
+    from gnnprivacy._files import atomic_write
 
-    _write_atomic(Path(output), buffer.getvalue().encode())
+    try:
+        atomic_write(output, buffer.getvalue(), what="predictions")
+    except GnnPrivacyError as exc:
+        raise click.ClickException(str(exc)) from None
     click.echo(f"{len(ids)} predictions of {result.record.method} ({result.record.run_id}) "
                f"-> {output}", err=True)

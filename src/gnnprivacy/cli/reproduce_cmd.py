@@ -10,13 +10,24 @@ from gnnprivacy.cli.sweep_cmd import executor_options, pick_runs_dir, run_and_su
 from gnnprivacy.errors import GnnPrivacyError
 
 
-def _print_list() -> None:
+def _print_list(data_root) -> None:
+    """Every reproduction, and whether its datasets are available under the data root."""
+    from gnnprivacy.datasets.paths import resolve_root
     from gnnprivacy.experiments.reproduce import list_reproductions
 
+    try:
+        root = resolve_root(data_root)
+    except GnnPrivacyError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"Data root: {root.describe()}")
     for r in list_reproductions():
+        missing = r.missing_datasets(str(root.path))
         click.echo(f"{r.name}: {r.description}")
         click.echo(f"    runs: {r.count()} (quick: {r.count(quick=True)}); "
                    f"published tables: {', '.join(r.references) or '-'}")
+        click.echo("    runnable: yes" if not missing else
+                   f"    runnable: no, {len(missing)} of {len(r.datasets())} datasets unavailable: "
+                   f"{', '.join(missing)}")
         if r.notes:
             click.echo(f"    notes: {r.notes}")
 
@@ -38,7 +49,7 @@ def reproduce_command(name, list_only, quick, runs_dir, runs_alias, report_dir, 
     from gnnprivacy.reporting.html import write_report
 
     if list_only:
-        _print_list()
+        _print_list(data_root)
         return
     if not name:
         raise click.UsageError("give a reproduction NAME (see `gnnprivacy reproduce --list`)")

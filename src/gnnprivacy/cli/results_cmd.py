@@ -34,6 +34,10 @@ def results_command(runs_dir, runs_dir_option, filters, fmt, output, failed):
 
     store = ResultStore(runs_dir)
     try:
+        if output:  # before reading anything: a bad -o is one line, not a traceback after the work
+            from gnnprivacy._files import check_output_file
+
+            check_output_file(output, name="-o/--output")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UnreadableRecordWarning)  # printed below, once, plainly
             all_rows = store.rows(include_failed=failed)
@@ -53,8 +57,9 @@ def results_command(runs_dir, runs_dir_option, filters, fmt, output, failed):
     else:
         text = export.to_csv(rows) if fmt == "csv" else export.to_json(rows)
     if output:
-        with open(output, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        from gnnprivacy._files import atomic_write
+
+        atomic_write(output, text, what="export")
         click.echo(f"{len(rows)} runs written to {output}", err=True)
     else:
         click.echo(text, nl=False)

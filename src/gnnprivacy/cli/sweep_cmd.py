@@ -69,6 +69,10 @@ def run_and_summarise(spec, *, runs_dir: str, executor: str, address, workers, d
                f"{len(result.succeeded)} ran, {len(result.failed)} failed{others} (records in {runs_dir})")
     for run_id, error in result.failed:
         click.echo(f"  FAILED {run_id}: {error}", err=True)
+    if result.elsewhere:
+        holders = ", ".join(sorted(set(result.holders)))
+        click.echo(f"  NOT FINISHED here: {len(result.elsewhere)} run(s) claimed by {holders}; run this "
+                   "sweep again once that process has ended to count them", err=True)
     return result
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from gnnprivacy.cli.options import add_options, collect_fields, merge_aliases
-from gnnprivacy.errors import GnnPrivacyError
+from gnnprivacy.errors import GnnPrivacyError, WriteFailedError
 from gnnprivacy.experiments.config import RUN_FIELDS, RunConfig, config_to_dict, load_yaml_config, resolve_config
 from gnnprivacy.experiments.registry import list_methods
 from gnnprivacy.reporting.record import dumps
@@ -54,6 +54,8 @@ def _train(config_file, print_config, as_json, quiet, save_model, **options):
         with quiet_mode(quiet), progress_factory(enabled=not quiet) as progress:
             record = run(resolved, progress=progress, log=log, model_path=save_model)
     except GnnPrivacyError as exc:
+        if isinstance(exc, WriteFailedError):  # the command line's fault guard prints the record
+            raise
         raise click.ClickException(str(exc)) from None
     if as_json:
         click.echo(dumps(record.summary()))

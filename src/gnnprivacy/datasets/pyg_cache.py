@@ -16,6 +16,12 @@ Concurrency: the check-and-build of an entry runs under an exclusive ``flock`` o
 ``<cache>/<root key>/pyg-<version>/.build.lock``, so two processes (sweep workers) that need the
 same dataset on a fresh cache build it once: the second waits, then finds the finished entry.
 With ``$GNNPRIVACY_QUIET`` set (the CLI's ``-q``) PyG's "Processing... / Done!" lines are dropped.
+
+Damage: an entry whose processed files do not load (truncated by a full disk, a killed copy) is
+removed and rebuilt from the raw files, with a :class:`CacheRebuiltWarning`. A build that fails
+because the cache folder cannot take the processed files (a full disk, a read-only folder) raises
+:class:`~gnnprivacy.errors.WriteFailedError` naming the cache folder and the reason, not a
+parse error about intact raw files.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import shutil
 import tempfile
 import time
 import uuid
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -216,7 +223,40 @@ def _build(ctx: LoadContext, source: PygSource, entry: Path, linked: bool, finge
     return dataset
 
 
+def _cache_write_fault(folder: Path, exc: BaseException) -> OSError | None:
+    """The write fault behind a failed build, if any: an ``OSError`` such as ``ENOSPC`` in the
+    exception's chain, or (torch hides it in a ``RuntimeError``) a 1 MiB probe write in the
+    cache folder that fails now."""
+    from gnnprivacy._files import DISK_FAULTS
+
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in DISK_FAULTS:
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".space-probe.", dir=folder)
+    except OSError as fault:
+        return fault
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(b"\0" * (1 << 20))
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as fault:
+        return fault
+    finally:
+        os.unlink(probe)
+    return None
+
+
 def _raise_build_error(ctx, source, tmp_entry, linked, exc):
+    fault = _cache_write_fault(tmp_entry.parent if tmp_entry.parent.is_dir() else ctx.cache_base, exc)
+    if fault is not None:
+        from gnnprivacy.errors import WriteFailedError
+
+        raise WriteFailedError(f"processed cache of dataset {ctx.name!r} (${CACHE_ENV} chooses its folder)",
+                               ctx.cache_base, fault) from exc
     still_missing = missing_files(tmp_entry, source.required)
     if still_missing:
         raise not_found_error(ctx, source, still_missing,
@@ -259,5 +299,25 @@ def load_pyg_dataset(ctx: LoadContext, source: PygSource):
                 dataset = _build(ctx, source, entry, linked=not missing, fingerprint=fingerprint)
                 if source.reuse_built:
                     return dataset
+    try:
+        with _quiet():
+            return source.factory(str(ctx.cache_base))
+    except Exception as exc:  # noqa: BLE001 - a processed file that does not load is rebuilt once
+        reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+    warnings.warn(f"dataset {ctx.name!r}: the processed cache {entry} is damaged ({reason}); "
+                  "rebuilding it from the raw files", CacheRebuiltWarning, stacklevel=2)
+    with _entry_lock(ctx, source):
+        try:  # another process may have rebuilt it while we waited for the lock
+            with _quiet():
+                return source.factory(str(ctx.cache_base))
+        except Exception:  # noqa: BLE001
+            _remove_entry(entry)
+        dataset = _build(ctx, source, entry, linked=not missing, fingerprint=fingerprint)
+    if source.reuse_built:
+        return dataset
     with _quiet():
         return source.factory(str(ctx.cache_base))
+
+
+class CacheRebuiltWarning(UserWarning):
+    """A processed dataset cache entry did not load (truncated, damaged) and was rebuilt."""

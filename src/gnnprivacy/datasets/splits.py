@@ -126,11 +126,16 @@ class Split:
                 "sizes": self.sizes, "digest": self.digest}
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the split to ``path`` (a ``.npz`` holding the indices and the metadata)."""
+        """Write the split to ``path`` atomically (a ``.npz`` holding the indices and the metadata)."""
+        import io
+
+        from gnnprivacy._files import atomic_write
+
         meta = {k: v for k, v in self.to_dict().items() if k != "sizes"}
-        with open(path, "wb") as stream:
-            np.savez(stream, train_idx=self.train_idx, val_idx=self.val_idx,
-                     test_idx=self.test_idx, meta=np.array(json.dumps(meta)))
+        buffer = io.BytesIO()
+        np.savez(buffer, train_idx=self.train_idx, val_idx=self.val_idx, test_idx=self.test_idx,
+                 meta=np.array(json.dumps(meta)))
+        atomic_write(path, buffer.getvalue(), what="split")
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Split:

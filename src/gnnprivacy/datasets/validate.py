@@ -37,7 +37,9 @@ def check_raw_file(path: Path) -> None:
             while stream.read(1 << 20):
                 pass
     elif name.endswith(".test.index") or name.endswith(".txt"):
-        np.loadtxt(path, ndmin=2)
+        with open(path, encoding="utf-8") as stream:  # TU files separate columns with ", "
+            delimiter = "," if "," in stream.readline() else None
+        np.loadtxt(path, ndmin=2, delimiter=delimiter)
     elif name.startswith("ind."):
         with open(path, "rb") as stream:
             pickle.load(stream, encoding="latin1")  # Planetoid's own format, as PyG reads it
@@ -90,10 +92,38 @@ def _split_hint(data) -> str:
     return " (set train_mask / test_mask, or change --train-frac/--val-frac/--test-frac)"
 
 
+def check_storage(data) -> None:
+    """Refuse tensors without usable values before anything reads them: a tensor on the
+    ``meta`` device (a shape, no data) or a sparse one (``x.to_dense()`` first), for ``x``,
+    ``y``, ``edge_index`` and the masks; and a ``num_nodes`` set to something else than the
+    number of rows of ``x``.
+
+    Raises:
+        InvalidParameterError: naming the attribute, what was expected and what was received.
+    """
+    import torch
+
+    for name in ("x", "y", "edge_index", *_MASK_NAMES):
+        t = getattr(data, name, None)
+        if not isinstance(t, torch.Tensor):
+            continue
+        if t.device.type == "meta":
+            raise _bad(name, "a tensor holding values (on cpu or cuda)",
+                       "a tensor on the meta device (a shape without values)")
+        if t.layout != torch.strided:
+            raise _bad(name, f"a dense tensor (e.g. {name}.to_dense())", f"a {t.layout} tensor")
+    x = getattr(data, "x", None)
+    store = getattr(data, "_store", None)
+    explicit = store.get("num_nodes") if hasattr(store, "get") else None
+    if isinstance(x, torch.Tensor) and x.dim() >= 1 and explicit is not None and int(explicit) != int(x.shape[0]):
+        raise _bad("num_nodes", f"the number of rows of x ({int(x.shape[0])}) or unset", int(explicit))
+
+
 def validate_data(data, *, task: str = "node_classification") -> None:
     """Refuse a graph that no method can train on honestly, with a message naming the problem.
 
-    Checks, in this order: ``x`` is a 2-D floating tensor without NaN or infinite entries (the
+    Checks, in this order: no tensor is on the ``meta`` device or sparse, and an explicit
+    ``num_nodes`` matches ``x`` (:func:`check_storage`); ``x`` is a 2-D floating tensor without NaN or infinite entries (the
     message counts them); ``y`` is a 1-D integer tensor with one non-negative label per node;
     ``edge_index`` is an integer ``[2, E]`` tensor with node ids in ``[0, n)``; ``train_mask``,
     ``val_mask`` (optional) and ``test_mask`` are boolean of length ``n``, pairwise disjoint, and
@@ -114,6 +144,7 @@ def validate_data(data, *, task: str = "node_classification") -> None:
 
     if task not in TASKS:
         raise UnknownNameError("task", task, TASKS)
+    check_storage(data)
     x = getattr(data, "x", None)
     if not isinstance(x, torch.Tensor):
         raise _bad("x", "a node feature tensor [num_nodes, num_features]", type(x).__name__)

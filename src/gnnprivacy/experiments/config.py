@@ -67,15 +67,23 @@ class RunConfig:
 
 
 def parse_dataset_args(text: str | None) -> dict[str, Any]:
-    """Parse ``"a=1,b=0.5,c=name"`` into ``{"a": 1, "b": 0.5, "c": "name"}``."""
+    """Parse ``"a=1,b=0.5,c=name"`` into ``{"a": 1, "b": 0.5, "c": "name"}``.
+
+    Raises:
+        InvalidParameterError: not ``key=value`` pairs, or a key given twice.
+    """
     out: dict[str, Any] = {}
     if not text:
         return out
+    if not isinstance(text, str):
+        raise InvalidParameterError("dataset_args", "comma-separated key=value pairs (or a mapping)", text)
     for item in text.split(","):
         key, sep, raw = item.partition("=")
         key, raw = key.strip(), raw.strip()
         if not sep or not key.isidentifier() or not raw:
             raise InvalidParameterError("dataset_args", "comma-separated key=value pairs", text)
+        if key in out:
+            raise InvalidParameterError("dataset_args", f"each key once ({key!r} is given twice)", text)
         for cast in (int, float):
             try:
                 out[key] = cast(raw)
@@ -104,7 +112,15 @@ def resolve_config(values: dict[str, Any]):
     from gnnprivacy.experiments.registry import get_method
 
     values = {k.replace("-", "_"): v for k, v in values.items() if v is not None}
+    for key in ("runs_dir", "data_root"):  # a pathlib.Path is a path too
+        if isinstance(values.get(key), os.PathLike):
+            values[key] = os.fspath(values[key])
+    if isinstance(values.get("dataset_args"), dict):  # YAML mapping -> the CLI's key=value form
+        values["dataset_args"] = ",".join(f"{k}={v}" for k, v in values["dataset_args"].items())
     run_values = {k: v for k, v in values.items() if k in RUN_FIELDS}
+    _check_run_types(run_values)
+    if "dataset" in run_values:
+        run_values["dataset"] = _canonical_dataset(run_values["dataset"])
     spec = get_method(run_values.get("method", RunConfig.method))
     param_names = {f.name for f in dataclasses.fields(spec.params)}
     unknown = sorted(set(values) - set(RUN_FIELDS) - param_names)
@@ -114,6 +130,36 @@ def resolve_config(values: dict[str, Any]):
     config = RunConfig(**run_values)
     params = spec.make_params({k: v for k, v in values.items() if k in param_names})
     return config, params
+
+
+_KIND_WORDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false"}
+
+
+def _check_run_types(values: dict[str, Any]) -> None:
+    """Each RunConfig field of ``values`` has its declared type (from YAML ``method: [gcn]`` is a
+    list, not a method name)."""
+    for f in dataclasses.fields(RunConfig):
+        if f.name not in values:
+            continue
+        kind = next(t.strip() for t in str(f.type).split("|") if t.strip() != "None")
+        value = values[f.name]
+        ok = {"str": isinstance(value, str),
+              "int": isinstance(value, int) and not isinstance(value, bool),
+              "float": isinstance(value, (int, float)) and not isinstance(value, bool),
+              "bool": isinstance(value, bool)}[kind]
+        if not ok:
+            raise InvalidParameterError(f.name, _KIND_WORDS[kind], value)
+
+
+def _canonical_dataset(name: str) -> str:
+    """The registered spelling of a dataset name (``CORA`` -> ``cora``); other names (a user's
+    own graph) unchanged."""
+    from gnnprivacy.datasets.registry import get_spec
+
+    try:
+        return get_spec(name).info.name
+    except UnknownNameError:
+        return name
 
 
 def config_to_dict(config: RunConfig, params) -> dict[str, Any]:
@@ -131,9 +177,49 @@ def read_yaml_file(path: str | os.PathLike, *, what: str = "YAML file") -> Any:
     if not p.is_file():
         raise InvalidParameterError("config", f"an existing {what}", str(path))
     try:
-        return yaml.safe_load(p.read_text())
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidParameterError("config", f"a UTF-8 text {what} (byte {exc.start} is not UTF-8: "
+                                    "a binary file?)", str(path)) from None
+    except OSError as exc:
+        raise InvalidParameterError("config", f"a readable {what} ({exc.strerror})", str(path)) from None
+    try:
+        return yaml.load(text, Loader=_unique_key_loader())  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
-        raise InvalidParameterError("config", f"valid YAML ({exc})", str(path)) from None
+        raise InvalidParameterError("config", f"valid YAML ({_yaml_problem(exc)})", str(path)) from None
+
+
+def _yaml_problem(exc) -> str:
+    """One line: the problem and its line (PyYAML's own message spans several lines)."""
+    problem = getattr(exc, "problem", None)
+    mark = getattr(exc, "problem_mark", None)
+    if not problem:
+        return " ".join(str(exc).split())
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    context = getattr(exc, "context", None)
+    return f"{context + ': ' if context else ''}{problem}{where}"
+
+
+def _unique_key_loader():
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        """``yaml.SafeLoader`` that refuses a key given twice in one mapping (PyYAML keeps the
+        last one silently)."""
+
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if isinstance(key, (str, int, float, bool)) and key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"the key {key!r} is given twice (the last one would silently win)",
+                        key_node.start_mark)
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
+
 
 
 def load_yaml_config(path: str | os.PathLike) -> dict[str, Any]:

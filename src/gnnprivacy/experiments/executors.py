@@ -4,7 +4,8 @@
   machine, ``workers`` processes (default ``os.cpu_count()``), forked from a ``forkserver`` that
   has imported torch and PyG once (``spawn`` where there is no fork server), each limited to
   ``threads_per_worker = max(1, cpu_count // workers)`` torch/OpenMP threads, so the pool never
-  oversubscribes the cores.
+  oversubscribes the cores; where the parent sets ``OMP_NUM_THREADS``, workers keep that value.
+  At most ``workers`` items are handed to the pool at a time, so every item given to it is running.
 - `RayExecutor` (``ray``): Ray tasks. It connects to ``address`` (an existing cluster;
   one CPU and one torch thread per task, at most ``workers`` tasks in flight if given) or starts
   a local Ray instance with ``ray.init(num_cpus=workers * threads_per_worker,
@@ -13,9 +14,12 @@
   connected to keeps running).
 
 Ctrl-C (local executor): workers ignore SIGINT, so only the parent decides. The first Ctrl-C
-stops scheduling new runs and waits for the running ones to finish and publish their records;
-a second Ctrl-C terminates the workers at once (SIGTERM, then SIGKILL after 2 s), so nothing is
-left running after the command exits.
+stops scheduling new runs (none is queued: only running items were handed to the pool) and waits
+for the running ones to finish and publish their records; a second Ctrl-C terminates the workers
+at once (SIGTERM, then SIGKILL after 2 s), so nothing is left running after the command exits.
+SIGTERM to the parent (turned into :class:`~gnnprivacy.errors.Terminated` by the command line)
+terminates the workers at once in the same way: no worker outlives the command, and the runs they
+had not finished are not published (their claims and checkpoints are taken up by the rerun).
 
 Both yield ``(item, result)`` pairs as items finish (in completion order). A failure of the
 execution machinery itself (a worker killed, a broken pool, a Ray node lost) is yielded as
@@ -36,10 +40,15 @@ from typing import Any
 from gnnprivacy.errors import InvalidParameterError
 
 EXECUTORS = ("local", "ray")
+_END = object()
 
 
 def default_threads(workers: int) -> int:
-    """Torch threads per worker so that ``workers`` processes fill, not oversubscribe, the CPUs."""
+    """Torch threads per worker: ``$OMP_NUM_THREADS`` where the parent sets it (a positive
+    integer), else as many as let ``workers`` processes fill, not oversubscribe, the CPUs."""
+    env = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
     return max(1, (os.cpu_count() or 1) // max(1, workers))
 
 
@@ -98,10 +107,18 @@ class Executor(ABC):
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is KeyboardInterrupt:
+        from gnnprivacy.errors import Terminated
+
+        if exc_type is not None and issubclass(exc_type, Terminated):
+            self.terminate()
+        elif exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
             self.interrupt()
         else:
             self.shutdown()
+
+    def terminate(self) -> None:
+        """SIGTERM: stop the running items now (default: :meth:`shutdown`)."""
+        self.shutdown()
 
     def interrupt(self) -> None:
         """First Ctrl-C: drop queued items and let running ones finish (default: `shutdown`)."""
@@ -126,6 +143,7 @@ class LocalExecutor(Executor):
     def __init__(self, *, workers: int | None = None, imports: Iterable[str] = ()):
         super().__init__(workers=workers, imports=imports)
         self._pool = None
+        self._in_flight: dict = {}  #: futures handed to the pool and not yet yielded -> item
 
     def start(self) -> None:
         from concurrent.futures import ProcessPoolExecutor
@@ -142,8 +160,8 @@ class LocalExecutor(Executor):
     def interrupt(self) -> None:
         if self._pool is None:
             return
-        running = sum(1 for p in (self._pool._processes or {}).values() if p.is_alive())
-        print(f"Interrupted: waiting for the running run(s) in {running} worker(s) to finish; "
+        running = sum(1 for f in self._in_flight if not f.done())
+        print(f"Interrupted: starting no new run; waiting for the {running} running run(s) to finish; "
               "press Ctrl-C again to stop them now.", file=sys.stderr, flush=True)
         try:
             self._pool.shutdown(wait=True, cancel_futures=True)
@@ -173,17 +191,30 @@ class LocalExecutor(Executor):
         _stop_fork_server()
 
     def imap_unordered(self, fn, items):
-        from concurrent.futures import as_completed
+        from concurrent.futures import FIRST_COMPLETED, wait
 
         if self._pool is None:
             raise RuntimeError("LocalExecutor used outside its `with` block")
-        futures = {self._pool.submit(fn, item): item for item in items}
-        for future in as_completed(futures):
-            item = futures[future]
-            try:
-                yield item, future.result()
-            except Exception as exc:  # noqa: BLE001 - reported per item by the caller
-                yield item, exc
+        queue = iter(items)
+        pending = self._in_flight
+
+        def fill():  # hand the pool only as many items as it has workers: none waits in its queue
+            while len(pending) < self.workers:
+                item = next(queue, _END)
+                if item is _END:
+                    return
+                pending[self._pool.submit(fn, item)] = item
+
+        fill()
+        while pending:
+            done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+            finished = [(future, pending.pop(future)) for future in done]
+            fill()
+            for future, item in finished:
+                try:
+                    yield item, future.result()
+                except Exception as exc:  # noqa: BLE001 - reported per item by the caller
+                    yield item, exc
 
 
 # Imported once by the fork server, so that workers start without re-importing torch and PyG.

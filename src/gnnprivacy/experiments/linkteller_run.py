@@ -62,6 +62,14 @@ def run_linkteller(dataset: str = "cora", *, method: str = "gcn", eps_e: float |
     # every option is checked before minutes of release and training
     check_attack_options(n_targets=n_targets, delta=delta, negatives=negatives)
     check_int("seed", seed, low=0)
+    fm, em = ("clean", "clean") if method in VICTIMS else METHODS[method][:2]
+    for name, value, side, part in (("eps_e", eps_e, em, "edges"), ("eps_f", eps_f, fm, "features")):
+        if value is not None and side == "clean":  # would be silently unused
+            raise InvalidParameterError(name, f"unset for victim {method!r} (its {part} are released "
+                                        "clean)", value)
+    if mcmc_steps is not None and em not in ("edgerr", "privhrg"):
+        raise InvalidParameterError("mcmc_steps", f"unset for victim {method!r} (only EdgeRR and "
+                                    "privHRG run an MCMC)", mcmc_steps)
     kw = {k: v for k, v in (("eps_e", eps_e), ("eps_f", eps_f)) if v is not None}
     params = HeteroRRParams(private_edge_frac=private_edge_frac, mcmc_steps=mcmc_steps, **kw)
     if params.private_edge_frac == 0.0:
@@ -70,7 +78,6 @@ def run_linkteller(dataset: str = "cora", *, method: str = "gcn", eps_e: float |
             private_edge_frac)
     data = load_dataset(dataset, root=data_root)
     ctx = RunContext(config=None, params=params, data=data, seed=seed)
-    fm, em = ("clean", "clean") if method in VICTIMS else METHODS[method][:2]
     rel = fit_release(ctx, fm, em)
     if method == "gcn-public":
         from gnnprivacy.ldp.heterorr.edge_rr import to_edge_index

@@ -37,6 +37,7 @@ class MethodSpec:
     description: str
     private: bool
     default_delta: Callable[[int], float] | None = None  #: delta as a function of N (paper default)
+    checkpoints: bool = False  #: writes checkpoints (``RunContext.checkpoint_path``), so ``resume`` applies
 
     def make_params(self, values: dict[str, Any]):
         """Instantiate the params dataclass from ``values`` (unknown keys are an error)."""
@@ -51,7 +52,8 @@ _METHODS: dict[str, MethodSpec] = {}
 
 
 def register_method(name: str, *, params: type, description: str, private: bool,
-                    default_delta: Callable[[int], float] | None = None, force: bool = False):
+                    default_delta: Callable[[int], float] | None = None, force: bool = False,
+                    checkpoints: bool = False):
     """Decorator registering ``fn`` as method ``name``."""
     if not dataclasses.is_dataclass(params):
         raise TypeError(f"params of method {name!r} must be a dataclass; got {params!r}")
@@ -59,7 +61,7 @@ def register_method(name: str, *, params: type, description: str, private: bool,
     def decorator(fn):
         if name in _METHODS and not force:
             raise ValueError(f"method {name!r} is already registered")
-        _METHODS[name] = MethodSpec(name, fn, params, description, private, default_delta)
+        _METHODS[name] = MethodSpec(name, fn, params, description, private, default_delta, checkpoints)
         return fn
 
     return decorator

@@ -41,6 +41,31 @@ class Reproduction:
     def spec(self, *, quick: bool = False) -> SweepSpec:
         return self.quick if quick else self.full
 
+    def datasets(self, *, quick: bool = False) -> list[str]:
+        """The datasets its runs load (sorted)."""
+        spec = self.spec(quick=quick)
+        return sorted({str(c.get("dataset", spec.base.get("dataset", "csbm"))) for c in spec.cells()})
+
+    def missing_datasets(self, data_root: str | None = None, *, quick: bool = False) -> list[str]:
+        """The datasets of :meth:`datasets` that are not available under ``data_root`` (resolved
+        as in ``load_dataset``), each with why (``"cora (raw files missing)"``)."""
+        from gnnprivacy.datasets.paths import resolve_root
+        from gnnprivacy.datasets.status import dataset_status
+
+        root = resolve_root(data_root)
+        out = []
+        for name in self.datasets(quick=quick):
+            try:
+                status = dataset_status(name, root)
+            except UnknownNameError:
+                out.append(f"{name} (not a registered dataset)")
+                continue
+            if not status.available:
+                why = ("raw files missing" if status.missing_files else "corrupt raw files"
+                       if status.corrupt_files else "packages missing")
+                out.append(f"{name} ({why})")
+        return out
+
     def count(self, *, quick: bool = False) -> int:
         """Number of runs (grid cells x repeats)."""
         spec = self.spec(quick=quick)

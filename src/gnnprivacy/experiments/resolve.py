@@ -1,6 +1,7 @@
 """The fully resolved configuration of a run: every default filled in for the data at hand.
 
-``gnnprivacy train --print-config`` prints this. Hyperparameters left unset are resolved the
+``gnnprivacy train --print-config`` prints this, in a form ``-c`` reads back (a public split is
+printed as ``split: public`` without fractions or seed: its nodes are fixed). Hyperparameters left unset are resolved the
 way the method resolves them at fit time: the node-level DP methods through their preset
 (`gnnprivacy.experiments.defaults.resolve_hparams`), and delta through the method's
 registered default (``|V|^-1.1`` of the graph for heterpoisson, ``1/(10 N_train)`` for the
@@ -37,7 +38,9 @@ def resolved_values(config: RunConfig, params: Any, data: Any) -> dict[str, Any]
         values["delta"] = float(spec.default_delta(count))
     run = dataclasses.asdict(config)
     split = getattr(data, "split", None)
-    if split is not None:  # the split actually drawn (a public split's realised fractions)
+    if split is not None and split.kind == "public":  # fixed nodes: no fractions or seed to give
+        run.update(split="public", train_frac=None, val_frac=None, test_frac=None, split_seed=None)
+    elif split is not None:  # the split actually drawn
         run.update(split=split.kind, train_frac=split.train_frac, val_frac=split.val_frac,
                    test_frac=split.test_frac, split_seed=split.seed)
     return {**run, **values}

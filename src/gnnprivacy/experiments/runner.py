@@ -6,14 +6,18 @@ reproduction scripts all call `run`.
 
 from __future__ import annotations
 
+import json
 import math
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from gnnprivacy.datasets.splits import split_warnings
+from gnnprivacy._files import atomic_write, check_writable_dir
 from gnnprivacy.datasets.validate import validate_data
+from gnnprivacy.errors import InvalidParameterError, WriteFailedError
 from gnnprivacy.experiments.config import config_to_dict, parse_dataset_args, resolve_config
 from gnnprivacy.experiments.context import MethodResult, RunContext
 from gnnprivacy.experiments.registry import get_method
@@ -21,9 +25,29 @@ from gnnprivacy.experiments.store import check_runs_dir
 from gnnprivacy.reporting.record import RunRecord
 
 
+def split_kind(config) -> str:
+    """The split ``config`` draws: its ``split``, else the dataset's default (``public`` for
+    Cora/CiteSeer unless fractions are given, else ``random``)."""
+    from gnnprivacy.datasets.load import _split_kind
+    from gnnprivacy.datasets.registry import dataset_info
+
+    return _split_kind(dataset_info(config.dataset), config.split,
+                       (config.train_frac, config.val_frac, config.test_frac))
+
+
 def load_run_data(config):
-    """Load the dataset and split named by ``config`` (a `RunConfig`)."""
+    """Load the dataset and split named by ``config`` (a `RunConfig`).
+
+    Raises:
+        InvalidParameterError: ``split_seed`` with a public split (whose nodes are fixed, so the
+            seed would be silently ignored), besides the loader's errors.
+    """
     from gnnprivacy.datasets import load_dataset
+
+    if config.split_seed is not None and split_kind(config) == "public":
+        raise InvalidParameterError(
+            "split_seed", f"unset with the public split of {config.dataset} (its nodes are fixed; "
+            "add --split random to draw a split with this seed)", config.split_seed)
 
     return load_dataset(
         config.dataset, root=config.data_root, split=config.split,
@@ -35,7 +59,8 @@ def load_run_data(config):
 def run(values: dict[str, Any], *, progress: Callable | None = None,
         log: Callable[[str], None] | None = None, save: bool = True,
         run_id: str | None = None, data: Any = None,
-        keep_result: dict[str, Any] | None = None, model_path: str | None = None) -> RunRecord:
+        keep_result: dict[str, Any] | None = None, info: dict[str, Any] | None = None,
+        model_path: str | None = None) -> RunRecord:
     """Resolve ``values``, train, evaluate, and write one run record.
 
     Args:
@@ -54,14 +79,24 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
             ``<runs_dir>/<run_id>.model.pt`` beside the record; see
             `gnnprivacy.training.persist`).
 
+        info: extra entries for the record's ``info`` (a sweep's name and repeat index).
+
     Returns:
         The `RunRecord` (also written to ``<runs_dir>/<run_id>.json``).
+
+    Raises:
+        RunNotPublishedError: the run finished but its files could not be written (a full
+            disk, a read-only folder); it carries the record, and a private run's last
+            checkpoint is kept, so ``resume`` publishes it without training again.
+
+    Writing: the output locations (the runs directory, and the checkpoint folder of a method
+    that checkpoints) are checked before any work; the split and then the record are
+    published together (`publish`).
     """
     t_start = time.perf_counter()
     config, params = resolve_config(values)
     spec = get_method(config.method)
-    if save:
-        check_runs_dir(config.runs_dir)  # before training: an unwritable runs_dir must not lose a result
+    ckpt = _check_outputs(config, params, spec, save=save, log=log)
     if data is None:
         data = load_run_data(config)
     else:
@@ -71,12 +106,14 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
                                  seed=config.seed if config.split_seed is None else config.split_seed,
                                  train_frac=config.train_frac, val_frac=config.val_frac,
                                  test_frac=config.test_frac)
+        info = {**(info or {}), "user_data": True}
     validate_data(data)  # NaN/inf, shapes, masks, empty split, < 2 training classes
     notes = split_warnings(data.split)   # fewer than 500 training nodes
     for note in notes:
         (log or (lambda m: None))(f"warning: {note}")
     t_loaded = time.perf_counter()
-    ckpt = checkpoint_path_for(config, params) if save and spec.private else None
+    if ckpt is not None:
+        _describe_checkpoint(ckpt, config, params)
     ctx = RunContext(config=config, params=params, data=data, seed=config.seed,
                      device=config.device, progress=progress, log=log or (lambda m: None),
                      checkpoint_path=None if ckpt is None else str(ckpt),
@@ -90,6 +127,10 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
         check_executed_ledger(result, target=getattr(params, "epsilon", None),
                               what=f"{spec.name} on {config.dataset}")
     t_end = time.perf_counter()
+    caveat = large_delta_caveat(result.delta, int(data.num_nodes)) if spec.private else None
+    if caveat is not None:
+        warnings.warn(caveat, LargeDeltaWarning, stacklevel=2)
+        info = {**(info or {}), "warnings": [caveat]}
     if keep_result is not None:
         keep_result.update(result=result, data=data)
     split = data.split
@@ -106,31 +147,38 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
         timings={"load_seconds": t_loaded - t_start, "fit_seconds": t_end - t_loaded,
                  "total_seconds": t_end - t_start},
         split=split.to_dict(),
-        info=result.info,
+        info={**result.info, **(info or {})},
         warnings=notes,
     )
-    if save and getattr(result, "model", None) is not None:
-        _save_model(record, result.model, data, config, model_path)
     if save:
-        record.save(config.runs_dir)
-        split.save(Path(config.runs_dir) / f"{record.run_id}.split.npz")
-        if ckpt is not None:  # the record is written: the checkpoint has done its job
-            ckpt.unlink(missing_ok=True)
+        companions = _model_companion(record, getattr(result, "model", None), data, config,
+                                      model_path)
+        _publish(record, split, Path(config.runs_dir), ckpt, companions)
     return record
 
 
-def _save_model(record: RunRecord, model, data, config, model_path: str | None) -> None:
-    """Keep the trained model beside its record (the record names the file in
-    ``info["model_file"]``); methods whose model cannot predict are skipped."""
+def _model_companion(record: RunRecord, model, data, config,
+                     model_path: str | None) -> dict[str, Callable]:
+    """Keep the trained model (the record names the file in ``info["model_file"]``).
+
+    Beside the record (the default) it is one of the run's companion files, published with the
+    split before the record, with its checksum: a run is finished with its model or not at all.
+    Elsewhere (``model_path``) it is written atomically now. Methods whose model cannot
+    predict keep none."""
     from gnnprivacy.training.persist import save_model_file
 
-    if not (hasattr(model, "predict_logits") or hasattr(model, "logits_")):
-        return
-    path = (Path(model_path) if model_path else
-            Path(config.runs_dir) / f"{record.run_id}.model.pt")
-    record.info["model_file"] = str(path.name if model_path is None else path)
-    save_model_file(path, trainer=model, data=data, method=record.method,
-                    record=record.to_dict())
+    if model is None or not (hasattr(model, "predict_logits") or hasattr(model, "logits_")):
+        return {}
+    if model_path:
+        record.info["model_file"] = str(Path(model_path))
+        save_model_file(model_path, trainer=model, data=data, method=record.method,
+                        record=record.to_dict())
+        return {}
+    name = f"{record.run_id}.model.pt"
+    record.info["model_file"] = name
+    snapshot = record.to_dict()
+    return {name: lambda path: save_model_file(path, trainer=model, data=data,
+                                               method=record.method, record=snapshot)}
 
 
 def check_executed_ledger(result: MethodResult, *, target: float | None, what: str) -> None:
@@ -157,14 +205,123 @@ def check_executed_ledger(result: MethodResult, *, target: float | None, what: s
             check_spent(sub, reported=reported, what=f"{what} ({part})")
 
 
+def _check_outputs(config, params, spec, *, save: bool, log) -> Path | None:
+    """Check every output location before any work; returns the checkpoint path (or ``None``)."""
+    if config.resume and not spec.checkpoints:
+        raise InvalidParameterError(
+            "resume", "used with a method that checkpoints (heterpoisson, dpgnn, dpmlp)",
+            f"--resume with {spec.name} (it writes no checkpoint to resume from)")
+    if config.resume and not save:
+        raise InvalidParameterError("resume", "used with a runs directory (the checkpoints live "
+                                    "there)", "resume without runs_dir")
+    if not save:
+        return None
+    check_runs_dir(config.runs_dir)  # before training: an unwritable runs_dir must not lose a result
+    if not spec.checkpoints:
+        return None
+    ckpt = checkpoint_path_for(config, params)
+    check_writable_dir(ckpt.parent, name=f"runs_dir (its {ckpt.parent.name}/ folder)", create=False)
+    if config.resume and not ckpt.exists():
+        warnings.warn(no_checkpoint_message(ckpt, config, params), ResumeWarning, stacklevel=3)
+    return ckpt
+
+
+def _describe_checkpoint(ckpt: Path, config, params) -> None:
+    """Beside the checkpoint, its configuration: a ``--resume`` with changed options can then say
+    which options changed (see `no_checkpoint_message`)."""
+    atomic_write(ckpt.with_suffix(".json"), json.dumps(_checkpoint_payload(config, params), sort_keys=True),
+                 what="checkpoint description")
+
+
+def _publish(record: RunRecord, split, runs_dir: Path, ckpt: Path | None,
+             companions: dict[str, Callable] | None = None) -> None:
+    from gnnprivacy.experiments.store import ResultStore
+
+    name = f"{record.run_id}.split.npz"
+    try:
+        ResultStore(runs_dir).publish(record, {name: split.save, **(companions or {})})
+    except WriteFailedError as exc:
+        raise RunNotPublishedError(exc, record, ckpt if ckpt is not None and ckpt.exists() else None) from exc
+    if ckpt is not None:  # the record is written: the checkpoint has done its job
+        ckpt.unlink(missing_ok=True)
+        ckpt.with_suffix(".json").unlink(missing_ok=True)
+
+
+#: a delta above this is no meaningful guarantee (the mechanism may fail outright that often)
+LARGE_DELTA = 0.01
+
+
+class LargeDeltaWarning(UserWarning):
+    """A private run's delta is too large to mean much (a graph of very few nodes)."""
+
+
+def large_delta_caveat(delta: float | None, num_nodes: int) -> str | None:
+    """The warning for a delta above `LARGE_DELTA` (``None`` when there is none)."""
+    if delta is None or not delta > LARGE_DELTA:
+        return None
+    return (f"delta = {delta:.3g} on a graph of {num_nodes} nodes: an (epsilon, delta) guarantee may fail "
+            f"outright with probability delta, so a delta above {LARGE_DELTA:g} protects little "
+            "(the default delta shrinks with the number of nodes; use a larger graph or a smaller --delta)")
+
+
+class ResumeWarning(UserWarning):
+    """``resume`` was asked for, but there is no checkpoint of this configuration."""
+
+
+class RunNotPublishedError(WriteFailedError):
+    """A run finished but its files could not be written.
+
+    Attributes:
+        record: the finished run's `RunRecord` (nothing of it was published).
+        checkpoint: the private run's last checkpoint, kept (``None`` if there is none): the
+            same command with ``--resume`` publishes the run without training again.
+    """
+
+    def __init__(self, cause: WriteFailedError, record: RunRecord, checkpoint: Path | None):
+        super().__init__(cause.what, cause.path, OSError(cause.errno, cause.reason))
+        self.record = record
+        self.checkpoint = checkpoint
+
+    def __str__(self) -> str:
+        text = f"{super().__str__()}; the run finished but nothing of it was published"
+        if self.checkpoint is not None:
+            text += f" (its checkpoint {self.checkpoint} is kept: rerun with --resume to publish it)"
+        return text
+
+
+def no_checkpoint_message(ckpt: Path, config, params) -> str:
+    """``resume`` without a checkpoint of this configuration: say so, and name the nearest
+    checkpoint of the same method with the options that differ (e.g. ``steps``)."""
+    text = f"resume: no checkpoint of this configuration ({ckpt}); training from step 0"
+    mine = _checkpoint_payload(config, params)
+    best = None
+    for meta in sorted(ckpt.parent.glob(f"{config.method}-*.json")):
+        try:
+            other = json.loads(meta.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(other, dict) or not meta.with_suffix(".pt").exists():
+            continue
+        diff = sorted(k for k in set(mine) | set(other) if mine.get(k) != other.get(k))
+        if best is None or len(diff) < len(best[1]):
+            best = (meta.with_suffix(".pt"), diff, other)
+    if best is not None:
+        changes = ", ".join(f"{k} {best[2].get(k)!r} there, {mine.get(k)!r} here" for k in best[1][:4])
+        text += f" (the checkpoint {best[0].name} is of another configuration: {changes})"
+    return text
+
+
+def _checkpoint_payload(config, params) -> dict[str, Any]:
+    return json.loads(json.dumps({k: v for k, v in config_to_dict(config, params).items()
+                                  if k not in ("runs_dir", "data_root", "resume")}, default=str))
+
+
 def checkpoint_path_for(config, params) -> Path:
     """``<runs_dir>/checkpoints/<method>-<hash>.pt``, keyed by the resolved configuration
     (without ``runs_dir``, ``data_root`` and ``resume``), so ``--resume`` with the same
     options finds the checkpoint of the killed run."""
     import hashlib
-    import json
 
-    payload = {k: v for k, v in config_to_dict(config, params).items()
-               if k not in ("runs_dir", "data_root", "resume")}
+    payload = _checkpoint_payload(config, params)
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode())
     return Path(config.runs_dir) / "checkpoints" / f"{config.method}-{digest.hexdigest()[:16]}.pt"

@@ -3,13 +3,16 @@
 Layout of a runs directory:
 
 ```
-RUNS/<run_id>.json            one finished run (a `RunRecord`)
-RUNS/<run_id>.split.npz       its split (written before the record)
+RUNS/<run_id>.json            one finished run (a `RunRecord`),
+                              written last; its ``files`` section names its companions with sha256
+RUNS/<run_id>.split.npz       its split (a companion, written before the record)
 RUNS/<run_id>.failed.json     a run that raised (error, traceback, config); removed on success
-RUNS/.staging/<run_id>.<host>.<pid>.<rand>/   a run in progress, locked (never read as a record)
+RUNS/.staging/<name>.<host>.<pid>.<rand>/   a private scratch folder, locked (never read as a
+                              record; `ResultStore.staging_dir`); a dead owner's is removed
 RUNS/.claims/<run_id>.claim   a run some process is working on (flock'd; pid, host): concurrent
                               sweeps on one runs directory skip claimed runs; dead owners' are retaken
-RUNS/.index.json              cache of the flattened index (safe to delete)
+RUNS/checkpoints/             checkpoints of private runs in progress (``resume`` continues them)
+RUNS/.index.json              cache of the flattened index and of the checked companions (safe to delete)
 ```
 
 Why files and not SQLite: every writer (a process-pool worker, or a Ray task on another machine
@@ -21,12 +24,17 @@ memory between the writers and is documented not to work over network filesystem
 is exactly where a cluster's shared runs directory lives; it would also be a second source of
 truth that can disagree with the files after a crash. The index is therefore *derived*: it is
 rebuilt from the records on every read, and :file:`.index.json` only caches parsed rows keyed by
-(file name, size, mtime) so a re-read parses only new or changed records. Readers write the cache
-atomically; a lost race just rewrites an equally valid cache.
+(file name, size, mtime; and its companions' sizes and mtimes) so a re-read parses and hashes
+only new or changed records. Readers write the cache atomically; a lost race just rewrites an
+equally valid cache.
 
-A record file that does not parse (truncated by a full disk, edited by hand) is never counted as
-finished: readers skip it with a warning naming the file (`ResultStore.skipped`), and a
-sweep reruns that run, replacing the file.
+A run's files become finished together or not at all (`ResultStore.publish`): each
+companion is written atomically, then the record, atomically and last, naming every companion
+with its sha256 and size. A record whose companions are missing, truncated or changed, a record
+that does not parse (truncated, edited by hand) and one whose fields have the wrong types
+(`record_problem`) are never counted as finished: readers
+skip them with a warning naming the file and the problem (`ResultStore.skipped` counts
+them), and a sweep reruns that run, replacing the files.
 """
 
 from __future__ import annotations
@@ -35,7 +43,6 @@ import json
 import os
 import shutil
 import socket
-import tempfile
 import time
 import traceback
 import uuid
@@ -43,8 +50,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from gnnprivacy.errors import InvalidParameterError, UnknownNameError
-from gnnprivacy.reporting.record import RunRecord, _decode, read_record, write_json_atomic
+from gnnprivacy._files import check_writable_dir, file_digest
+from gnnprivacy.errors import InvalidParameterError, UnknownNameError, WriteFailedError
+from gnnprivacy.reporting.record import RunRecord, _decode, read_record, record_problem, write_json_atomic
 
 try:
     import fcntl
@@ -56,7 +64,7 @@ STAGING_DIR = ".staging"
 FAILED_SUFFIX = ".failed.json"
 CLAIMS_DIR = ".claims"
 _RECORD_KEYS = ("run_id", "method", "dataset", "metrics")
-_INDEX_VERSION = 2
+_INDEX_VERSION = 3
 _HELD_LOCKS: dict[str, int] = {}  # staging folder / claim file -> fd of its locked file (this process)
 
 
@@ -78,7 +86,7 @@ def flatten_record(record: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {
         "run_id": record["run_id"], "status": "ok", "method": record["method"],
         "dataset": record["dataset"], "epsilon": record.get("epsilon"), "delta": record.get("delta"),
-        "seed": record.get("seeds", {}).get("run"), "created": record.get("created"),
+        "seed": (record.get("seeds") or {}).get("run"), "created": record.get("created"),
     }
     info = record.get("info") or {}
     if "seed_index" in info:  # the user's repeat index in a sweep, beside the derived seed
@@ -100,36 +108,57 @@ def check_runs_dir(path: str | os.PathLike, *, name: str = "runs_dir") -> Path:
     """Create ``path`` if needed and prove it is a writable directory, before any training.
 
     Raises:
-        InvalidParameterError: ``path`` is a file, or cannot be created or written (the message
-            names the parameter, the path and the operating system's reason).
+        InvalidParameterError: ``path`` is empty or a file, or cannot be created or written
+            (the message names the parameter, the path and the operating system's reason).
     """
-    root = Path(path).expanduser()
-    if root.exists() and not root.is_dir():
-        raise InvalidParameterError(name, "a directory (it is an existing file)", str(path))
+    return check_writable_dir(path, name=name)
+
+
+def _load_json(path: Path) -> tuple[Any, str | None]:
+    """``(decoded JSON, None)`` or ``(None, why it cannot be read)``."""
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".write-probe.", dir=root)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise InvalidParameterError(name, f"a writable directory ({exc.strerror or exc})", str(path)) from None
-    return root
+        return _decode(json.loads(path.read_text(encoding="utf-8"))), None
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, f"unreadable ({exc})"
+    except ValueError as exc:
+        return None, f"not valid JSON, truncated? ({exc})"
+
+
+def _companion_stats(root: Path, files: dict[str, Any]) -> dict[str, list[int]] | None:
+    """``name -> [size, mtime_ns]`` of a record's companions (``None`` if one is missing)."""
+    out = {}
+    for name in files:
+        try:
+            st = (root / name).stat()
+        except OSError:
+            return None
+        out[name] = [st.st_size, st.st_mtime_ns]
+    return out
+
+
+def _companions_problem(root: Path, files: dict[str, Any]) -> str | None:
+    """Why the companions a record names are not complete (``None`` when they all match)."""
+    for name, entry in files.items():
+        path = root / name
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return f"its companion file {name} is missing (the run did not finish publishing)"
+        if size != entry["bytes"]:
+            return f"its companion file {name} has {size} bytes, the record says {entry['bytes']} (truncated?)"
+        if file_digest(path) != entry["sha256"]:
+            return f"its companion file {name} does not match the record's sha256 (changed or damaged)"
+    return None
 
 
 def _record_problem(path: Path) -> str | None:
-    """Why ``path`` is not a usable record (``None`` when it is)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        return f"unreadable ({exc})"
-    except ValueError as exc:
-        return f"not valid JSON, truncated? ({exc})"
-    if not isinstance(data, dict):
-        return "not a JSON object"
-    missing = [k for k in _RECORD_KEYS if k not in data]
-    if missing:
-        return f"missing key(s) {', '.join(missing)}"
-    return None
+    """Why ``path`` is not a usable record, its companions included (``None`` when it is)."""
+    data, problem = _load_json(path)
+    if problem is None:
+        problem = record_problem(data)
+    if problem is None:
+        problem = _companions_problem(path.parent, data.get("files") or {})
+    return problem
 
 
 def _pid_alive(pid: int) -> bool:
@@ -160,14 +189,7 @@ class ResultStore:
     # -- writing ---------------------------------------------------------------------------
     def ensure_writable(self) -> None:
         """Create the directory and prove it is writable, or raise ``InvalidParameterError``."""
-        try:
-            self.root.mkdir(parents=True, exist_ok=True)
-            probe = self.root / f".write-probe.{uuid.uuid4().hex}"
-            probe.write_text("")
-            probe.unlink()
-        except OSError as exc:
-            raise InvalidParameterError("runs_dir", f"a writable directory ({exc.strerror})",
-                                        str(self.root)) from None
+        check_writable_dir(self.root, name="runs_dir")
 
     # -- claims: concurrent sweeps on one runs directory share the work ---------------------
     def _claim_path(self, run_id: str) -> Path:
@@ -201,10 +223,15 @@ class ResultStore:
                 except FileNotFoundError:
                     pass
                 continue
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            os.write(fd, json.dumps(me).encode())
-            os.fsync(fd)
+            try:
+                if fcntl is not None:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                os.write(fd, json.dumps(me).encode())
+                os.fsync(fd)
+            except OSError as exc:  # a full disk: no half-made claim may linger
+                os.close(fd)
+                path.unlink(missing_ok=True)
+                raise WriteFailedError("claim", path, exc) from exc
             _HELD_LOCKS[str(path)] = fd
             return True
         return False
@@ -236,6 +263,14 @@ class ResultStore:
             return None
         finally:
             os.close(fd)
+
+    def claim_owner(self, run_id: str) -> str:
+        """Who holds the claim on ``run_id``, for people: ``"pid 123 on host h"``."""
+        try:
+            owner = json.loads(self._claim_path(run_id).read_text())
+            return f"pid {int(owner['pid'])} on host {owner['host']}"
+        except (OSError, ValueError, KeyError, TypeError):
+            return "another process"
 
     def release(self, run_id: str) -> None:
         """Drop this process's claim on ``run_id`` (no-op when this process holds none)."""
@@ -269,20 +304,63 @@ class ResultStore:
         if fd is not None:
             os.close(fd)
 
-    def commit(self, record: RunRecord, staging: Path) -> Path:
-        """Publish a finished run: move its split, then write the record atomically (last)."""
-        split = staging / f"{record.run_id}.split.npz"
-        if split.exists():
-            os.replace(split, self.root / split.name)
-        path = record.save(self.root)
-        (self.root / f"{record.run_id}{FAILED_SUFFIX}").unlink(missing_ok=True)
+    def publish(self, record: RunRecord, companions: dict[str, Any] | None = None) -> Path:
+        """Publish a finished run: its companion files, then its record, so that they become
+        finished together or not at all.
+
+        Args:
+            record: the run's record (its ``files`` section is filled in here).
+            companions: file name (beside the record, e.g. ``<run_id>.split.npz``) -> either a
+                function ``write(path)`` that writes the file atomically, or the path of a
+                finished file to move there.
+
+        Each companion is written (or moved) atomically, then the record, atomically and last,
+        naming every companion with its sha256 and size. If anything fails (a full disk, a
+        read-only folder), the companions written here are removed and
+        :class:`~gnnprivacy.errors.WriteFailedError` is raised: no record, so no finished run.
+        """
+        written, files = [], {}
+        try:
+            for name, source in (companions or {}).items():
+                target = self.root / name
+                if callable(source):
+                    source(target)
+                else:
+                    try:
+                        os.replace(source, target)
+                    except OSError as exc:
+                        raise WriteFailedError("run file", target, exc) from exc
+                written.append(target)
+                files[name] = {"sha256": file_digest(target), "bytes": target.stat().st_size}
+            record.files = {**record.files, **files}
+            path = record.save(self.root)
+        except BaseException:
+            for target in written:
+                target.unlink(missing_ok=True)
+            raise
+        try:
+            (self.root / f"{record.run_id}{FAILED_SUFFIX}").unlink(missing_ok=True)
+        except OSError:
+            pass  # a stale failure entry is hidden by the record anyway
         return path
 
-    def write_failure(self, run_id: str, config: dict[str, Any], exc: BaseException) -> Path:
-        """Record that ``run_id`` raised ``exc`` (atomic, replaces an earlier failure)."""
+    def commit(self, record: RunRecord, staging: Path) -> Path:
+        """:meth:`publish` ``record`` with the files a run wrote into ``staging`` (its split)."""
+        split = staging / f"{record.run_id}.split.npz"
+        return self.publish(record, {split.name: split} if split.exists() else None)
+
+    def write_failure(self, run_id: str, config: dict[str, Any], exc: BaseException) -> Path | None:
+        """Record that ``run_id`` raised ``exc`` (atomic, replaces an earlier failure).
+
+        Best effort: where the disk is full or read-only the entry is not written (``None``);
+        the caller reports the failure anyway.
+        """
         payload = {"run_id": run_id, "status": "failed", "error": f"{type(exc).__name__}: {exc}",
                    "traceback": "".join(traceback.format_exception(exc)), "config": config}
-        return write_json_atomic(self.root / f"{run_id}{FAILED_SUFFIX}", payload)
+        try:
+            return write_json_atomic(self.root / f"{run_id}{FAILED_SUFFIX}", payload, what="failure record")
+        except OSError:
+            return None
 
     def clean_stale_staging(self, *, grace_seconds: float = 60.0) -> int:
         """Remove staging folders whose owner died (their ``.lock`` is free); returns how many.
@@ -320,40 +398,62 @@ class ResultStore:
             return []
         return sorted(p for p in self.root.iterdir() if p.is_file() and is_record_file(p))
 
-    def valid_record_paths(self) -> list[Path]:
-        """`record_paths` without the files that do not parse as a record.
+    def _scan(self, *, warn: bool = True) -> list[tuple[Path, dict[str, Any]]]:
+        """``(path, index row)`` of every finished, valid record (see the module docstring).
 
-        Skipped files are listed in `skipped` and reported with an
-        `UnreadableRecordWarning` naming the file. Files unchanged since the last read
-        (same size and mtime as in the index cache) are not parsed again.
+        Invalid records are listed in `skipped` and reported with an
+        `UnreadableRecordWarning` naming the file and the problem. A record unchanged
+        since the last read, with unchanged companions (same size and mtime as in the index
+        cache), is not parsed or hashed again.
         """
         cache = self._read_cache()
         self.skipped = []
-        out = []
+        fresh, out = {}, []
         for path in self.record_paths():
             try:
                 st = path.stat()
             except FileNotFoundError:
                 continue
+            key = [st.st_size, st.st_mtime_ns]
             hit = cache.get(path.name)
-            if hit is not None and hit.get("key") == [st.st_size, st.st_mtime_ns]:
-                out.append(path)
+            if (isinstance(hit, dict) and hit.get("key") == key and isinstance(hit.get("files"), dict)
+                    and _companion_stats(self.root, hit["files"]) == hit["files"]
+                    and isinstance(hit.get("row"), dict)):
+                fresh[path.name] = hit
+                out.append((path, hit["row"]))
                 continue
-            problem = _record_problem(path)
+            data, problem = _load_json(path)
             if problem is None:
-                out.append(path)
-            else:
+                problem = record_problem(data)
+            if problem is None:
+                files = data.get("files") or {}
+                problem = _companions_problem(self.root, files)
+            if problem is not None:
                 self.skipped.append((str(path), problem))
-                warnings.warn(f"skipping run record {path}: {problem}; a sweep reruns this run",
-                              UnreadableRecordWarning, stacklevel=3)
+                if warn:
+                    warnings.warn(f"skipping run record {path}: {problem}; a sweep reruns this run",
+                                  UnreadableRecordWarning, stacklevel=3)
+                continue
+            row = flatten_record(data)
+            fresh[path.name] = {"key": key, "files": _companion_stats(self.root, files) or {},
+                                "row": _encode_row(row)}
+            out.append((path, row))
+        if fresh != cache:
+            self._write_cache(fresh)
         return out
 
+    def valid_record_paths(self) -> list[Path]:
+        """:meth:`record_paths` without the records that are not finished and valid: unparsable,
+        of the wrong shape, or with missing or damaged companions (see :meth:`_scan`)."""
+        return [path for path, _ in self._scan()]
+
     def completed_ids(self) -> set[str]:
-        """Run ids with a finished, readable record (a truncated record does not count)."""
+        """Run ids with a finished, valid record (a truncated record, or one whose companions
+        are incomplete, does not count)."""
         return {p.name[: -len(".json")] for p in self.valid_record_paths()}
 
     def has_record(self, run_id: str) -> bool:
-        """Whether ``run_id`` has a finished, readable record."""
+        """Whether ``run_id`` has a finished, valid record (companions included)."""
         path = self.root / f"{run_id}.json"
         return path.is_file() and _record_problem(path) is None
 
@@ -365,54 +465,45 @@ class ResultStore:
         return read_record(path)
 
     def records(self) -> list[RunRecord]:
-        """Every readable record (unreadable files are skipped with a warning, see `skipped`)."""
-        return [read_record(p) for p in self.valid_record_paths()]
+        """Every valid record (invalid files are skipped with a warning, see `skipped`)."""
+        out = []
+        for path in self.valid_record_paths():
+            try:
+                out.append(read_record(path))
+            except ValueError as exc:  # e.g. keys a RunRecord does not have (a tune record)
+                self.skipped.append((str(path), str(exc)))
+                warnings.warn(f"skipping run record {path}: {exc}", UnreadableRecordWarning, stacklevel=2)
+        return out
 
     def failures(self) -> list[dict[str, Any]]:
         """Failure entries (``run_id``, ``error``, ``traceback``, ``config``) without a later success."""
         if not self.root.is_dir():
             return []
-        done = self.completed_ids()
+        done = {p.name[: -len(".json")] for p, _ in self._scan(warn=False)}
         out = []
         for p in sorted(self.root.glob(f"*{FAILED_SUFFIX}")):
             if p.name.startswith(".") or p.name[: -len(FAILED_SUFFIX)] in done:
                 continue
-            try:
-                out.append(_decode(json.loads(p.read_text())))
-            except (OSError, ValueError) as exc:
-                self.skipped.append((str(p), f"unreadable failure record ({exc})"))
+            data, problem = _load_json(p)
+            if problem is None and not isinstance(data, dict):
+                problem = f"not a JSON object (a {type(data).__name__})"
+            if problem is not None:
+                self.skipped.append((str(p), f"unreadable failure record: {problem}"))
+                continue
+            out.append({**data, "run_id": str(data.get("run_id", p.name[: -len(FAILED_SUFFIX)]))})
         return out
 
     def rows(self, *, include_failed: bool = False) -> list[dict[str, Any]]:
-        """The index: one flat row per record (see `flatten_record`), sorted by run id.
+        """The index: one flat row per valid record (see `flatten_record`), sorted by run id.
 
         Rebuilt from the records; unchanged files are taken from the :file:`.index.json` cache.
         With ``include_failed``, failed runs are added with ``status = "failed"`` and ``error``.
         """
-        cache = self._read_cache()
-        fresh, rows = {}, []
-        for path in self.valid_record_paths():
-            st = path.stat()
-            key = [st.st_size, st.st_mtime_ns]
-            hit = cache.get(path.name)
-            if hit is not None and hit["key"] == key:
-                row = hit["row"]
-            else:
-                try:
-                    row = flatten_record(_decode(json.loads(path.read_text())))
-                except (OSError, ValueError, KeyError, TypeError) as exc:
-                    self.skipped.append((str(path), f"unreadable ({exc})"))
-                    warnings.warn(f"skipping run record {path}: {exc}", UnreadableRecordWarning, stacklevel=2)
-                    continue
-            fresh[path.name] = {"key": key, "row": row}
-            rows.append(row)
-        if fresh != cache:
-            self._write_cache(fresh)
-        rows = [_decode(r) for r in rows]
+        rows = [_decode(row) for _, row in self._scan()]
         if include_failed:
             for fail in self.failures():
-                cfg = fail.get("config") or {}
-                rows.append({"run_id": fail["run_id"], "status": "failed", "method": cfg.get("method"),
+                cfg = fail.get("config") if isinstance(fail.get("config"), dict) else {}
+                rows.append({"run_id": str(fail.get("run_id")), "status": "failed", "method": cfg.get("method"),
                              "dataset": cfg.get("dataset"), "seed": cfg.get("seed"),
                              "error": fail.get("error"),
                              **{f"config.{k}": v for k, v in cfg.items()}})
@@ -429,9 +520,16 @@ class ResultStore:
 
     def _write_cache(self, entries: dict[str, Any]) -> None:
         try:
-            write_json_atomic(self.root / INDEX_FILE, {"version": _INDEX_VERSION, "entries": entries})
+            write_json_atomic(self.root / INDEX_FILE, {"version": _INDEX_VERSION, "entries": entries},
+                              what="index cache")
         except OSError:
             pass  # a read-only runs directory is still readable; the cache is only an optimisation
+
+
+def _encode_row(row: dict[str, Any]) -> dict[str, Any]:
+    from gnnprivacy.reporting.record import _encode
+
+    return _encode(row)
 
 
 def parse_filter(text: str) -> tuple[str, Any]:

@@ -39,14 +39,18 @@ sweeps that share a run share its record.
 Execution (`run_sweep`): every configuration is resolved *before* anything runs (a bad key
 fails the whole sweep with nothing written), runs whose record exists are skipped, the others go
 to an executor (`gnnprivacy.experiments.executors`). A worker trains through
-`gnnprivacy.experiments.runner.run` into a private staging folder and then publishes the
-split and, last, the record by atomic rename (`ResultStore.commit`), so a SIGKILL at any
-moment leaves either a complete record or none. A run that raises is written as
+`gnnprivacy.experiments.runner.run`, which publishes the split and, last, the record naming
+it with its checksum, each by atomic rename (`ResultStore.publish`), so a SIGKILL, a full
+disk or a read-only folder at any moment leaves either a complete run or none. With
+``resume: true`` the run's checkpoints live in ``RUNS/checkpoints/``, so the rerun of a killed
+sweep continues a run from its last checkpoint. A run that raises is written as
 ``<run_id>.failed.json`` (error and traceback) and retried by the next invocation of the sweep.
 Before starting a run a worker *claims* it (``RUNS/.claims/<run_id>.claim``, created atomically,
 holding its pid and host; see `ResultStore.claim`), so two sweeps started on the same runs
 directory share the work instead of both running everything; a claim whose process died is
-retaken. A record file that does not parse is not counted as finished: the run is redone.
+retaken; a run still claimed by a live process counts as not finished here (the summary names
+the holder, and the exit status is 1). A record file that does not parse, or whose companions are
+incomplete, is not counted as finished: the run is redone.
 """
 
 from __future__ import annotations
@@ -303,40 +307,39 @@ class TaskOutcome:
 
     run_id: str
     status: str  # "ok" | "failed" | "skipped" | "elsewhere" (claimed by another process)
-    error: str | None = None
+    error: str | None = None  #: the failure; for "elsewhere": who holds the claim
     metrics: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
 
 
 def execute_task(task: SweepTask) -> TaskOutcome:
-    """Worker body: train one run into a staging folder, then publish it (or record the failure)."""
+    """Worker body: claim one run, train it and publish it into the runs directory (or record
+    the failure). Its checkpoints (``resume: true``) live in ``RUNS/checkpoints/``, so a killed
+    sweep's rerun continues from them."""
     from gnnprivacy.experiments.runner import run
 
     store = ResultStore(task.values["runs_dir"])
     if store.has_record(task.run_id):
         return TaskOutcome(task.run_id, "skipped")
-    if not store.claim(task.run_id):
-        return TaskOutcome(task.run_id, "elsewhere")
-    if store.has_record(task.run_id):  # finished by another process just before we claimed it
-        store.release(task.run_id)
-        return TaskOutcome(task.run_id, "skipped")
     t0 = time.perf_counter()
-    staging = store.staging_dir(task.run_id)
+    claimed = False
     try:
+        claimed = store.claim(task.run_id)
+        if not claimed:
+            return TaskOutcome(task.run_id, "elsewhere", error=store.claim_owner(task.run_id))
+        if store.has_record(task.run_id):  # finished by another process just before we claimed it
+            return TaskOutcome(task.run_id, "skipped")
         with _worker_progress(task) as progress:
-            record = run({**task.values, "runs_dir": str(staging)}, run_id=task.run_id, save=True,
-                         progress=progress)
-        record.config["runs_dir"] = task.values["runs_dir"]
-        record.info.update({"sweep": task.sweep, "seed_index": task.repeat})
-        store.commit(record, staging)
+            record = run(task.values, run_id=task.run_id, save=True, progress=progress,
+                         info={"sweep": task.sweep, "seed_index": task.repeat})
         return TaskOutcome(task.run_id, "ok", metrics=dict(record.metrics), seconds=time.perf_counter() - t0)
     except Exception as exc:  # noqa: BLE001 - every failure is recorded, the sweep goes on
-        store.write_failure(task.run_id, task.values, exc)
+        store.write_failure(task.run_id, task.values, exc)  # best effort (a full disk)
         return TaskOutcome(task.run_id, "failed", error=f"{type(exc).__name__}: {exc}",
                            seconds=time.perf_counter() - t0)
     finally:
-        store.release_staging(staging)
-        store.release(task.run_id)
+        if claimed:
+            store.release(task.run_id)
 
 
 #: set (by ``gnnprivacy sweep`` when stderr is not a terminal) to make workers log step progress
@@ -372,10 +375,12 @@ class SweepResult:
     succeeded: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)  #: (run_id, error)
     elsewhere: list[str] = field(default_factory=list)  #: runs another process was running
+    holders: list[str] = field(default_factory=list)  #: who holds those runs' claims (pid, host)
 
     @property
     def ok(self) -> bool:
-        return not self.failed
+        """Every run of the sweep is finished: none failed, none is still being run elsewhere."""
+        return not self.failed and not self.elsewhere
 
 
 def run_sweep(spec: SweepSpec, *, runs_dir: str | Path, executor: str = "local", workers: int | None = None,
@@ -416,14 +421,16 @@ def run_sweep(spec: SweepSpec, *, runs_dir: str | Path, executor: str = "local",
     with make_executor(executor, workers=n_workers, address=address, imports=spec.imports) as ex:
         for task, outcome in ex.imap_unordered(execute_task, todo):
             if isinstance(outcome, BaseException):
-                store.write_failure(task.run_id, task.values, outcome)
+                store.write_failure(task.run_id, task.values, outcome)  # best effort
                 outcome = TaskOutcome(task.run_id, "failed", error=f"{type(outcome).__name__}: {outcome}")
             if outcome.status == "failed":
                 result.failed.append((task.run_id, outcome.error or ""))
                 log(f"run {task.run_id} failed: {outcome.error}")
             elif outcome.status == "elsewhere":
                 result.elsewhere.append(task.run_id)
-                log(f"run {task.run_id} is being run by another process (claimed); skipped here")
+                result.holders.append(outcome.error or "another process")
+                log(f"run {task.run_id} is being run by {outcome.error or 'another process'} (claimed); "
+                    "skipped here")
             elif outcome.status == "skipped":  # finished by another process since we listed it
                 result.skipped += 1
             else:

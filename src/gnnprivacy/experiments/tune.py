@@ -134,8 +134,15 @@ class TuneSpec:
         unknown = sorted(set(t) - {"distribution", "mean", "eta"})
         if unknown:
             raise UnknownNameError("trials key", unknown[0], ("distribution", "mean", "eta"))
-        return trials_distribution(t.get("distribution", "negative_binomial"),
-                                   mean=float(t.get("mean", 10.0)), eta=float(t.get("eta", 1.0)))
+        for key in ("mean", "eta"):  # named as the YAML names them, not as the accountant does
+            if key in t and not (isinstance(t[key], (int, float)) and not isinstance(t[key], bool)):
+                raise InvalidParameterError(f"trials.{key}", "a number", t[key])
+        try:
+            return trials_distribution(t.get("distribution", "negative_binomial"),
+                                       mean=float(t.get("mean", 10.0)), eta=float(t.get("eta", 1.0)))
+        except InvalidParameterError as exc:
+            name = {"mu": "mean"}.get(exc.name, exc.name)
+            raise InvalidParameterError(f"trials.{name}", exc.expected, exc.received) from None
 
     @classmethod
     def from_dict(cls, data: Any, *, source: str = "tune") -> TuneSpec:
@@ -329,14 +336,16 @@ def plan_spec(spec: TuneSpec | Mapping[str, Any] | str | Path, *,
     """
     from gnnprivacy.experiments.config import resolve_config
     from gnnprivacy.experiments.registry import get_method
-    from gnnprivacy.experiments.runner import load_run_data
+    from gnnprivacy.experiments.runner import load_run_data, split_kind
 
     spec = _as_spec(spec)
     base = dict(spec.base)
     if data_root is not None:
         base["data_root"] = data_root
-    base.setdefault("split_seed", spec.seed)  # one public split shared by every trial
     settings = [{**base, **s} for s in spec.settings()]
+    if split_kind(resolve_config({**settings[0], "epsilon": spec.epsilon})[0]) != "public":
+        base.setdefault("split_seed", spec.seed)  # one split shared by every trial
+        settings = [{**base, **s} for s in spec.settings()]
     config, _ = resolve_config({**settings[0], "epsilon": spec.epsilon})
     data = load_run_data(config)
     num_train, num_nodes = int(data.train_mask.sum()), int(data.num_nodes)
@@ -445,10 +454,62 @@ def tune(spec: TuneSpec | Mapping[str, Any] | str | Path, *, runs_dir: str | Pat
             CSPRNG (overrides the spec; recorded as a public selection).
         log: message sink.
 
+    Writing: the runs directory is checked before any work; a name whose tune record exists is
+    refused (a second tune would overwrite it and mix its trials with the first's), and so is a
+    name another live process is tuning (a claim, as in sweeps). The tune record is written
+    last, atomically: a tune stopped before it (a signal, a full disk) has no record, and the
+    trials it left are removed, with a message, by the next tune of that name.
+
     Returns:
         The tune record (a dict): the chosen trial's run record with ``epsilon`` replaced by
         the total, and a ``tuning`` section (see the module docstring).
+
+    Raises:
+        InvalidParameterError: the name is taken (see above), or the runs directory is not
+            writable.
     """
+    from gnnprivacy.experiments.store import ResultStore
+
+    spec = _as_spec(spec)
+    log = log or (lambda m: None)
+    store, claim = ResultStore(runs_dir), f"tune-{spec.name}"
+    store.ensure_writable()
+    record = Path(runs_dir) / f"tune-{spec.name}.json"
+    if record.exists():
+        raise InvalidParameterError(
+            "name", f"a tune name not yet used in {runs_dir} (a second tune would overwrite "
+            f"{record} and mix its trials with the first's; choose another name or runs "
+            "directory)", spec.name)
+    claimed = False
+    try:
+        claimed = store.claim(claim)
+        if not claimed:
+            raise InvalidParameterError("name", f"a name no running tune uses (tune {spec.name!r} is "
+                                        f"being run by {store.claim_owner(claim)})", spec.name)
+        _remove_unfinished_tune(Path(runs_dir), spec.name, log)
+        return _run_tune(spec, runs_dir=runs_dir, data_root=data_root, compare=compare,
+                         reproducible_selection=reproducible_selection, log=log)
+    finally:
+        if claimed:
+            store.release(claim)
+
+
+def _remove_unfinished_tune(runs_dir: Path, name: str, log: Callable[[str], None]) -> None:
+    """Remove the trial folders of an earlier tune of ``name`` that stopped before its record."""
+    import shutil
+
+    for folder in (runs_dir / f"tune-{name}-trials", runs_dir / f"tune-{name}-compare"):
+        if folder.is_dir():
+            count = len(list(folder.glob("*.json")))
+            log(f"removing {folder}: {count} record(s) of an unfinished earlier tune {name!r} "
+                "(it stopped before writing its tune record)")
+            shutil.rmtree(folder)
+
+
+def _run_tune(spec: TuneSpec, *, runs_dir: str | Path, data_root: str | None,
+              compare: bool | None, reproducible_selection: bool | None,
+              log: Callable[[str], None] | None) -> dict[str, Any]:
+    """The body of `tune` (the name is checked and claimed by the caller)."""
     from gnnprivacy.experiments.runner import run
     from gnnprivacy.reporting.record import write_json_atomic
 

@@ -1,8 +1,8 @@
 """Prepare a user's own ``torch_geometric.data.Data`` for the runner (``gnnprivacy.train(data)``).
 
 The user's object is never modified: a shallow copy gets the same standard form that
-`gnnprivacy.datasets.load_dataset` gives the registered datasets (float32 ``x``, flat
-int64 ``y``, symmetrised coalesced ``edge_index``, ``num_classes``, ``name``) and a
+`gnnprivacy.datasets.load_dataset` gives the registered datasets (dense float32 ``x``, flat
+int64 ``y`` (int32 or uint8 labels are widened), symmetrised coalesced ``edge_index``, ``num_classes``, ``name``) and a
 `Split` built from its masks or, when it has none, from split
 fractions and the seed. Validation (shapes, dtypes, masks, NaN, classes) is the runner's, the
 same for every dataset (and runs here first when the data brings its own masks).
@@ -42,7 +42,7 @@ def prepare_user_data(data: Any, *, name: str, split: str | None, seed: int,
     from torch_geometric.utils import to_undirected
 
     from gnnprivacy.datasets.splits import random_split, split_from_masks
-    from gnnprivacy.datasets.validate import validate_data
+    from gnnprivacy.datasets.validate import check_storage, validate_data
 
     if not isinstance(data, Data):
         raise InvalidParameterError("data", "a torch_geometric.data.Data (or a dataset name)",
@@ -50,11 +50,20 @@ def prepare_user_data(data: Any, *, name: str, split: str | None, seed: int,
     if split not in (None, "public", "random", "inductive"):
         raise InvalidParameterError("split", "None, 'public', 'random' or 'inductive'", split)
     out = copy.copy(data)  # shallow: new attribute stores, shared tensors
+    if (isinstance(out.x, torch.Tensor) and out.x.layout != torch.strided
+            and out.x.device.type != "meta"):
+        out.x = out.x.to_dense()  # sparse features: the methods take dense ones
+    if "num_nodes" in out._store and out._store["num_nodes"] is None:
+        del out._store["num_nodes"]
+    check_storage(out)  # meta tensors, other sparse tensors, num_nodes against x: before reading values
     x, y, ei = out.x, out.y, out.edge_index
     if isinstance(x, torch.Tensor) and x.is_floating_point():
         out.x = x.to(torch.float32)
     if isinstance(y, torch.Tensor) and y.dim() == 2 and y.shape[1] == 1:
-        out.y = y.view(-1)
+        out.y = y = y.view(-1)
+    if (isinstance(y, torch.Tensor) and not y.is_floating_point() and not y.is_complex()
+            and y.dtype not in (torch.bool, torch.int64)):
+        out.y = y.to(torch.int64)  # int32 / uint8 labels: the losses take int64
     n = int(x.shape[0]) if isinstance(x, torch.Tensor) and x.dim() >= 1 else 0
     if (isinstance(ei, torch.Tensor) and ei.dim() == 2 and ei.shape[0] == 2 and ei.numel()
             and not ei.is_floating_point() and 0 <= int(ei.min()) and int(ei.max()) < n):

@@ -11,6 +11,14 @@ which assumes roughly normal run-to-run variation; with n = 3 seeds (the papers'
 the interval is wide (t = 4.30), which is the honest answer for three samples. The interval is
 clipped to the metric's range (``[0, 1]`` for accuracy, F1, AUC, precision, recall), so it never
 claims an accuracy above 100 %; ``n`` is always shown beside it.
+
+Repeats: runs whose configuration *and* seeds are identical (the same command run twice; only
+the locations ``runs_dir``, ``data_root``, ``device`` may differ) are one sample, not several:
+the newest is kept and the others are listed in :attr:`Group.repeats`. Runs with
+``secure_mode`` draw their noise from the OS and are independent even with equal seeds, so they
+are all kept. A metric that is missing or not finite in some run (``"nan"``) is left out of that
+metric's summary, and the run is listed in :attr:`Group.nonfinite`, so ``n`` below the group's
+run count is always explained.
 """
 
 from __future__ import annotations
@@ -20,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 IGNORED_KEYS = frozenset({"seed", "split_seed", "runs_dir", "data_root", "device"})
+#: keys that do not change a run's result: runs equal up to these (and seeds equal) are repeats
+LOCATION_KEYS = frozenset({"runs_dir", "data_root", "device", "resume"})
 PROPORTION_HINTS = ("accuracy", "f1", "auc", "precision", "recall")
 
 
@@ -79,6 +89,8 @@ class Group:
     delta: float | None = None
     relation: str | None = None  #: neighbouring relation of the epsilon (add_or_remove, replace ...)
     quick: bool = False  #: some run came from a ``--quick`` (reduced) reproduction
+    repeats: list[str] = field(default_factory=list)  #: run ids left out as repeats of a kept run
+    nonfinite: dict[str, list[str]] = field(default_factory=dict)  #: metric -> runs where it is not finite
 
     @property
     def n(self) -> int:
@@ -115,8 +127,11 @@ def group_rows(rows: list[dict[str, Any]], *, confidence: float = 0.95) -> list[
         buckets.setdefault(key, []).append(row)
     groups = []
     for key, members in buckets.items():
+        members, repeats = drop_repeats(members)
         attrs = {k: v for k, v in row_attrs(members[0]).items() if k not in IGNORED_KEYS}
         names = sorted({k[len("metrics."):] for r in members for k in r if k.startswith("metrics.")})
+        nonfinite = {m: sorted(r["run_id"] for r in members if not _finite(r.get(f"metrics.{m}")))
+                     for m in names}
         metrics = {m: summarize([r.get(f"metrics.{m}") for r in members], confidence=confidence,
                                 bounds=metric_bounds(m)) for m in names}
         eps = [r.get("epsilon") for r in members if r.get("epsilon") is not None]
@@ -126,8 +141,31 @@ def group_rows(rows: list[dict[str, Any]], *, confidence: float = 0.95) -> list[
         relations = sorted({str(r["privacy.relation"]) for r in members if r.get("privacy.relation")})
         groups.append(Group(attrs, sorted(r["run_id"] for r in members), metrics, eps_summary,
                             max(deltas) if deltas else None, relation="/".join(relations) or None,
-                            quick=any(is_quick_row(r) for r in members)))
+                            quick=any(is_quick_row(r) for r in members), repeats=repeats,
+                            nonfinite={m: ids for m, ids in nonfinite.items() if ids}))
     return sorted(groups, key=lambda g: _sort_key(g.attrs))
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def drop_repeats(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """``(rows kept, run ids left out)``: of the rows with one configuration and the same seeds
+    (up to :data:`LOCATION_KEYS`), the newest is kept; ``secure_mode`` runs are all kept."""
+    kept: dict[Any, dict[str, Any]] = {}
+    left_out = []
+    for row in sorted(rows, key=lambda r: (str(r.get("created") or ""), r["run_id"]), reverse=True):
+        attrs = row_attrs(row)
+        if attrs.get("secure_mode"):
+            kept[("secure", row["run_id"])] = row
+            continue
+        identity = tuple(sorted((k, _freeze(v)) for k, v in attrs.items() if k not in LOCATION_KEYS))
+        if identity in kept:
+            left_out.append(row["run_id"])
+        else:
+            kept[identity] = row
+    return sorted(kept.values(), key=lambda r: r["run_id"]), sorted(left_out)
 
 
 def is_quick_row(row: dict[str, Any]) -> bool:

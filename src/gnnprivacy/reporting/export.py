@@ -56,9 +56,13 @@ def write_parquet(rows: list[dict[str, Any]], path: str | Path) -> Path:
             arrays[col] = pa.array(values)
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             arrays[col] = pa.array([None if v is None else str(v) for v in values])
-    path = Path(path)
-    pq.write_table(pa.table(arrays), path)
-    return path
+    import io
+
+    from gnnprivacy._files import atomic_write
+
+    buffer = io.BytesIO()
+    pq.write_table(pa.table(arrays), buffer)
+    return atomic_write(path, buffer.getvalue(), what="Parquet export")
 
 
 def table_cell(value: Any) -> str:

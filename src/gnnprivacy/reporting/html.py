@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import html
 import os
-import tempfile
 import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -27,7 +26,6 @@ from pathlib import Path
 from gnnprivacy._validation import check_choice
 from gnnprivacy.errors import InvalidParameterError, UnknownNameError
 from gnnprivacy.reporting.plots import Plot
-from gnnprivacy.reporting.record import apply_umask
 from gnnprivacy.reporting.tables import QUICK_BADGE, QUICK_NOTE, Table, to_html, to_markdown
 
 _CSS = """
@@ -95,6 +93,10 @@ def build_report(runs_dir: str | os.PathLike, *, title: str = "gnnprivacy report
                     references=[f"{r.id}: {r.citation}" for r in refs])
     for path, problem in store.skipped:
         report.notes.append(f"Skipped unreadable run record {path}: {problem}.")
+    left_out = data_notes(groups)
+    report.notes += left_out
+    for note in left_out:
+        warnings.warn(note, ReportDataWarning, stacklevel=2)
     if any(g.quick for g in groups):
         report.notes.insert(0, QUICK_NOTE + ".")
         report.title = f"{report.title} {QUICK_BADGE}"
@@ -127,6 +129,27 @@ def _plots(kind: str, groups, parts, metrics, refs) -> list[Plot]:
     from gnnprivacy.reporting.plots import privacy_utility_plots
 
     return [p for m in metrics for part in parts for p in privacy_utility_plots(part, m, refs)]
+
+
+class ReportDataWarning(UserWarning):
+    """Some runs were left out of a report's summaries (repeats, non-finite metrics)."""
+
+
+def data_notes(groups) -> list[str]:
+    """One note per group that left runs out: repeats of a configuration and seed counted once,
+    and runs whose metric is not finite (so a summary's ``n`` is below the group's run count)."""
+    notes = []
+    for g in groups:
+        name = f"{g.get('method')} on {g.get('dataset')}"
+        if g.repeats:
+            notes.append(f"{len(g.repeats)} run(s) of {name} repeat the configuration and seed of another "
+                         f"run and are counted once ({', '.join(g.repeats[:5])}"
+                         f"{', ...' if len(g.repeats) > 5 else ''}).")
+        for metric, ids in g.nonfinite.items():
+            notes.append(f"{metric} of {name} is missing or not finite (e.g. NaN) in {len(ids)} of "
+                         f"{g.n} run(s), left out of its summary ({', '.join(ids[:5])}"
+                         f"{', ...' if len(ids) > 5 else ''}).")
+    return notes
 
 
 def _concerns(ref, datasets: set) -> bool:
@@ -190,17 +213,9 @@ def _plots_html(plots: list[Plot]) -> list[str]:
 
 
 def _write_atomic(path: Path, data: bytes) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        apply_umask(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    from gnnprivacy._files import atomic_write
+
+    return atomic_write(path, data, what="report file")
 
 
 def _card_sections(runs_dir) -> list[tuple[str, str]]:
@@ -220,6 +235,9 @@ def write_report(runs_dir: str | os.PathLike, out_dir: str | os.PathLike, *, tit
     Raises:
         InvalidParameterError: ``runs_dir`` holds no finished run, or ``out_dir`` is not writable.
     """
+    from gnnprivacy._files import check_writable_dir
+
+    check_writable_dir(out_dir, name="output", create=False)  # before reading the runs: fails at once
     report = build_report(runs_dir, title=title, metrics=metrics, reference_ids=reference_ids,
                           missing_metrics_ok=missing_metrics_ok, plots=plots)
     out = Path(out_dir)
@@ -240,5 +258,5 @@ def write_report(runs_dir: str | os.PathLike, out_dir: str | os.PathLike, *, tit
         md = _write_atomic(out / "report.md", md_text.encode("utf-8"))
         page = _write_atomic(out / "report.html", html_text.encode("utf-8"))
     except OSError as exc:
-        raise InvalidParameterError("output", f"a writable directory ({exc.strerror})", str(out)) from None
+        raise InvalidParameterError("output", f"a writable directory ({exc.strerror or exc})", str(out)) from None
     return [md, page]

@@ -12,8 +12,8 @@ import json
 import math
 import os
 import platform
+import re
 import subprocess
-import tempfile
 import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -95,30 +95,13 @@ def dumps(obj: Any, **kwargs) -> str:
     return json.dumps(_encode(obj), allow_nan=False, **kwargs)
 
 
-def apply_umask(path: str | os.PathLike) -> None:
-    """Give ``path`` (a temporary file, created 0600) the mode a new file gets under the umask."""
-    current = os.umask(0)
-    os.umask(current)
-    os.chmod(path, 0o666 & ~current)
+def write_json_atomic(path: str | os.PathLike, obj: Any, *, what: str = "JSON file") -> Path:
+    """Write ``obj`` as strict JSON to ``path`` atomically (see :func:`gnnprivacy._files.atomic_write`:
+    temp file in the same folder, fsync, rename), so a crash or a full disk never leaves a partial
+    file; failures raise :class:`~gnnprivacy.errors.WriteFailedError` naming the file."""
+    from gnnprivacy._files import atomic_write
 
-
-def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
-    """Write ``obj`` as JSON to ``path`` atomically (temp file in the same folder, fsync, rename),
-    so a crash never leaves a partial record; the file gets the user's umask permissions."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(dumps(obj, indent=2, sort_keys=False))
-            fh.flush()
-            os.fsync(fh.fileno())
-        apply_umask(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return atomic_write(path, dumps(obj, indent=2, sort_keys=False), what=what)
 
 
 #: old privacy key -> its name now (records written before the rename stay readable)
@@ -177,6 +160,9 @@ class RunRecord:
     info: dict[str, Any] = field(default_factory=dict)
     #: what the run's reader should know (e.g. a split with fewer than 500 training nodes)
     warnings: list[str] = field(default_factory=list)
+    #: the run's companion files in its runs directory (``<run_id>.split.npz`` ...): name ->
+    #: ``{"sha256", "bytes"}``; written before the record, which readers trust only when they match
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=package_versions)
     git_commit: str | None = field(default_factory=git_commit)
     created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
@@ -187,8 +173,11 @@ class RunRecord:
 
     @staticmethod
     def new_id(method: str, dataset: str) -> str:
+        """``<UTC time>-<method>-<dataset>-<random>``; characters other than letters, digits,
+        ``.``, ``_`` and ``-`` become ``_`` (a dataset named ``../../x`` stays a file name)."""
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-        return f"{stamp}-{method}-{dataset}-{uuid.uuid4().hex[:8]}"
+        slug = re.sub(r"[^A-Za-z0-9_-]+", "_", f"{method}-{dataset}")[:80]
+        return f"{stamp}-{slug}-{uuid.uuid4().hex[:8]}"
 
     def to_dict(self) -> dict[str, Any]:
         return _encode(asdict(self))
@@ -210,7 +199,59 @@ class RunRecord:
 
     def save(self, runs_dir: str | os.PathLike) -> Path:
         """Write ``<runs_dir>/<run_id>.json`` atomically."""
-        return write_json_atomic(Path(runs_dir) / f"{self.run_id}.json", self.to_dict())
+        return write_json_atomic(Path(runs_dir) / f"{self.run_id}.json", self.to_dict(), what="run record")
+
+
+#: keys whose value must be a mapping when present (``null`` is read as empty)
+_MAPPING_KEYS = ("config", "seeds", "privacy", "metrics", "timings", "split", "info", "versions", "files")
+REQUIRED_KEYS = ("run_id", "method", "dataset", "metrics")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def record_problem(data: Any) -> str | None:
+    """Why the decoded JSON ``data`` is not a usable run record (``None`` when it is).
+
+    Checked: a JSON object with ``run_id``, ``method``, ``dataset`` (non-empty strings) and
+    ``metrics``; ``config``, ``seeds``, ``privacy``, ``metrics``, ``timings``, ``split``,
+    ``info``, ``versions`` and ``files`` are mappings; metrics and timings are numbers (or
+    null); ``epsilon`` is a number (``"inf"`` decodes to one), ``delta`` a number or null;
+    ``seeds.run`` an integer or null; each ``files`` entry has a ``sha256`` and a size.
+    """
+    if not isinstance(data, dict):
+        return f"not a JSON object (a {type(data).__name__})"
+    missing = [k for k in REQUIRED_KEYS if k not in data]
+    if missing:
+        return f"missing key(s) {', '.join(missing)}"
+    for key in ("run_id", "method", "dataset"):
+        if not isinstance(data[key], str) or not data[key]:
+            return f"{key} is {_short(data[key])}, not a non-empty string"
+    for key in _MAPPING_KEYS:
+        if data.get(key) is not None and not isinstance(data[key], dict):
+            return f"{key} is {_short(data[key])}, not a mapping"
+    for section in ("metrics", "timings"):
+        for name, value in (data.get(section) or {}).items():
+            if value is not None and not _is_number(value):
+                return f"{section}.{name} is {_short(value)}, not a number"
+    if "epsilon" in data and not _is_number(data["epsilon"]):
+        return f"epsilon is {_short(data['epsilon'])}, not a number"
+    if data.get("delta") is not None and not _is_number(data["delta"]):
+        return f"delta is {_short(data['delta'])}, not a number or null"
+    run_seed = (data.get("seeds") or {}).get("run")
+    if run_seed is not None and (not isinstance(run_seed, int) or isinstance(run_seed, bool)):
+        return f"seeds.run is {_short(run_seed)}, not an integer"
+    for name, entry in (data.get("files") or {}).items():
+        if (not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str)
+                or not isinstance(entry.get("bytes"), int) or "/" in name or name.startswith(".")):
+            return f"files.{name} is {_short(entry)}, not a {{sha256, bytes}} entry of a file beside the record"
+    return None
 
 
 def read_record(path: str | os.PathLike) -> RunRecord:
@@ -218,12 +259,16 @@ def read_record(path: str | os.PathLike) -> RunRecord:
 
     Raises:
         InvalidParameterError: the file is not a complete run record (truncated, not JSON,
-            missing fields); the message names the file.
+            missing fields, fields of the wrong type: see :func:`record_problem`); the message
+            names the file.
     """
     from gnnprivacy.errors import InvalidParameterError
 
     try:
         data = _decode(json.loads(Path(path).read_text(encoding="utf-8")))
+        problem = record_problem(data)
+        if problem is not None:
+            raise ValueError(problem)
         return RunRecord(**data)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OSError) as exc:
         raise InvalidParameterError("run record", f"a complete JSON run record ({exc})", str(path)) from None

@@ -4,9 +4,9 @@ A checkpoint holds everything the step loop needs to continue exactly where it s
 the model and optimizer states, the states of the random generators (the initial ones,
 so the data-dependent set-up before training is rebuilt identically, and the current
 ones), the number of executed noisy steps and the accountant's ledger. It is written to
-``<path>.tmp``, flushed and ``fsync``-ed, then renamed over ``<path>`` (``os.replace`` is
-atomic on POSIX), so a SIGKILL at any moment leaves either the previous checkpoint or the
-new one, never a torn file.
+a private temporary file beside ``<path>``, flushed and ``fsync``-ed, then renamed over
+``<path>`` (``os.replace`` is atomic on POSIX), so a SIGKILL at any moment leaves either
+the previous checkpoint or the new one, never a torn file.
 
 *Privacy.* A checkpoint contains the generator states (hence, outside secure mode, every
 future noise draw) and the unreleased model: it is as sensitive as the training data.
@@ -28,7 +28,7 @@ import torch
 
 from gnnprivacy.errors import InvalidParameterError
 
-__all__ = ["CHECKPOINT_VERSION", "fingerprint", "load_checkpoint", "save_checkpoint"]
+__all__ = ["CHECKPOINT_VERSION", "CheckpointWarning", "fingerprint", "load_checkpoint", "save_checkpoint"]
 
 CHECKPOINT_VERSION = 1
 
@@ -39,25 +39,31 @@ def fingerprint(payload: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> Path:
-    """Write ``state`` to ``path`` atomically (temporary file, fsync, rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        torch.save({"version": CHECKPOINT_VERSION, **state}, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    try:  # make the rename itself durable
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError:  # pragma: no cover - directories cannot be fsync-ed on some systems
-        pass
-    return path
+def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> Path | None:
+    """Write ``state`` to ``path`` atomically (:func:`gnnprivacy._files.atomic_write`: a private
+    temporary file, fsync, rename), so two processes checkpointing the same path never collide.
+
+    A checkpoint is a safety net, not a result: where it cannot be written (a full disk, a
+    read-only folder) a :class:`CheckpointWarning` says so, the previous checkpoint stays as it
+    was, training goes on and ``None`` is returned.
+    """
+    import io
+    import warnings
+
+    from gnnprivacy._files import atomic_write
+
+    buffer = io.BytesIO()  # serialised in memory: torch's zip writer hides ENOSPC in a RuntimeError
+    torch.save({"version": CHECKPOINT_VERSION, **state}, buffer)
+    try:
+        return atomic_write(path, buffer.getvalue(), what="checkpoint")
+    except OSError as exc:
+        warnings.warn(f"{exc}; training goes on without this checkpoint (a kill now loses the "
+                      "steps since the last one)", CheckpointWarning, stacklevel=2)
+        return None
+
+
+class CheckpointWarning(UserWarning):
+    """A checkpoint could not be written; training continued without it."""
 
 
 def load_checkpoint(path: str | os.PathLike, *, expected_fingerprint: str | None = None

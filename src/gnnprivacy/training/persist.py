@@ -202,26 +202,13 @@ def save_model_file(path: str | Path, *, trainer: Any, data, method: str,
     buffer = io.BytesIO()
     torch.save(blob, buffer)
     path = Path(path)
-    (writer or _write_atomic)(path, buffer.getvalue())
+    if writer is not None:
+        writer(path, buffer.getvalue())
+    else:
+        from gnnprivacy._files import atomic_write
+
+        atomic_write(path, buffer.getvalue(), what="saved model")
     return path
-
-
-def _write_atomic(path: Path, payload: bytes) -> None:
-    """Temp file in the same folder, fsync, rename: a crash leaves no half-written model."""
-    import os
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def load_model_file(path: str | Path) -> tuple[Any, dict]:

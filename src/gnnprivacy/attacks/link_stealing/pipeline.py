@@ -110,6 +110,21 @@ class LinkStealingSettings:
                                                   or self.adaptive in ("reversed", "disguise")):
             raise InvalidParameterError("attacker_training", "'defended' unless a He et al. attack "
                                         "trained on A* (3, 4, 6, 7) runs", self.attacker_training)
+        if self.query_node == "a":
+            raise InvalidParameterError(
+                "query_node", "'w' (the target models have 2 message-passing layers; node a reaches "
+                "the tested pair only through 3, so every score would be 0 and the AUC 0.5)", "a")
+        if self.influence != "none" and self.defense not in ("none", "grid"):
+            raise InvalidParameterError("defense", "none or grid (per-query) for influence attacks",
+                                        self.defense)
+        if self.defense != "grid":  # GRID's options, given to another defence, would be ignored
+            for name, default in (("theta", 0.4), ("grid_mode", "robust"), ("grid_objective", "paper")):
+                if getattr(self, name) != default:
+                    raise InvalidParameterError(name, f"left at its default {default!r} unless "
+                                                "defense is 'grid' (it sets GRID)", getattr(self, name))
+            if self.n_hop != 3 and self.adaptive == "none":
+                raise InvalidParameterError("n_hop", "left at its default 3 unless defense is 'grid' or "
+                                            "an adaptive attacker uses it", self.n_hop)
         if self.defense in DEFENSE_PARAM_DEFAULTS:
             if self.defense_param is None:
                 object.__setattr__(self, "defense_param", DEFENSE_PARAM_DEFAULTS[self.defense])

@@ -102,7 +102,7 @@ class EdgeParams(_TrainParams):
                    high_open=True)
         check_choice("mode", self.mode, ("sound", "paper"))
         if self.mcmc_steps is not None:
-            check_int("mcmc_steps", self.mcmc_steps, low=0)
+            check_int("mcmc_steps", self.mcmc_steps, low=1)  # 0 moves: the initial random tree
 
 
 @dataclass(frozen=True)

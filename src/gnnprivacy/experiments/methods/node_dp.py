@@ -200,7 +200,9 @@ def _result(trainer, ctx: RunContext) -> MethodResult:
             f"test accuracy {metrics.get('test_accuracy', float('nan')):.4f}")
     return MethodResult(metrics=metrics, epsilon=trainer.epsilon_, delta=trainer.delta_,
                         ledger=trainer.ledger_, privacy=trainer.privacy_record(),
-                        info={**trainer.info_, "steps": trainer.steps_}, model=trainer)
+                        info={**trainer.info_, "steps": trainer.steps_,
+                              "resumed_from_step": getattr(trainer, "resumed_from_step_", 0)},
+                        model=trainer)
 
 
 def _fit(trainer_cls, ctx: RunContext) -> MethodResult:
@@ -216,7 +218,7 @@ def _fit(trainer_cls, ctx: RunContext) -> MethodResult:
     return result
 
 
-@register_method("heterpoisson", params=HeterPoissonParams, private=True,
+@register_method("heterpoisson", params=HeterPoissonParams, private=True, checkpoints=True,
                  default_delta=lambda n: float(n) ** -1.1,
                  description="node-level DP star GNN with HeterPoisson sampling (Xiang et al. "
                              "S&P 2024)")
@@ -227,7 +229,7 @@ def fit_heterpoisson(ctx: RunContext) -> MethodResult:
     return _fit(HeterPoissonTrainer, ctx)
 
 
-@register_method("dpgnn", params=DPGNNParams, private=True,
+@register_method("dpgnn", params=DPGNNParams, private=True, checkpoints=True,
                  default_delta=lambda n: 1.0 / (10.0 * n),
                  description="DP-GNN: 1-layer GCN on degree-bounded subgraphs, DP-SGD/DP-Adam "
                              "(Daigavane et al.)")
@@ -238,7 +240,7 @@ def fit_dpgnn(ctx: RunContext) -> MethodResult:
     return _fit(DPGNNTrainer, ctx)
 
 
-@register_method("dpmlp", params=DPMLPParams, private=True,
+@register_method("dpmlp", params=DPMLPParams, private=True, checkpoints=True,
                  default_delta=lambda n: 1.0 / (10.0 * n),
                  description="naive node-level DP-SGD on features only (MLP, Poisson sampling)")
 def fit_dpmlp(ctx: RunContext) -> MethodResult:

@@ -1,0 +1,186 @@
+"""Writing files so that a crash, a full disk or a read-only folder never leaves a torn file.
+
+Every file gnnprivacy writes (run records, splits, checkpoints, reports, caches, exports) goes
+through :func:`atomic_write`: a temporary file in the target's folder (its name starts with a
+dot and ends in ``.tmp``, so no reader ever takes it for a result) is written, flushed and
+``fsync``-ed, given the mode the user's umask gives a new file, renamed over the target with
+``os.replace`` (atomic on POSIX) and the folder is ``fsync``-ed so the rename survives a power
+cut. Whatever fails (``ENOSPC``, ``EROFS``, ``EACCES``, a signal), the temporary file is removed
+and the target is either the complete old file or the complete new one.
+
+A failed write raises :class:`~gnnprivacy.errors.WriteFailedError` (an ``OSError`` and a
+``GnnPrivacyError``) whose message is one line naming the file and the system's reason, which
+the command line prints as such. :func:`check_writable_dir` and :func:`check_output_file` prove
+an output location before any work, so a bad ``--runs-dir`` or ``-o`` never costs a training.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+from gnnprivacy.errors import InvalidParameterError, WriteFailedError
+
+__all__ = ["DISK_FAULTS", "atomic_write", "check_output_file", "check_writable_dir", "file_digest", "fsync_dir",
+           "is_write_fault"]
+
+#: errno values that mean "the storage refused" whoever asked (no space, read-only, no permission)
+DISK_FAULTS = frozenset({errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.EFBIG})
+
+
+def is_write_fault(exc: BaseException) -> bool:
+    """Whether ``exc`` says a location cannot be written: a :class:`WriteFailedError`, or an
+    ``OSError`` with one of :data:`DISK_FAULTS` (disk full, read-only, no permission), as opposed
+    to a programming error."""
+    return isinstance(exc, WriteFailedError) or (isinstance(exc, OSError) and exc.errno in DISK_FAULTS)
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
+def fsync_dir(folder: str | os.PathLike) -> None:
+    """Make a rename in ``folder`` durable (no-op where folders cannot be opened)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_temp(handle: IO[bytes], data: bytes | None, writer: Callable[[IO[bytes]], None] | None) -> None:
+    """Fill the temporary file (a separate function so fault tests can make it fail)."""
+    if writer is not None:
+        writer(handle)
+    else:
+        handle.write(data)
+    handle.flush()
+    os.fsync(handle.fileno())
+
+
+def atomic_write(path: str | os.PathLike, data: bytes | str | None = None, *,
+                 writer: Callable[[IO[bytes]], None] | None = None, what: str = "file") -> Path:
+    """Write ``data`` (or whatever ``writer(handle)`` writes) to ``path`` atomically.
+
+    Args:
+        path: the target; its folder is created if missing.
+        data: the content (``str`` is encoded as UTF-8); exclusive with ``writer``.
+        writer: called with a binary file handle (``np.savez``, ``torch.save`` ...).
+        what: what the file is, for the error message (``"run record"``, ``"split"`` ...).
+
+    Returns:
+        ``path``.
+
+    Raises:
+        WriteFailedError: the file could not be written (the message names it and the
+            system's reason); the target is unchanged and no temporary file is left.
+    """
+    if (data is None) == (writer is None):
+        raise TypeError("atomic_write takes exactly one of data and writer")
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    path = Path(path)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        with open(tmp, "wb") as handle:  # handle.name is the temporary file's path
+            _write_temp(handle, data, writer)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        raise WriteFailedError(what, path, exc) from exc
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    fsync_dir(path.parent)
+    return path
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """sha256 (hex) of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def check_writable_dir(path: str | os.PathLike, *, name: str, create: bool = True) -> Path:
+    """Prove ``path`` is (or can become) a writable directory, before any work.
+
+    Args:
+        path: the folder.
+        name: the parameter, for the message.
+        create: create it now; else a missing folder is checked by probing the nearest folder
+            above it that exists (nothing is written on failure paths).
+
+    Raises:
+        InvalidParameterError: ``path`` is empty, a file, or cannot be created or written (the
+            message names the parameter, the path and the operating system's reason).
+    """
+    if not str(path).strip():
+        raise InvalidParameterError(name, "a non-empty directory path", str(path))
+    root = Path(path).expanduser()
+    if root.exists() and not root.is_dir():
+        raise InvalidParameterError(name, "a directory (it is an existing file)", str(path))
+    probe_in = root
+    if not create:
+        while not probe_in.exists() and probe_in != probe_in.parent:
+            probe_in = probe_in.parent
+        if not probe_in.is_dir():
+            raise InvalidParameterError(name, f"a writable directory ({probe_in} is a file)", str(path))
+    try:
+        if create:
+            root.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-probe.", dir=probe_in)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise InvalidParameterError(name, f"a writable directory ({exc.strerror or exc})", str(path)) from None
+    return root
+
+
+def check_output_file(path: str | os.PathLike, *, name: str) -> Path:
+    """Prove that ``path`` can be written as a file (its folder exists or can be created and is
+    writable; ``path`` is not a folder), before any work.
+
+    Raises:
+        InvalidParameterError: naming the parameter, the path and the reason.
+    """
+    if not str(path).strip():
+        raise InvalidParameterError(name, "a non-empty file path", str(path))
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise InvalidParameterError(name, "a file path (it is an existing directory)", str(path))
+    parent = target.parent
+    if parent.exists() and not parent.is_dir():
+        raise InvalidParameterError(name, f"a path in a directory ({parent} is a file)", str(path))
+    if not parent.exists():
+        raise InvalidParameterError(name, f"a path in an existing directory ({parent} does not exist)",
+                                    str(path))
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".write-probe.", dir=parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise InvalidParameterError(name, f"a path in a writable directory ({exc.strerror or exc})",
+                                    str(path)) from None
+    return target
