@@ -389,6 +389,33 @@ CASES += [
         "rebuilding", outcome="warning"),
     cli("datasets", "a corrupt raw file (Cora's ind.cora.x truncated)", ["datasets", "--data-root", "{tmp}/root"],
         "corrupt", "ind.cora.x", setup="corrupt_raw_cora", outcome="handled"),
+    # -- predict on another graph (issue 24), assess of a tune record ---------------------------
+    api("predict (gp.train(...).predict)", "a new graph without masks (heterpoisson: every node "
+        "queried)", "predict_no_masks", "rows 60", outcome="handled"),
+    api("predict (gp.train(...).predict)", "float64 features (converted, same predictions)",
+        "predict_float64", "same", outcome="handled"),
+    api("predict (gp.train(...).predict)", "a wrong feature dimension", "predict_wrong_dim",
+        "data.x", "4 features per node"),
+    api("predict (gp.train(...).predict)", "an edge id beyond the nodes", "predict_bad_edge",
+        "data.edge_index", "[0, 60)"),
+    api("predict (gp.train(...).predict)", "NaN features", "predict_nan", "data.x", "finite"),
+    api("predict (gp.train(...).predict)", "a directed graph (symmetrised as training graphs are)",
+        "predict_directed", "symmetrised", outcome="warning"),
+    cli("assess", "a tune record (the chosen model; the claim is the tuned total)",
+        ["assess", "{tmp}/tr/tune-t.json", "--no-link-stealing", "--no-baseline", "--audit-runs",
+         "200"], "Tuned", "total", setup="tune_record", outcome="handled"),
+    # -- make_private (issue 23) ----------------------------------------------------------------
+    api("make_private", "BatchNorm in the model", "mp_batchnorm", "BatchNorm1d", "LayerNorm"),
+    api("make_private", "a batch from another DataLoader", "mp_foreign_batch",
+        "did not use the batch from pt.loader"),
+    api("make_private", "a model whose output rows match no subgraph", "mp_wrong_rows",
+        "154 rows", "one row per node"),
+    api("make_private", "an optimizer over parameters the model does not have", "mp_foreign_params",
+        "optimizer", "not in the model"),
+    api("make_private", "an edge joining two subgraphs of a batch", "mp_cross_edge",
+        "joins subgraph"),
+    api("DPEngine", "an accountant event without a declared sampling (a shuffled DataLoader "
+        "accounted as Poisson)", "engine_no_sampling", "sampling", "how its batches are drawn"),
 ]
 
 
@@ -634,6 +661,156 @@ def _train_user(data, **kw):
     import gnnprivacy as gp
 
     return gp.train(data, **{"epochs": 2, **kw})
+
+
+def _trained_heterpoisson():
+    return _train_user(_graph(), method="heterpoisson", epochs=1)
+
+
+def api_predict_no_masks(tmp: Path) -> str:
+    result = _trained_heterpoisson()
+    logits = result.predict(_graph())                 # a fresh graph: no masks at all
+    return f"rows {logits.shape[0]}"
+
+
+def api_predict_float64(tmp: Path) -> str:
+    import torch
+
+    result = _train_user(_graph(), method="gcn")
+    same = torch.allclose(result.predict(_graph()), result.predict(_graph(x=_graph().x.double())))
+    return "same" if same else "different"
+
+
+def api_predict_wrong_dim(tmp: Path) -> str:
+    import torch
+
+    _train_user(_graph(), method="gcn").predict(_graph(x=torch.randn(60, 5)))
+    return ""
+
+
+def api_predict_bad_edge(tmp: Path) -> str:
+    import torch
+
+    _train_user(_graph(), method="gcn").predict(_graph(edge_index=torch.tensor([[0], [60]])))
+    return ""
+
+
+def api_predict_nan(tmp: Path) -> str:
+    x = _graph().x.clone()
+    x[3, 1] = float("nan")
+    _train_user(_graph(), method="gcn").predict(_graph(x=x))
+    return ""
+
+
+def api_predict_directed(tmp: Path) -> str:
+    import torch
+
+    _train_user(_graph(), method="gcn").predict(_graph(edge_index=torch.tensor([[0, 1], [1, 2]])))
+    return "ok"
+
+
+def setup_tune_record(tmp: Path) -> None:
+    from gnnprivacy.experiments.tune import tune
+
+    tune({"name": "t", "base": {"method": "dpmlp", "dataset": "csbm",
+                                "dataset_args": "num_nodes=120", "val_frac": 0.2, "epochs": 1},
+          "grid": {"lr": [0.1]}, "epsilon": 4.0, "compare": False}, runs_dir=str(tmp / "tr"))
+
+
+def _mp(model, *, sampler="heterpoisson", opt=None):
+    import torch
+
+    import gnnprivacy as gp
+
+    data = gp.load_dataset("csbm", num_nodes=200)
+    opt = opt if opt is not None else torch.optim.SGD(model.parameters(), lr=0.1)
+    return data, opt, gp.make_private(model, opt, data, sampler=sampler, noise_multiplier=1.0,
+                                      steps=3, seed=0)
+
+
+class _Sage(__import__("torch").nn.Module):
+    def __init__(self, rows_extra: int = 0):
+        import torch
+        from torch_geometric.nn import SAGEConv
+
+        super().__init__()
+        self.conv, self.head, self.extra = SAGEConv(32, 8), torch.nn.Linear(8, 4), rows_extra
+
+    def forward(self, x, edge_index):
+        import torch
+
+        h = self.conv(x, edge_index)
+        return self.head(torch.cat([h, h[:self.extra]]) if self.extra else h)
+
+
+def _mp_loop(pt, model, opt, edge_index=None):
+    from torch.nn import functional as F
+
+    for batch in pt.loader:
+        opt.zero_grad()
+        ei = batch.edge_index if edge_index is None else edge_index(batch)
+        out = model(batch.x, ei)
+        F.cross_entropy(out[batch.center], batch.y[batch.center]).backward()
+        opt.step()
+
+
+def api_mp_batchnorm(tmp: Path) -> str:
+    import torch
+
+    _mp(torch.nn.Sequential(torch.nn.Linear(32, 8), torch.nn.BatchNorm1d(8)))
+    return ""
+
+
+def api_mp_foreign_batch(tmp: Path) -> str:
+    from torch.nn import functional as F
+
+    model = _Sage()
+    data, opt, pt = _mp(model)
+    next(iter(pt.loader))
+    opt.zero_grad()
+    F.cross_entropy(model(data.x[:20].clone(), data.edge_index[:, :0])[:5], data.y[:5]).backward()
+    opt.step()
+    return ""
+
+
+def api_mp_wrong_rows(tmp: Path) -> str:
+    model = _Sage(rows_extra=1)
+    _, opt, pt = _mp(model)
+    _mp_loop(pt, model, opt)
+    return ""
+
+
+def api_mp_foreign_params(tmp: Path) -> str:
+    import torch
+
+    model, other = _Sage(), torch.nn.Linear(2, 2)
+    _mp(model, opt=torch.optim.SGD(list(model.parameters()) + list(other.parameters()), lr=0.1))
+    return ""
+
+
+def api_mp_cross_edge(tmp: Path) -> str:
+    import torch
+
+    model = _Sage()
+    _, opt, pt = _mp(model)
+    _mp_loop(pt, model, opt, edge_index=lambda b: torch.cat(
+        [b.edge_index, torch.stack([b.center[:1], b.center[1:2]])], 1))
+    return ""
+
+
+def api_engine_no_sampling(tmp: Path) -> str:
+    import torch
+    from dp_accounting import dp_event
+
+    from gnnprivacy.accounting import make_accountant
+    from gnnprivacy.training.dp import DPEngine
+
+    model = torch.nn.Linear(3, 2)
+    DPEngine(model, torch.optim.SGD(model.parameters(), lr=0.1), clip_norm=1.0,
+             noise_multiplier=1.0, expected_batch_size=4.0, generator=torch.Generator(),
+             accountant=make_accountant("pld"),
+             step_event=dp_event.PoissonSampledDpEvent(0.1, dp_event.GaussianDpEvent(1.0)))
+    return ""
 
 
 def api_y_int32(tmp: Path) -> str:

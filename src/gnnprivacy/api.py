@@ -148,7 +148,7 @@ class TrainResult:
             RuntimeError: the method keeps no model.
             InvalidParameterError: no graph to predict on, or a graph the method cannot use.
         """
-        from gnnprivacy.training.predict import node_logits
+        from gnnprivacy.training.predict import node_logits, prepare_prediction_graph
 
         if self.model is None:
             raise RuntimeError(f"method {self.record.method!r} keeps no model to predict with")
@@ -158,10 +158,19 @@ class TrainResult:
                 "data", f"the graph {self.record.method!r} was trained on (the method is "
                 "transductive: local DP reports of that graph)", "another graph")
         graph = self.data if data is None else data
+        if data is not None and data is not self.data and hasattr(self.model, "predict_logits"):
+            graph = prepare_prediction_graph(data, num_features=self.num_features)
         if graph is None and type(self.model).__name__ != "Predictions":
             raise InvalidParameterError("data", "the graph to predict on (a loaded model keeps "
                                         "no graph)", None)
         return node_logits(self.model, graph, nodes)
+
+    @property
+    def num_features(self) -> int | None:
+        """Features per node the model was trained on (``None`` when unknown)."""
+        if self.data is not None:
+            return int(self.data.num_features)
+        return getattr(self.model, "num_features_", None)
 
     def save(self, path: str | None = None):
         """Save the model: weights, JSON configuration and the run record in one file that

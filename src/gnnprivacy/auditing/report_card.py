@@ -70,6 +70,23 @@ def retrain_from_record(record, *, data_root: str | None = None):
     return data, model, params
 
 
+def _read_run_or_tune_record(path: Path):
+    """A run record, or a tune record (``gnnprivacy tune``: the chosen trial's run record with
+    the total epsilon and a ``tuning`` section): ``(RunRecord, tuning section or None)``."""
+    from gnnprivacy.reporting.record import RunRecord, _decode, read_record
+
+    try:
+        data = _decode(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return read_record(path), None               # its own one-line error
+    if not isinstance(data, dict) or "tuning" not in data:
+        return read_record(path), None
+    tuning = data.pop("tuning")
+    for key in ("internal", "comparison"):           # the selection's internals: not the card's
+        data.pop(key, None)
+    return RunRecord(**data), tuning
+
+
 def saved_model_for(record, record_path: str | os.PathLike | None):
     """The model saved beside the record (``info["model_file"]``), loaded, or ``None`` when
     the run kept none (records written before models were kept)."""
@@ -165,7 +182,7 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
     """
     from gnnprivacy.reporting.record import RunRecord, _decode, read_record
 
-    record_path = None
+    record_path, tuning = None, None
     if not isinstance(record, RunRecord):
         record_path = Path(record)
         if record_path.name.endswith(".model.pt"):       # a saved model carries its record
@@ -174,7 +191,7 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
             record = RunRecord(**_decode(load_model_file(record_path)[1]))
             record.info = {**record.info, "model_file": record_path.name}
         else:
-            record = read_record(record_path)
+            record, tuning = _read_run_or_tune_record(record_path)
     if (record.info or {}).get("user_data"):
         from gnnprivacy.errors import InvalidParameterError
 
@@ -193,6 +210,10 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
                     "accounting_mode": p.get("accounting_mode") or p.get("eps_mode"),
                     "accountant": p.get("accountant"), "unaccounted": p.get("unaccounted", [])},
         "utility": {"test_accuracy": record.metrics.get("test_accuracy")}}
+    if tuning is not None:           # a tune record: the claim is the total, selection included
+        card["claimed"]["tuning"] = {
+            k: tuning.get(k) for k in ("name", "total_epsilon", "training_epsilon_per_trial",
+                                       "target_epsilon", "chosen_setting")}
     values = _values(record)
     method_params = {k: v for k, v in values.items() if k in _param_names(record.method)}
     root = data_root if data_root is not None else values.get("data_root")
@@ -261,6 +282,11 @@ def _rows(card: dict) -> list[tuple[str, str]]:
             ("Scope", _fmt(c["scope"])),
             ("Accounting", f"{c['accountant'] or 'n/a'} ({c['accounting_mode'] or 'default'})"),
             ("Not covered", "; ".join(c["unaccounted"]) or "nothing recorded")]
+    if c.get("tuning"):
+        t = c["tuning"]
+        rows.insert(1, ("Tuned", f"tune {t['name']!r}: total {_fmt(t['total_epsilon'])} covers "
+                                 f"training at {_fmt(t['training_epsilon_per_trial'])} per trial "
+                                 f"and the selection of {t['chosen_setting']}"))
     if "audit" in card:
         a = card["audit"]
         rows.append(("Audited epsilon (lower bound)",

@@ -255,6 +255,7 @@ def load_model_file(path: str | Path) -> tuple[Any, dict]:
     for attr in extra:
         setattr(trainer, attr, tensors[attr])
     trainer.device_ = torch.device("cpu")
+    trainer.num_features_ = int(fitted["num_features"])
     for key in ("epsilon_", "delta_"):
         if key in fitted:
             setattr(trainer, key, float(fitted[key]))

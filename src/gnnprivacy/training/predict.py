@@ -7,7 +7,7 @@ import inspect
 import torch
 from torch import Tensor
 
-__all__ = ["node_logits"]
+__all__ = ["node_logits", "prepare_prediction_graph"]
 
 
 def node_logits(model, data, nodes: Tensor | None = None) -> Tensor:
@@ -36,3 +36,77 @@ def node_logits(model, data, nodes: Tensor | None = None) -> Tensor:
             return model.predict_logits(data, nodes=every)
         logits = model.predict_logits(data)
         return logits if nodes is None else logits[nodes]
+
+
+def prepare_prediction_graph(data, *, num_features: int | None):
+    """A checked, standardised shallow copy of a graph to predict on (the user's object is not
+    modified), in the form the model was trained on.
+
+    * features: dense float32 (float64 or sparse are converted), ``num_features`` columns, finite;
+    * edges: ``(2, E)`` integer ids within ``[0, num_nodes)``, symmetrised as every training
+      graph is (a directed graph gets a warning saying so);
+    * masks: a graph without ``train_mask`` has no training node (every node is a query for
+      the methods with a private inference), without ``test_mask`` every node is a test node.
+
+    Raises:
+        InvalidParameterError: naming ``data``, ``data.x`` or ``data.edge_index``.
+    """
+    import copy
+    import warnings
+
+    from torch_geometric.data import Data
+    from torch_geometric.utils import is_undirected, to_undirected
+
+    from gnnprivacy.datasets.validate import check_storage
+    from gnnprivacy.errors import InvalidParameterError
+
+    if not isinstance(data, Data):
+        raise InvalidParameterError("data", "a torch_geometric.data.Data graph to predict on",
+                                    type(data).__name__)
+    out = copy.copy(data)
+    x = getattr(out, "x", None)
+    if not isinstance(x, Tensor):
+        raise InvalidParameterError("data.x", "a node feature tensor", type(x).__name__)
+    if x.layout != torch.strided and x.device.type != "meta":
+        out.x = x = x.to_dense()
+    if "num_nodes" in out._store and out._store["num_nodes"] is None:
+        del out._store["num_nodes"]
+    check_storage(out)
+    if x.dim() != 2 or not x.is_floating_point():
+        raise InvalidParameterError("data.x", "a 2-D floating-point feature matrix",
+                                    f"shape {tuple(x.shape)}, dtype {x.dtype}")
+    if num_features is not None and x.shape[1] != num_features:
+        raise InvalidParameterError("data.x", f"{num_features} features per node (what the "
+                                    "model was trained on)", f"{x.shape[1]} features")
+    out.x = x = x.to(torch.float32)
+    if not bool(torch.isfinite(x).all()):
+        bad = int((~torch.isfinite(x)).any(1).nonzero()[0])
+        raise InvalidParameterError("data.x", "finite features (no NaN or inf)",
+                                    f"a non-finite value in row {bad}")
+    n = int(x.shape[0])
+    ei = getattr(out, "edge_index", None)
+    if ei is None:
+        ei = torch.zeros(2, 0, dtype=torch.long)
+    if (not isinstance(ei, Tensor) or ei.dim() != 2 or ei.shape[0] != 2
+            or ei.is_floating_point()):
+        raise InvalidParameterError("data.edge_index", "a (2, E) integer tensor",
+                                    getattr(ei, "shape", type(ei).__name__))
+    ei = ei.to(torch.long)
+    if ei.numel() and (int(ei.min()) < 0 or int(ei.max()) >= n):
+        bad = int(ei.max()) if int(ei.max()) >= n else int(ei.min())
+        raise InvalidParameterError("data.edge_index", f"node ids in [0, {n})", f"node id {bad}")
+    if ei.numel() and not is_undirected(ei, num_nodes=n):
+        warnings.warn("the graph to predict on is directed: it is symmetrised, as every graph a "
+                      "model of this library was trained on", UserWarning, stacklevel=3)
+        ei = to_undirected(ei, num_nodes=n)
+    out.edge_index = ei
+    for key in ("edge_attr", "edge_weight"):
+        if key in out:
+            del out[key]
+    if getattr(out, "train_mask", None) is None:
+        out.train_mask = torch.zeros(n, dtype=torch.bool)
+    if getattr(out, "test_mask", None) is None:
+        out.test_mask = ~out.train_mask
+    if getattr(out, "val_mask", None) is None:
+        out.val_mask = torch.zeros(n, dtype=torch.bool)
+    return out
