@@ -13,7 +13,7 @@ Timed, interleaved, median over ``--repeats``:
 * ``dp_nosample``: the same DP step on the fixed batch of ``nonprivate`` (no sampling);
 * ``sample_only``: drawing the batch and gathering its padded rows.
 
-The model is the one :class:`~gnnprivacy.training.node_dp.DPGNNTrainer` trains (first
+The model is the one `DPGNNTrainer` trains (first
 encoder layer an ``IndexedLinear``: ``x Wᵀ`` over distinct nodes, then gathered; per-node
 input Gram matrices cached once); ``--plain-encoder`` times the naive model that gathers
 ``x[nodes]`` into a ``(m, K+1, d)`` block first.
@@ -22,7 +22,7 @@ Also timed once: the degree-bounded sampling (Algorithm 2) and the full-graph ev
 forward. Peak RSS from ``resource.getrusage`` after loading and at the end.
 
 Nothing of ``bench_dp_step.py`` fits here (its step helpers are for StarGNN, its timing
-loop is inline), so the interleaved timing loop is :func:`interleaved_medians` below.
+loop is inline), so the interleaved timing loop is `interleaved_medians` below.
 
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_dpgnn_step.py``.
 """

@@ -1,6 +1,6 @@
 """Where a HeterPoisson run's time goes: accounting, sampling, DP steps, evaluation, the rest.
 
-Fits :class:`gnnprivacy.training.node_dp.HeterPoissonTrainer` (GCN backbone, default schedule)
+Fits `gnnprivacy.training.node_dp.HeterPoissonTrainer` (GCN backbone, default schedule)
 on Amazon Computers at ``--epsilon`` (8) and scores it, ``--runs`` times in one process (the
 second run sees any warm accounting cache), and prints per run the seconds and the share of
 the run's wall time spent in:
@@ -9,7 +9,7 @@ the run's wall time spent in:
   (``accountant.get_epsilon``) on the run's own thread, i.e. the time the run spends
   in or waiting for accounting; the full epsilon over every covering out-degree is
   computed in a background thread while the model trains
-  (:mod:`gnnprivacy.accounting.prefetch`) and its seconds are printed apart
+  (`gnnprivacy.accounting.prefetch`) and its seconds are printed apart
   ("background s": they overlap the DP steps and use the second core);
 * sampling: ``HeterPoissonSampler.sample`` (one call per step);
 * DP steps: ``DPEngine.step`` (forward, ghost clipping, noise, Adam update);

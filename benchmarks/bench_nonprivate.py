@@ -1,6 +1,6 @@
 """Seconds per epoch of non-private GCN training beside a plain hand-written PyG loop.
 
-Times complete epochs of :class:`gnnprivacy.training.FullBatchTrainer` (one Adam step on the whole
+Times complete epochs of `gnnprivacy.training.FullBatchTrainer` (one Adam step on the whole
 graph + the validation forward, through the trainer's progress callback) and, in the same
 process with the same threads, of two plain PyG loops doing the same work (2-layer GCN, width
 ``--hidden``, dropout 0.5 on the input and hidden layer, Adam lr 0.01, weight decay 5e-4, one
@@ -16,7 +16,7 @@ is not counted), the minor page faults per epoch, and the ratio of the trainer's
 each plain loop's (acceptance of issue 15: at most 1.1 against the edge_index loop). No loop
 here tunes glibc's malloc (``gnnprivacy.training.memory.tune_malloc`` is applied by the DP
 trainers only), so the page faults are each loop's own. With
-``--mini-batch`` it also times :class:`gnnprivacy.training.MiniBatchTrainer`.
+``--mini-batch`` it also times `gnnprivacy.training.MiniBatchTrainer`.
 
 Example::
 

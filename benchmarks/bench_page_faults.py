@@ -8,7 +8,7 @@ minor page faults and the wall time per step (medians over steps 3..T), measured
 ``resource.getrusage`` from the trainer's progress callback:
 
 * ``malloc_tuning=off``: ``GNNPRIVACY_MALLOC_TUNE=0`` (glibc defaults);
-* ``malloc_tuning=on``: the trainers' default (:mod:`gnnprivacy.training.memory`).
+* ``malloc_tuning=on``: the trainers' default (`gnnprivacy.training.memory`).
 
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_page_faults.py``.
 """

@@ -2,7 +2,7 @@
 
 For every size in ``--sizes`` the script generates (once, into ``--workdir``) a CSBM graph with
 average degree ``--avg-degree`` and ``--features`` float32 features with
-:func:`gnnprivacy.datasets.stream.generate_large_graph` (streamed in chunks), then for every
+`gnnprivacy.datasets.stream.generate_large_graph` (streamed in chunks), then for every
 method in ``--methods`` fits, in a forked child (so each peak RSS is that run's own):
 
 * ``heterpoisson``: HeterPoisson GCN with a FIXED expected batch ``--batch``
@@ -10,7 +10,7 @@ method in ``--methods`` fits, in a forked child (so each peak RSS is that run's 
   ``degree_public=True`` (the accountant maximises over the real largest degree);
 * ``dpgnn``: DP-GNN with batch ``--batch``, ``--steps`` steps, noise multiplier 1;
 
-on the memory-mapped graph (:func:`~gnnprivacy.datasets.stream.large_graph_data`: nothing is
+on the memory-mapped graph (`large_graph_data`: nothing is
 copied at load), then scores ``--eval-nodes`` test nodes (chunked private inference). It
 prints, side by side: the median step time (wall and CPU), the mean CPU time per step in
 the batch sampler (``sample()``), set-up time (fit start to first

@@ -12,7 +12,7 @@ Run (one part at a time, appends JSON lines to --out)::
 ``edge``: EdgeRR (rho = 0.3, public edges kept) vs LapGraph, privHRG (and EdgeRand where
 its output fits) at equal eps_e, features clean. Each cell is one release + one GCN
 (2 layers, hidden 32, Adam 0.01, <= 150 epochs, patience 30, no dropout as in [R]; small for a shared 2-core box) through
-:func:`gnnprivacy.ldp.heterorr.pipeline.release`, the same code ``gnnprivacy train`` runs.
+`gnnprivacy.ldp.heterorr.pipeline.release`, the same code ``gnnprivacy train`` runs.
 ``--hidden --dropout --lr --weight-decay --epochs --patience`` set that GCN (the paper's [R]:
 hidden 128, no dropout, no weight decay, Adam 0.001; spec 001 §3.7).
 ``summary`` prints every cell (mean +- sd over seeds) and a paired two-tailed t-test of the

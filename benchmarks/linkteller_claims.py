@@ -7,7 +7,7 @@ Run::
         --seeds 0 1 2 3 4 --out runs/linkteller_cora.jsonl
     .venv/bin/python benchmarks/linkteller_claims.py --summary runs/linkteller_cora.jsonl
 
-Each row is one :func:`gnnprivacy.experiments.linkteller_run.run_linkteller` (what
+Each row is one `gnnprivacy.experiments.linkteller_run.run_linkteller` (what
 ``gnnprivacy attack linkteller`` runs). Victims: the non-private GCN on the true graph, the
 GCN on the public edges only (what the adversary gets without any private edge), and EdgeRR
 at rho = 0.3 (a declared random 30 % of the edges private) and rho = 1 (every edge private).

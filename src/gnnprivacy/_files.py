@@ -1,16 +1,16 @@
 """Writing files so that a crash, a full disk or a read-only folder never leaves a torn file.
 
 Every file gnnprivacy writes (run records, splits, checkpoints, reports, caches, exports) goes
-through :func:`atomic_write`: a temporary file in the target's folder (its name starts with a
+through `atomic_write`: a temporary file in the target's folder (its name starts with a
 dot and ends in ``.tmp``, so no reader ever takes it for a result) is written, flushed and
 ``fsync``-ed, given the mode the user's umask gives a new file, renamed over the target with
 ``os.replace`` (atomic on POSIX) and the folder is ``fsync``-ed so the rename survives a power
 cut. Whatever fails (``ENOSPC``, ``EROFS``, ``EACCES``, a signal), the temporary file is removed
 and the target is either the complete old file or the complete new one.
 
-A failed write raises :class:`~gnnprivacy.errors.WriteFailedError` (an ``OSError`` and a
+A failed write raises `WriteFailedError` (an ``OSError`` and a
 ``GnnPrivacyError``) whose message is one line naming the file and the system's reason, which
-the command line prints as such. :func:`check_writable_dir` and :func:`check_output_file` prove
+the command line prints as such. `check_writable_dir` and `check_output_file` prove
 an output location before any work, so a bad ``--runs-dir`` or ``-o`` never costs a training.
 """
 
@@ -34,8 +34,8 @@ DISK_FAULTS = frozenset({errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, e
 
 
 def is_write_fault(exc: BaseException) -> bool:
-    """Whether ``exc`` says a location cannot be written: a :class:`WriteFailedError`, or an
-    ``OSError`` with one of :data:`DISK_FAULTS` (disk full, read-only, no permission), as opposed
+    """Whether ``exc`` says a location cannot be written: a `WriteFailedError`, or an
+    ``OSError`` with one of `DISK_FAULTS` (disk full, read-only, no permission), as opposed
     to a programming error."""
     return isinstance(exc, WriteFailedError) or (isinstance(exc, OSError) and exc.errno in DISK_FAULTS)
 

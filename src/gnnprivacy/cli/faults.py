@@ -1,14 +1,14 @@
 """How the command line answers faults of the machine rather than of the input.
 
-:func:`fault_guard` wraps every subcommand:
+`fault_guard` wraps every subcommand:
 
 - a write that fails because the disk is full, the folder is read-only or not permitted
-  (:class:`~gnnprivacy.errors.WriteFailedError`, or an ``OSError`` with such an errno) ends the
+  (`WriteFailedError`, or an ``OSError`` with such an errno) ends the
   command with one line, ``Error: could not write the run record runs/x.json: No space left on
   device``, and exit status 1 instead of a traceback. A run that finished but could not be
-  published (:class:`~gnnprivacy.experiments.runner.RunNotPublishedError`) also prints its record
+  published (`RunNotPublishedError`) also prints its record
   as JSON on stdout, so the result is not lost, and names the kept checkpoint to ``--resume`` from;
-- SIGTERM is turned into :class:`~gnnprivacy.errors.Terminated` (a ``KeyboardInterrupt``), so the
+- SIGTERM is turned into `Terminated` (a ``KeyboardInterrupt``), so the
   clean-up of Ctrl-C runs (sweep workers are stopped at once, nothing unfinished is published) and
   the command exits with status 143; Ctrl-C exits with status 130 and the same one line;
 - warnings raised by gnnprivacy print as ``warning: <message>`` lines on stderr.

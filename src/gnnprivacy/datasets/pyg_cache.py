@@ -18,9 +18,9 @@ same dataset on a fresh cache build it once: the second waits, then finds the fi
 With ``$GNNPRIVACY_QUIET`` set (the CLI's ``-q``) PyG's "Processing... / Done!" lines are dropped.
 
 Damage: an entry whose processed files do not load (truncated by a full disk, a killed copy) is
-removed and rebuilt from the raw files, with a :class:`CacheRebuiltWarning`. A build that fails
+removed and rebuilt from the raw files, with a `CacheRebuiltWarning`. A build that fails
 because the cache folder cannot take the processed files (a full disk, a read-only folder) raises
-:class:`~gnnprivacy.errors.WriteFailedError` naming the cache folder and the reason, not a
+`WriteFailedError` naming the cache folder and the reason, not a
 parse error about intact raw files.
 """
 

@@ -123,7 +123,7 @@ def validate_data(data, *, task: str = "node_classification") -> None:
     """Refuse a graph that no method can train on honestly, with a message naming the problem.
 
     Checks, in this order: no tensor is on the ``meta`` device or sparse, and an explicit
-    ``num_nodes`` matches ``x`` (:func:`check_storage`); ``x`` is a 2-D floating tensor without NaN or infinite entries (the
+    ``num_nodes`` matches ``x`` (`check_storage`); ``x`` is a 2-D floating tensor without NaN or infinite entries (the
     message counts them); ``y`` is a 1-D integer tensor with one non-negative label per node;
     ``edge_index`` is an integer ``[2, E]`` tensor with node ids in ``[0, n)``; ``train_mask``,
     ``val_mask`` (optional) and ``test_mask`` are boolean of length ``n``, pairwise disjoint, and

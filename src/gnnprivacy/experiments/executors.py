@@ -17,7 +17,7 @@ Ctrl-C (local executor): workers ignore SIGINT, so only the parent decides. The 
 stops scheduling new runs (none is queued: only running items were handed to the pool) and waits
 for the running ones to finish and publish their records; a second Ctrl-C terminates the workers
 at once (SIGTERM, then SIGKILL after 2 s), so nothing is left running after the command exits.
-SIGTERM to the parent (turned into :class:`~gnnprivacy.errors.Terminated` by the command line)
+SIGTERM to the parent (turned into `Terminated` by the command line)
 terminates the workers at once in the same way: no worker outlives the command, and the runs they
 had not finished are not published (their claims and checkpoints are taken up by the rerun).
 
@@ -117,7 +117,7 @@ class Executor(ABC):
             self.shutdown()
 
     def terminate(self) -> None:
-        """SIGTERM: stop the running items now (default: :meth:`shutdown`)."""
+        """SIGTERM: stop the running items now (default: `shutdown`)."""
         self.shutdown()
 
     def interrupt(self) -> None:

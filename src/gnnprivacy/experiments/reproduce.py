@@ -47,7 +47,7 @@ class Reproduction:
         return sorted({str(c.get("dataset", spec.base.get("dataset", "csbm"))) for c in spec.cells()})
 
     def missing_datasets(self, data_root: str | None = None, *, quick: bool = False) -> list[str]:
-        """The datasets of :meth:`datasets` that are not available under ``data_root`` (resolved
+        """The datasets of `datasets` that are not available under ``data_root`` (resolved
         as in ``load_dataset``), each with why (``"cora (raw files missing)"``)."""
         from gnnprivacy.datasets.paths import resolve_root
         from gnnprivacy.datasets.status import dataset_status

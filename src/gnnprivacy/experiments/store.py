@@ -317,7 +317,7 @@ class ResultStore:
         Each companion is written (or moved) atomically, then the record, atomically and last,
         naming every companion with its sha256 and size. If anything fails (a full disk, a
         read-only folder), the companions written here are removed and
-        :class:`~gnnprivacy.errors.WriteFailedError` is raised: no record, so no finished run.
+        `WriteFailedError` is raised: no record, so no finished run.
         """
         written, files = [], {}
         try:
@@ -345,7 +345,7 @@ class ResultStore:
         return path
 
     def commit(self, record: RunRecord, staging: Path) -> Path:
-        """:meth:`publish` ``record`` with the files a run wrote into ``staging`` (its split)."""
+        """`publish` ``record`` with the files a run wrote into ``staging`` (its split)."""
         split = staging / f"{record.run_id}.split.npz"
         return self.publish(record, {split.name: split} if split.exists() else None)
 
@@ -443,8 +443,8 @@ class ResultStore:
         return out
 
     def valid_record_paths(self) -> list[Path]:
-        """:meth:`record_paths` without the records that are not finished and valid: unparsable,
-        of the wrong shape, or with missing or damaged companions (see :meth:`_scan`)."""
+        """`record_paths` without the records that are not finished and valid: unparsable,
+        of the wrong shape, or with missing or damaged companions (see `_scan`)."""
         return [path for path, _ in self._scan()]
 
     def completed_ids(self) -> set[str]:

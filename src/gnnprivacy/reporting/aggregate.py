@@ -14,10 +14,10 @@ claims an accuracy above 100 %; ``n`` is always shown beside it.
 
 Repeats: runs whose configuration *and* seeds are identical (the same command run twice; only
 the locations ``runs_dir``, ``data_root``, ``device`` may differ) are one sample, not several:
-the newest is kept and the others are listed in :attr:`Group.repeats`. Runs with
+the newest is kept and the others are listed in `Group.repeats`. Runs with
 ``secure_mode`` draw their noise from the OS and are independent even with equal seeds, so they
 are all kept. A metric that is missing or not finite in some run (``"nan"``) is left out of that
-metric's summary, and the run is listed in :attr:`Group.nonfinite`, so ``n`` below the group's
+metric's summary, and the run is listed in `Group.nonfinite`, so ``n`` below the group's
 run count is always explained.
 """
 
@@ -152,7 +152,7 @@ def _finite(value: Any) -> bool:
 
 def drop_repeats(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
     """``(rows kept, run ids left out)``: of the rows with one configuration and the same seeds
-    (up to :data:`LOCATION_KEYS`), the newest is kept; ``secure_mode`` runs are all kept."""
+    (up to `LOCATION_KEYS`), the newest is kept; ``secure_mode`` runs are all kept."""
     kept: dict[Any, dict[str, Any]] = {}
     left_out = []
     for row in sorted(rows, key=lambda r: (str(r.get("created") or ""), r["run_id"]), reverse=True):

@@ -96,9 +96,9 @@ def dumps(obj: Any, **kwargs) -> str:
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any, *, what: str = "JSON file") -> Path:
-    """Write ``obj`` as strict JSON to ``path`` atomically (see :func:`gnnprivacy._files.atomic_write`:
+    """Write ``obj`` as strict JSON to ``path`` atomically (see `gnnprivacy._files.atomic_write`:
     temp file in the same folder, fsync, rename), so a crash or a full disk never leaves a partial
-    file; failures raise :class:`~gnnprivacy.errors.WriteFailedError` naming the file."""
+    file; failures raise `WriteFailedError` naming the file."""
     from gnnprivacy._files import atomic_write
 
     return atomic_write(path, dumps(obj, indent=2, sort_keys=False), what=what)
@@ -259,7 +259,7 @@ def read_record(path: str | os.PathLike) -> RunRecord:
 
     Raises:
         InvalidParameterError: the file is not a complete run record (truncated, not JSON,
-            missing fields, fields of the wrong type: see :func:`record_problem`); the message
+            missing fields, fields of the wrong type: see `record_problem`); the message
             names the file.
     """
     from gnnprivacy.errors import InvalidParameterError

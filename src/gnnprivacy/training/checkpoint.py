@@ -40,11 +40,11 @@ def fingerprint(payload: dict[str, Any]) -> str:
 
 
 def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> Path | None:
-    """Write ``state`` to ``path`` atomically (:func:`gnnprivacy._files.atomic_write`: a private
+    """Write ``state`` to ``path`` atomically (`gnnprivacy._files.atomic_write`: a private
     temporary file, fsync, rename), so two processes checkpointing the same path never collide.
 
     A checkpoint is a safety net, not a result: where it cannot be written (a full disk, a
-    read-only folder) a :class:`CheckpointWarning` says so, the previous checkpoint stays as it
+    read-only folder) a `CheckpointWarning` says so, the previous checkpoint stays as it
     was, training goes on and ``None`` is returned.
     """
     import io
