@@ -155,11 +155,11 @@ def test_padding_is_masked_and_overflow_is_refused():
 
 
 def test_fixed_shape_node_batches():
-    fixed = FixedShapeNodeBatches(NodeBatchSampler(100, batch_size=10), "cpu")
+    fixed = FixedShapeNodeBatches.from_sampler(NodeBatchSampler(100, batch_size=10), "cpu")
     index, mask = fixed.sample(torch.Generator().manual_seed(0))
     assert mask is None and index.shape == (10,) and index.unique().numel() == 10
-    poisson = FixedShapeNodeBatches(NodeBatchSampler(1000, batch_size=100, sampling="poisson"),
-                                    "cpu")
+    poisson = FixedShapeNodeBatches.from_sampler(
+        NodeBatchSampler(1000, batch_size=100, sampling="poisson"), "cpu")
     gen = torch.Generator().manual_seed(0)
     counts = np.zeros(1000)
     trials = 400
@@ -171,7 +171,6 @@ def test_fixed_shape_node_batches():
     tol = freq_tolerance(0.1, trials * 1000)
     assert abs(counts.mean() / trials - 0.1) <= tol
     poisson.capacity = 5
-    poisson._items = poisson._items
     poisson.sample(gen)
     with pytest.raises(CapacityExceededError):
         poisson.check()

@@ -183,22 +183,37 @@ def _candidate_edge_order(rowptr: Tensor, cand: Tensor) -> np.ndarray:
 
 
 class FixedShapeNodeBatches:
-    """:class:`~gnnprivacy.sampling.NodeBatchSampler` batches drawn on ``device``.
+    """Node batches of positions ``0..num_items-1`` drawn on ``device`` (the GPU path of
+    :class:`~gnnprivacy.sampling.NodeBatchSampler` and of DP-SGD's Poisson sampling).
 
-    ``sampling="fixed"``: a uniform ``m``-subset in uniform order (the first ``m`` of a
-    permutation drawn on the device), every slot valid. ``sampling="poisson"``: one
-    ``Bernoulli(m / N)`` trial per item, compacted into a capacity with a mask.
+    Args:
+        num_items: ``N``.
+        device: where the batches are drawn.
+        batch_size: a uniform ``m``-subset per step in uniform order (the first ``m`` of a
+            permutation drawn on the device), every slot valid; or
+        rate: one ``Bernoulli(rate)`` trial per item, compacted into a capacity with a mask.
     """
 
-    def __init__(self, sampler: NodeBatchSampler, device: torch.device | str):
+    def __init__(self, num_items: int, *, device: torch.device | str,
+                 batch_size: int | None = None, rate: float | None = None):
+        if (batch_size is None) == (rate is None):
+            raise ValueError("FixedShapeNodeBatches needs exactly one of batch_size and rate")
         self.device = torch.device(device)
-        self.num_items, self.batch_size = sampler.num_items, sampler.batch_size
-        self.sampling, self.rate = sampler.sampling, sampler.sample_rate
-        n, q = self.num_items, self.rate
-        self.capacity = (self.batch_size if self.sampling == "fixed"
-                         else min(n, capacity(q * n, q * (1 - q) * n, 1.0)))
+        self.num_items, self.batch_size, self.rate = int(num_items), batch_size, rate
+        self.sampling = "fixed" if rate is None else "poisson"
+        n = self.num_items
+        self.capacity = (int(batch_size) if rate is None
+                         else min(n, capacity(rate * n, rate * (1 - rate) * n, 1.0)))
         self._items = torch.arange(n, device=self.device)
         self.overflow = torch.zeros((), dtype=torch.bool, device=self.device)
+
+    @classmethod
+    def from_sampler(cls, sampler: NodeBatchSampler, device: torch.device | str
+                     ) -> FixedShapeNodeBatches:
+        """The device twin of ``sampler`` (its mode, batch size and rate)."""
+        if sampler.sampling == "fixed":
+            return cls(sampler.num_items, device=device, batch_size=sampler.batch_size)
+        return cls(sampler.num_items, device=device, rate=sampler.sample_rate)
 
     def sample(self, generator: torch.Generator) -> tuple[Tensor, Tensor | None]:
         """``(positions, mask)``: ``(capacity,)`` positions, and ``None`` (fixed batches:

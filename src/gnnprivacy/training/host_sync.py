@@ -37,7 +37,7 @@ import torch
 from torch import Tensor
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["HostSyncDetector", "host_side", "sync_reason"]
+__all__ = ["HostSyncDetector", "format_calls", "host_side", "sync_reason"]
 
 #: calls that hand a device value to Python or copy it to the host
 _READS = frozenset({"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__",
@@ -148,6 +148,10 @@ class HostSyncDetector(TorchFunctionMode):
 
     def report(self) -> str:
         """One line per distinct ``(reason, place)``, with its count."""
-        counts = Counter(self.calls)
-        return "\n".join(f"{n:5d} x {reason}   at {where}"
-                         for (reason, where), n in counts.most_common())
+        return format_calls(self.calls)
+
+
+def format_calls(calls: list[tuple[str, str]]) -> str:
+    """``calls`` of a :class:`HostSyncDetector` as one line per distinct ``(reason, place)``."""
+    return "\n".join(f"{n:5d} x {reason}   at {where}"
+                     for (reason, where), n in Counter(calls).most_common())

@@ -212,7 +212,7 @@ class DPGNNTrainer(NodeDPTrainer):
                           step_event=make_event(self.noise_multiplier_),
                           sampling="degree_bounded")
         model = self.model_
-        on_device = FixedShapeNodeBatches(batches, dev) if fixed_shapes(dev) else None
+        on_device = FixedShapeNodeBatches.from_sampler(batches, dev) if fixed_shapes(dev) else None
 
         def closure_for_step():
             valid = None

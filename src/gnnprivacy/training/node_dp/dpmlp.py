@@ -29,7 +29,6 @@ from gnnprivacy._fixed_shapes import fixed_shapes
 from gnnprivacy._validation import (check_choice, check_int, check_positive, check_real,
                                     check_delta_range, check_target_epsilon)
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
-from gnnprivacy.sampling import NodeBatchSampler
 from gnnprivacy.sampling.fixed_shape import FixedShapeNodeBatches
 from gnnprivacy.training.dp import DPEngine, make_optimizer
 from gnnprivacy.training.node_dp import _privacy
@@ -186,8 +185,8 @@ class DPMLPTrainer(NodeDPTrainer):
         the user path, with batches drawn on the device in a fixed-size buffer (padding
         slots weigh nothing), so a step reads nothing on the host."""
         dev, n_train = self.device_, x.shape[0]
-        sampler = NodeBatchSampler(n_train, batch_size=batch_size, sampling="poisson")
-        batches = FixedShapeNodeBatches(sampler, dev)
+        rate = batch_size / n_train
+        batches = FixedShapeNodeBatches(n_train, device=dev, rate=rate)
         gen, noise = self._step_generators(gens)
         self.accountant_ = _privacy.new_accountant("pld", PrivacyUnit.NODE,
                                                    NeighboringRelation.ADD_OR_REMOVE,
@@ -195,7 +194,7 @@ class DPMLPTrainer(NodeDPTrainer):
                                                    steps=self.steps_planned_)
         engine = DPEngine(self.model_, opt, clip_norm=self.clip_norm,
                           noise_multiplier=self.noise_multiplier_,
-                          expected_batch_size=sampler.sample_rate * n_train, generator=noise,
+                          expected_batch_size=rate * n_train, generator=noise,
                           secure_mode=self.secure_mode, accountant=self.accountant_,
                           step_event=event, sampling="poisson")
         model, x, y = self.model_, x.to(dev), y.to(dev)
