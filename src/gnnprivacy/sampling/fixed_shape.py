@@ -12,14 +12,14 @@ draw the same trials on the device and compact the chosen items into buffers of 
   device; the batch has the same distribution, not the same random stream;
 * a capacity is the smallest ``k`` that Bernstein's inequality proves the count exceeds
   with probability at most ``2^-60`` (:func:`capacity`, from public quantities only:
-  sizes, degrees, ``q``, ``M``);
+  sizes, degrees, ``q``, ``M``; the kept peripherals take two such bounds);
 * an overflow (a count above its capacity) is recorded on the device, never truncated
   silently: :meth:`check` (one read, after the step loop) raises
   :class:`CapacityExceededError` and the run is discarded.
 
 *Privacy.* The trials and their distribution are those of the exact sampler, so the
 accountant's event is unchanged. What differs is the overflow: a run is refused (nothing is
-released) with probability at most ``steps * 3 * 2^-60`` (about ``3e-13`` for ``10^5``
+released) with probability at most ``steps * 4 * 2^-60`` (about ``3.5e-13`` for ``10^5``
 steps), so the released model is the exact mechanism's output conditioned on an event of
 that probability: at most that much is added to ``delta``, far below any delta in use.
 """
@@ -104,16 +104,17 @@ class FixedShapeHeterPoisson:
         keep = sampler._keep_prob.numpy()
         cand_ptr = np.concatenate([[0], np.cumsum(deg)]).astype(np.int64)
         order = _candidate_edge_order(rowptr, cand)
-        mu = _segment_totals(cand_ptr, keep[order])                     # E[K_i]
-        var_k = _segment_totals(cand_ptr, (keep * (1.0 - keep))[order])  # Var[K_i]
+        mu = _segment_totals(cand_ptr, keep[order])        # E[K_i]: expected kept in-edges
         q, n = self.q_b, float(cand.numel())
         top = float(deg.max()) if deg.size else 0.0
         self.capacity_centers = capacity(q * n, q * (1 - q) * n, 1.0)
         self.capacity_gathered = (capacity(q * deg.sum(), q * (1 - q) * (deg ** 2).sum(), top)
                                   if top > 0 else 0)
-        second = var_k + mu ** 2                                        # E[K_i^2]
-        self.capacity_peripherals = (capacity(q * mu.sum(), (q * second - (q * mu) ** 2).sum(),
-                                              top) if top > 0 else 0)
+        # kept peripherals in two stages (each failing with probability <= 2^-60): the
+        # chosen centres' expected kept count m = sum_i B_i E[K_i] is at most ``bound``;
+        # given the centres, the kept count is a sum of independent Bernoullis of mean m
+        bound = capacity(q * mu.sum(), q * (1 - q) * (mu ** 2).sum(), float(mu.max(initial=0)))
+        self.capacity_peripherals = capacity(bound, bound, 1.0) if top > 0 else 0
         to = dict(device=self.device)
         self._cand = cand.to(**to)
         self._rowptr = rowptr.to(**to)
