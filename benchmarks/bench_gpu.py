@@ -19,7 +19,11 @@ path) on CUDA and on the CPU with all cores, and prints ONE table:
   trainers the engine's step is swapped for ``backward()`` + ``optimizer.step()``, for
   ``sage-own`` the batches of the DP run are replayed through a plain loop);
 * ``GiB``: peak GPU memory of the CUDA run (``torch.cuda.max_memory_allocated``);
-* ``acc``: test accuracy of each full run.
+* ``acc``: test accuracy of each full run;
+
+and, below the table, the start-up: process start to the first DP step of
+``gnnprivacy train --method heterpoisson --dataset computers`` on each device (a fresh
+interpreter: imports, CUDA initialisation, loading, calibration, set-up).
 
 CSBM graphs (4 classes, 64 features, average degree 10, homophily 0.8, 80/20 split with at
 most 50,000 test nodes scored) are generated in memory with torch (on the GPU when there is
@@ -296,6 +300,49 @@ def dp_over_nonprivate(method: str, data, device: str, args) -> float | None:
     return times[0] / times[1]
 
 
+# ------------------------------------------------------------------------------ start-up
+STARTUP_CHILD = r"""
+import os, sys
+from gnnprivacy.training.dp import engine
+
+def first_step(self, *args, **kwargs):
+    print("FIRST_STEP", flush=True)
+    os._exit(0)
+
+engine.DPEngine.step = first_step
+sys.argv = ["gnnprivacy"] + sys.argv[1:]
+from gnnprivacy.cli import main
+main()
+"""
+
+
+def startup_seconds(device: str, args) -> float | None:
+    """Process start to the first DP step of ``gnnprivacy train --method heterpoisson
+    --dataset computers`` (a fresh interpreter: imports, CUDA initialisation, loading from
+    the processed cache, calibration, set-up), or ``None`` when it did not get there."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as runs:
+        cmd = [sys.executable, "-c", STARTUP_CHILD, "train", "--method", "heterpoisson",
+               "--dataset", "computers", "--data-root", args.data_root, "--epsilon", "8",
+               "--train-frac", "0.8", "--val-frac", "0", "--test-frac", "0.2", "--seed", "0",
+               "--device", device, "--runs-dir", runs, "-q"]
+        t = time.perf_counter()
+        child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True)
+        seconds = None
+        for line in child.stdout:
+            if "FIRST_STEP" in line:
+                seconds = time.perf_counter() - t
+                break
+        child.kill()
+        err = child.communicate()[1]
+        if seconds is None:
+            print(f"# start-up on {device}: no first step ({err.strip().splitlines()[-1:]})")
+        return seconds
+
+
 # ------------------------------------------------------------------------------ own model
 def _sage_net(data, hidden: int = 64):
     """docs/own-model.md's model (the same class as ``bench_user_model.py``)."""
@@ -444,9 +491,17 @@ def main(argv=None) -> int:
     ap.add_argument("--ratio-steps", type=int, default=None,
                     help="steps of each DP/NP timing run (default 40; quick 4)")
     ap.add_argument("--quick-steps", type=int, default=5)
+    ap.add_argument("--table-from", metavar="JSON",
+                    help="print the table of a JSON written by --out (e.g. of a killed run)")
     ap.add_argument("--budget-s", type=float, default=None,
                     help="start no cell after this many seconds (default 420; quick 90)")
     args = ap.parse_args(argv)
+    if args.table_from:
+        with open(args.table_from) as f:
+            saved = json.load(f)
+        print_table(saved.get("rows", []), saved.get("devices", ["cpu"]))
+        print(f"# start-up s: {saved.get('startup_s')}; skipped: {saved.get('skipped')}")
+        return 0
     args.cpu_steps = args.cpu_steps if args.cpu_steps is not None else (None if args.quick
                                                                        else 300)
     args.ratio_steps = args.ratio_steps or (4 if args.quick else 40)
@@ -474,7 +529,7 @@ def main(argv=None) -> int:
     print(f"# bench_gpu: devices {devices}{' (' + gpu + ')' if gpu else ''}, {args.threads} "
           f"CPU threads, torch {torch.__version__}, quick={args.quick}", flush=True)
     loaded: dict = {}
-    rows, skipped = [], []
+    rows, skipped, startup, report = [], [], {}, {}
     large = "csbm-1e5" if args.quick else "csbm-1e7"
     for dataset, method in cells(datasets, methods, args.quick):
         if time.perf_counter() - start > budget:
@@ -494,8 +549,9 @@ def main(argv=None) -> int:
             except Exception as err:      # one failing cell must not lose the table
                 row[dev] = {"error": f"{type(err).__name__}: {err}"}
                 print(f"# {dataset}/{method} on {dev}: {row[dev]['error']}", flush=True)
-        try:
-            row["dp_over_nonprivate"] = dp_over_nonprivate(method, data, devices[0], args)
+        try:                              # not at 10^7: two more set-ups of 10^8 edges
+            row["dp_over_nonprivate"] = (None if dataset == large and not args.quick else
+                                         dp_over_nonprivate(method, data, devices[0], args))
         except Exception as err:
             print(f"# {dataset}/{method} DP/NP: {type(err).__name__}: {err}", flush=True)
         rows.append(row)
@@ -504,19 +560,28 @@ def main(argv=None) -> int:
               flush=True)
         if dataset == large:
             loaded.pop(dataset, None)
+        if dataset == "computers" and method == cells(datasets, methods, args.quick)[0][1]:
+            startup = {dev: startup_seconds(dev, args) for dev in devices}
+            print(f"# start-up to the first step: {json.dumps(startup)}", flush=True)
+        report = {"devices": devices, "gpu": gpu, "threads": args.threads,
+                  "torch": torch.__version__, "quick": args.quick, "rows": rows,
+                  "startup_s": startup, "skipped": skipped,
+                  "elapsed_s": time.perf_counter() - start}
+        if args.out:                     # after every cell: a killed run keeps its rows
+            with open(args.out, "w") as f:
+                json.dump(report, f, indent=1)
     print()
     print_table(rows, devices)
     notes = ["~ projected: measured set-up + planned steps x step time (no scoring)",
-             f"DP/NP on {devices[0]}", f"elapsed {time.perf_counter() - start:.0f} s"]
+             f"DP/NP on {devices[0]}", f"elapsed {time.perf_counter() - start:.0f} s",
+             "start-up (process start to the first heterpoisson step on Computers, "
+             f"gnnprivacy train): {', '.join(f'{k} {fmt(v)} s' for k, v in startup.items())}"]
     if skipped:
         notes.append(f"skipped after the {budget:.0f} s budget: {', '.join(skipped)}")
     print("\n".join(f"# {n}" for n in notes))
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"devices": devices, "gpu": gpu, "threads": args.threads,
-                       "torch": torch.__version__, "quick": args.quick, "rows": rows,
-                       "skipped": skipped, "elapsed_s": time.perf_counter() - start}, f,
-                      indent=1)
+            json.dump({**report, "skipped": skipped}, f, indent=1)
     return 0
 
 

@@ -17,8 +17,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from gnnprivacy.mechanisms.gaussian import gaussian_mechanism
-from gnnprivacy.training.host_sync import host_side
 
 __all__ = ["gaussian_noise", "to_device"]
 
@@ -35,7 +33,10 @@ def gaussian_noise(like: Tensor, std: float, *, generator: torch.Generator | Non
     """
     if std == 0:
         return torch.zeros_like(like)
-    if secure:
+    if secure:                               # imported here: only secure runs need them
+        from gnnprivacy.mechanisms.gaussian import gaussian_mechanism
+        from gnnprivacy.training.host_sync import host_side
+
         with host_side():                    # the OS CSPRNG is on the host
             zeros = torch.zeros(like.shape, dtype=like.dtype)
             noise = gaussian_mechanism(zeros, std=std, secure_mode=True)

@@ -35,7 +35,6 @@ from gnnprivacy.training.node_dp import _privacy
 from gnnprivacy.training.node_dp.base import NodeDPTrainer
 from gnnprivacy.training.node_dp.common import FeatureNorm, is_inductive, node_metrics
 from gnnprivacy.training.nonprivate import num_classes_of, training_graph
-from gnnprivacy.training.private import NodeSubgraphs, PrivateTraining
 
 __all__ = ["DPMLPTrainer", "default_delta_dpmlp", "mlp"]
 
@@ -160,6 +159,8 @@ class DPMLPTrainer(NodeDPTrainer):
     def _run_user_path(self, x: Tensor, graph: Data, opt, gens, *, delta: float,
                        n_train: int):
         """The recipe: gp.make_private's "nodes" sampler and a plain loop (the user path)."""
+        from gnnprivacy.training.private import NodeSubgraphs, PrivateTraining
+
         graph = Data(x=x, y=graph.y, edge_index=graph.edge_index,
                      train_mask=graph.train_mask, num_nodes=graph.num_nodes)
         pt = PrivateTraining(self.model_, opt, graph, sampler=NodeSubgraphs(),
