@@ -170,13 +170,13 @@ def load(name: str, args, device: str):
               f"{time.perf_counter() - t:.1f} s", flush=True)
         return data
     import gnnprivacy as gp
-    from gnnprivacy.errors import DatasetNotFoundError
+    from gnnprivacy.errors import GnnPrivacyError
 
     try:
         t = time.perf_counter()
         data = gp.load_dataset(name, root=args.data_root, split="random", train_frac=0.8,
                                val_frac=0.0, test_frac=0.2, seed=0)
-    except (DatasetNotFoundError, FileNotFoundError) as err:
+    except (GnnPrivacyError, FileNotFoundError) as err:  # no raw files, or no such root
         print(f"# {name}: not found under --data-root {args.data_root!r} "
               f"({type(err).__name__}: {str(err).splitlines()[0]}); its rows are skipped",
               flush=True)
@@ -575,7 +575,8 @@ def main(argv=None) -> int:
     notes = ["~ projected: measured set-up + planned steps x step time (no scoring)",
              f"DP/NP on {devices[0]}", f"elapsed {time.perf_counter() - start:.0f} s",
              "start-up (process start to the first heterpoisson step on Computers, "
-             f"gnnprivacy train): {', '.join(f'{k} {fmt(v)} s' for k, v in startup.items())}"]
+             "gnnprivacy train): " + (', '.join(f'{k} {fmt(v)} s' for k, v in startup.items())
+                                      or "not measured (needs the Computers cells)")]
     if skipped:
         notes.append(f"skipped after the {budget:.0f} s budget: {', '.join(skipped)}")
     print("\n".join(f"# {n}" for n in notes))

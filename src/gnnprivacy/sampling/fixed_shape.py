@@ -120,7 +120,11 @@ class FixedShapeHeterPoisson:
         self._rowptr = rowptr.to(**to)
         self._src = sampler._src.to(**to)
         self._keep_prob = sampler._keep_prob.to(**to)
+        # buffers reused by every step (the device runs the steps in order)
         self._slots = torch.arange(self.capacity_gathered, **to)
+        self._center_slots = torch.arange(self.capacity_centers, **to)
+        self._periph_slots = torch.arange(self.capacity_peripherals, **to)
+        self._central = torch.zeros(self.num_nodes, dtype=torch.bool, **to)
         self.overflow = torch.zeros((), dtype=torch.bool, **to)
 
     def sample(self, generator: torch.Generator) -> PaddedStarBatch:
@@ -129,7 +133,7 @@ class FixedShapeHeterPoisson:
         u = torch.rand(self._cand.shape, generator=generator, dtype=torch.float64, device=dev)
         chosen = u < self.q_b
         centers, count = compact(chosen, self._cand, cap_c)
-        center_mask = torch.arange(cap_c, device=dev) < count
+        center_mask = self._center_slots < count
         overflow = count > cap_c
         if self.capacity_gathered == 0:
             empty = torch.zeros(0, dtype=torch.long, device=dev)
@@ -147,16 +151,16 @@ class FixedShapeHeterPoisson:
         v = torch.rand(k.shape, generator=generator, dtype=torch.float64, device=dev)
         keep = gathered & (v < self._keep_prob[edge])
         if self.enforce_no_overlap:
-            central = torch.zeros(self.num_nodes, dtype=torch.bool, device=dev)
-            central[self._cand] = chosen
+            central = self._central
+            central[self._cand] = chosen          # every candidate's slot is overwritten
             keep &= ~central[src]
         cap_p = self.capacity_peripherals
         periph, kept = compact(keep, src, cap_p)
         sub, _ = compact(keep, seg, cap_p)
         overflow |= (total > self.capacity_gathered) | (kept > cap_p)
         self.overflow.logical_or_(overflow)
-        return PaddedStarBatch(centers, center_mask, periph, sub,
-                               torch.arange(cap_p, device=dev) < kept, count)
+        return PaddedStarBatch(centers, center_mask, periph, sub, self._periph_slots < kept,
+                               count)
 
     def check(self) -> None:
         """Raise :class:`CapacityExceededError` if any step overflowed (one host read)."""
@@ -206,6 +210,7 @@ class FixedShapeNodeBatches:
         self.capacity = (int(batch_size) if rate is None
                          else min(n, capacity(rate * n, rate * (1 - rate) * n, 1.0)))
         self._items = torch.arange(n, device=self.device)
+        self._slots = torch.arange(self.capacity, device=self.device)
         self.overflow = torch.zeros((), dtype=torch.bool, device=self.device)
 
     @classmethod
@@ -226,7 +231,7 @@ class FixedShapeNodeBatches:
         u = torch.rand(self.num_items, generator=generator, dtype=torch.float64, device=dev)
         index, count = compact(u < self.rate, self._items, self.capacity)
         self.overflow.logical_or_(count > self.capacity)
-        return index, torch.arange(self.capacity, device=dev) < count
+        return index, self._slots < count
 
     def check(self) -> None:
         """Raise :class:`CapacityExceededError` if any step overflowed (one host read)."""
