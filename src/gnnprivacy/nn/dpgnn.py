@@ -34,6 +34,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch_geometric.utils import coalesce, remove_self_loops
 
+from gnnprivacy._fixed_shapes import fixed_shapes
 from gnnprivacy._validation import check_choice, check_int
 
 __all__ = ["ACTIVATIONS", "IndexedLinear", "NORMALIZATIONS", "OneLayerGCN", "row_grams"]
@@ -73,6 +74,9 @@ class IndexedLinear(nn.Linear):
         self._features = weakref.ref(x)
         flat = nodes.clamp_min(0)
         if flat.numel() < x.shape[0]:
+            if fixed_shapes(x.device):      # no unique ids (their count is read on the host)
+                rows = x.index_select(0, flat.reshape(-1))
+                return F.linear(rows, self.weight, self.bias).view(*flat.shape, -1)
             uniq, inv = torch.unique(flat, return_inverse=True)
             return F.linear(x[uniq], self.weight, self.bias)[inv]
         return F.linear(x, self.weight, self.bias)[flat]
@@ -100,14 +104,33 @@ class IndexedLinear(nn.Linear):
         x, cache = self.features, getattr(self, "_gram_cache", None)
         if cache is not None and cache[0]() is x and cache[1].shape[1] == nodes.shape[1]:
             rows = cache[2][nodes[:, 0].clamp_min(0)]
+            if fixed_shapes(x.device):
+                # checking the rows here would read the device on the host: the check is
+                # recorded on the device and read once after the step loop
+                # (check_gram_cache), which refuses the run if a step used a wrong Gram
+                safe = rows.clamp_min(0)
+                bad = (rows < 0).any() | (cache[1][safe] != nodes).any()
+                self._cache_misses = bad if getattr(self, "_cache_misses", None) is None \
+                    else self._cache_misses | bad
+                return cache[3][safe].to(x.dtype)
             if bool((rows >= 0).all()) and torch.equal(cache[1][rows], nodes):
                 return cache[3][rows].to(x.dtype)
         return row_grams(x, nodes)
+
+    def check_gram_cache(self) -> None:
+        """Raise if a step on a fixed-shape device used cached Gram matrices of other rows
+        than its batch's (one host read; the run must then be discarded)."""
+        misses, self._cache_misses = getattr(self, "_cache_misses", None), None
+        if misses is not None and bool(misses):
+            raise RuntimeError("IndexedLinear: a step's rows differed from the cached Gram "
+                               "matrices' rows; its per-subgraph norms were wrong and the "
+                               "run must be discarded")
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state.pop("_features", None)
         state.pop("_gram_cache", None)
+        state.pop("_cache_misses", None)
         return state
 
 

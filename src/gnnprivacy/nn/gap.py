@@ -58,6 +58,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from gnnprivacy._estimator import EstimatorParams
+from gnnprivacy._fixed_shapes import fixed_shapes
 from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
 
 __all__ = ["GAP_MODES", "gap_sensitivity", "bound_degree", "noisy_aggregate", "gap_event",
@@ -182,6 +183,20 @@ def gap_privacy_plan(params, *, num_train: int, num_nodes: int) -> dict:
             "accounting": kw["accounting"]}
 
 
+def _fixed_shape_batches(train: Tensor, q: float, device: torch.device):
+    """Poisson batches of positions in ``train`` at rate ``q``, drawn on ``device``."""
+    from gnnprivacy.sampling.fixed_shape import FixedShapeNodeBatches
+
+    return FixedShapeNodeBatches(int(train.numel()), device=device, rate=q)
+
+
+def _on_device(gens: dict, name: str, device: torch.device) -> torch.Generator | None:
+    """A generator on ``device`` seeded from ``gens[name]`` (``None`` stays ``None``)."""
+    from gnnprivacy.training.device import device_generator
+
+    return device_generator(gens[name], device)
+
+
 def _mlp(dims: list[int]) -> nn.Sequential:
     layers: list[nn.Module] = []
     for k, (a, b) in enumerate(zip(dims[:-1], dims[1:])):
@@ -204,6 +219,12 @@ class GAPTrainer(EstimatorParams):
         clip_norm: per-node clip ``C`` (1.0). hidden: width (16). lr: Adam (0.01).
         noise_multiplier: fix ``z`` instead of calibrating it.
         generator: int seed, ``torch.Generator`` or ``None``.
+        progress: optional ``progress(description, total)`` -> object with ``update(n)``,
+            called for the encoder's and the classifier's DP-SGD steps.
+        device: ``"cpu"`` or ``"cuda[:K]"``: where the two DP-SGD phases and the
+            aggregation run (on a GPU the batches are drawn on the device in fixed-size
+            buffers, :mod:`gnnprivacy.sampling.fixed_shape`); the fitted model is kept on
+            the CPU.
         secure_mode: draw the DP-SGD and aggregation noise from the OS CSPRNG (no
             generator), and the Poisson-sampling and degree-bounding seeds from OS entropy;
             seeded noise (the default) is for reproducible research only.
@@ -221,7 +242,12 @@ class GAPTrainer(EstimatorParams):
                  clip_norm: float = 1.0, hidden: int = 16, lr: float = 0.01,
                  noise_multiplier: float | None = None,
                  generator: torch.Generator | int | None = None,
-                 progress: Callable | None = None, secure_mode: bool = False):
+                 progress: Callable | None = None, secure_mode: bool = False,
+                 device: str | torch.device = "cpu"):
+        from gnnprivacy.training.device import resolve_device
+
+        resolve_device(device)              # a bad device fails here, before any work
+        self.device = device
         self.epsilon = check_positive("epsilon", epsilon)
         self.delta = None if delta is None else check_real("delta", delta, low=0.0, high=1.0,
                                                              low_open=True, high_open=True)
@@ -247,20 +273,37 @@ class GAPTrainer(EstimatorParams):
 
     # ------------------------------------------------------------------ fit
     def _dp_train(self, model: nn.Module, inputs: Tensor, y: Tensor, train: Tensor, q: float,
-                  steps: int, gens: dict) -> int:
+                  steps: int, gens: dict, phase: str) -> int:
         from gnnprivacy.sampling import poisson_node_batch
         from gnnprivacy.training.dp import DPEngine, make_optimizer
 
+        dev = self.device_
+        fixed = _fixed_shape_batches(train, q, dev) if fixed_shapes(dev) else None
+        noise = gens["noise"] if fixed is None else _on_device(gens, "noise", dev)
         engine = DPEngine(model, make_optimizer("adam", model.parameters(), lr=self.lr),
                           clip_norm=self.clip_norm, noise_multiplier=self.noise_multiplier_,
-                          expected_batch_size=q * train.numel(), generator=gens["noise"],
+                          expected_batch_size=q * train.numel(), generator=noise,
                           secure_mode=self.secure_mode, accountant=self.accountant_,
                           step_event=self._step_event, sampling="poisson")
+        bar = self.progress(f"gap {phase}", steps) if self.progress else None
         model.train()
+        if fixed is not None:          # the GPU path: no host sync in a step
+            sample, rows = _on_device(gens, "sample", dev), train.to(dev)
+            inputs, y = inputs.to(dev), y.to(dev)
         for _ in range(steps):
-            nodes = poisson_node_batch(train, rate=q, generator=gens["sample"])
-            engine.step(lambda nodes=nodes: F.cross_entropy(model(inputs[nodes]), y[nodes],
-                                                            reduction="none"))
+            if fixed is None:
+                nodes = poisson_node_batch(train, rate=q, generator=gens["sample"])
+                engine.step(lambda nodes=nodes: F.cross_entropy(model(inputs[nodes]), y[nodes],
+                                                                reduction="none"))
+            else:
+                index, valid = fixed.sample(sample)
+                nodes, weight = rows[index], valid.to(inputs.dtype)
+                engine.step(lambda nodes=nodes, weight=weight: F.cross_entropy(
+                    model(inputs[nodes]), y[nodes], reduction="none") * weight)
+            if bar is not None:
+                bar.update(1)
+        if fixed is not None:
+            fixed.check()
         model.eval()
         return engine.steps_
 
@@ -270,8 +313,10 @@ class GAPTrainer(EstimatorParams):
         from gnnprivacy.accounting import make_accountant
         from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
         from gnnprivacy.random import as_torch_generator
+        from gnnprivacy.training.device import resolve_device
         from gnnprivacy.training.nonprivate import num_classes_of, training_graph
 
+        self.device_ = dev = resolve_device(self.device)
         gen = as_torch_generator(self.generator)
         seeds = torch.randint(0, 2**62, (5,), generator=gen).tolist()
         gens = {k: torch.Generator().manual_seed(int(s))
@@ -296,21 +341,24 @@ class GAPTrainer(EstimatorParams):
         x, y = graph.x.float(), graph.y
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=gens["init"])))
-            self.encoder_ = _mlp([x.size(1), self.hidden, self.hidden])
-            head = nn.Linear(self.hidden, self.num_classes_)
+            self.encoder_ = _mlp([x.size(1), self.hidden, self.hidden]).to(dev)
+            head = nn.Linear(self.hidden, self.num_classes_).to(dev)
             enc_steps = self._dp_train(nn.Sequential(self.encoder_, nn.SELU(), head), x, y,
-                                       train, q, plan["encoder_steps"], gens)
+                                       train, q, plan["encoder_steps"], gens, "encoder")
             self.edge_index_ = bound_degree(graph.edge_index, graph.num_nodes, self.max_degree,
                                             generator=gens["edges"])
             self.agg_std_ = self.noise_multiplier_ * plan["aggregation_sensitivity"]
             self._agg_gen = gens["agg"]
-            self.features_ = self._features(x, self.edge_index_)
+            self.features_ = self._features(x.to(dev), self.edge_index_.to(dev))
             for _ in range(self.hops):
                 self.accountant_.compose(e.GaussianDpEvent(self.noise_multiplier_))
             self.classifier_ = _mlp([self.hidden * (self.hops + 1), self.hidden,
-                                     self.num_classes_])
+                                     self.num_classes_]).to(dev)
             cls_steps = self._dp_train(self.classifier_, self.features_, y, train, q,
-                                       plan["classifier_steps"], gens)
+                                       plan["classifier_steps"], gens, "classifier")
+        if dev.type != "cpu":          # the fitted model lives on the CPU, like a loaded one
+            self.encoder_, self.classifier_ = self.encoder_.cpu(), self.classifier_.cpu()
+            self.features_ = self.features_.cpu()
         self.steps_ = enc_steps + self.hops + cls_steps
         self.epsilon_ = float(self.accountant_.get_epsilon(self.delta_))
         self.privacy_spent_ = (self.epsilon_, self.delta_)

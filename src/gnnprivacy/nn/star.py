@@ -78,6 +78,9 @@ def star_aggregate(x: Tensor, batch, aggregator: str) -> Tensor:
     """
     check_choice("aggregator", aggregator, ("gcn", "sage"))
     num, sub = batch.centers.numel(), batch.periph_subgraph
+    mask = getattr(batch, "periph_mask", None)
+    if mask is not None:
+        return _padded_aggregate(x, batch, aggregator)
     deg = torch.bincount(sub, minlength=num).to(x.dtype) + 1.0
     if aggregator == "gcn":
         w_center, w_periph = 1.0 / deg, deg.rsqrt()[sub]
@@ -91,8 +94,33 @@ def star_aggregate(x: Tensor, batch, aggregator: str) -> Tensor:
 def neighbor_sum(x: Tensor, batch) -> Tensor:
     """``Σ_{j∈N_u} x_j`` per star, ``(B, F)``."""
     sub = batch.periph_subgraph
+    mask = getattr(batch, "periph_mask", None)
+    if mask is not None:
+        return _gather_rows(x, batch, None, mask.to(x.dtype))
     return _sparse_rows(x, batch.centers.numel(), sub, batch.periph_nodes,
                         torch.ones(sub.numel(), dtype=x.dtype, device=x.device))
+
+
+def _gather_rows(x: Tensor, batch, w_center: Tensor | None, w_periph: Tensor) -> Tensor:
+    """``w_center ⊙ x[centers] + Σ w_periph ⊙ x[periph]`` per star with gathers and one
+    ``index_add_``: no size is read on the host (a sparse product coalesces on a GPU)."""
+    if w_center is None:
+        out = x.new_zeros(batch.centers.numel(), x.shape[1])
+    else:
+        out = x.index_select(0, batch.centers) * w_center.unsqueeze(1)
+    rows = x.index_select(0, batch.periph_nodes) * w_periph.unsqueeze(1)
+    return out.index_add_(0, batch.periph_subgraph, rows)
+
+
+def _padded_aggregate(x: Tensor, batch, aggregator: str) -> Tensor:
+    """:func:`star_aggregate` of a :class:`~gnnprivacy.sampling.star_batch.PaddedStarBatch`:
+    padding peripherals get weight 0 and count in no degree."""
+    weight = batch.periph_mask.to(x.dtype)
+    sub = batch.periph_subgraph
+    deg = torch.zeros(batch.centers.numel(), dtype=x.dtype, device=x.device).index_add_(
+        0, sub, weight) + 1.0
+    w_periph = (deg.rsqrt() if aggregator == "gcn" else 1.0 / deg)[sub] * weight
+    return _gather_rows(x, batch, 1.0 / deg, w_periph)
 
 
 class StarGNN(nn.Module):

@@ -94,6 +94,48 @@ class StarBatch:
                 f"num_peripherals={self.num_peripherals})")
 
 
+@dataclass(frozen=True, eq=False, repr=False)
+class PaddedStarBatch:
+    """A batch of star sub-graphs in buffers of a fixed size (the GPU path's batch).
+
+    The same fields as :class:`StarBatch`, padded: ``centers`` ``(C,)`` and the peripheral
+    arrays ``(P,)`` have fixed capacities; ``center_mask`` and ``periph_mask`` mark the real
+    entries (padding reads node 0 and sub-graph 0 and must be weighted by the masks).
+    ``count`` is the realised number of sub-graphs as a 0-dim tensor on the device, so
+    nothing about the batch has to be read on the host during a step.
+
+    Attributes:
+        centers: (C,) centre ids, ascending over the real entries.
+        center_mask: (C,) bool, the first ``count`` entries.
+        periph_nodes: (P,) peripheral ids; periph_subgraph: (P,) index into ``centers``,
+            non-decreasing over the real entries; periph_mask: (P,) bool.
+        count: 0-dim int64 tensor.
+    """
+
+    centers: Tensor
+    center_mask: Tensor
+    periph_nodes: Tensor
+    periph_subgraph: Tensor
+    periph_mask: Tensor
+    count: Tensor
+
+    @property
+    def num_subgraphs(self) -> int:
+        """The capacity ``C`` (number of slots, real or padding)."""
+        return int(self.centers.numel())
+
+    def compact(self) -> StarBatch:
+        """The real entries as a :class:`StarBatch` (reads the masks on the host)."""
+        keep = self.periph_mask
+        num = int(self.count)
+        return StarBatch(self.centers[:num], self.periph_nodes[keep], self.periph_subgraph[keep],
+                         num)
+
+    def __repr__(self) -> str:
+        return (f"PaddedStarBatch(capacity_centers={self.num_subgraphs}, "
+                f"capacity_peripherals={int(self.periph_nodes.numel())})")
+
+
 def empty_star_batch() -> StarBatch:
     """A batch with no sub-graph (spec 000 §3.2 (f): the step still happens)."""
     e = torch.zeros(0, dtype=torch.long)

@@ -12,7 +12,7 @@ import torch
 
 from gnnprivacy.errors import InvalidParameterError
 
-__all__ = ["DeviceUnavailableError", "device_name", "resolve_device"]
+__all__ = ["DeviceUnavailableError", "device_generator", "device_name", "resolve_device"]
 
 
 class DeviceUnavailableError(InvalidParameterError):
@@ -62,3 +62,19 @@ def device_name(device: torch.device) -> str:
     if device.type == "cuda" and device.index is None:
         return f"cuda:{torch.cuda.current_device()}"
     return str(device)
+
+
+def device_generator(parent: torch.Generator | None, device: torch.device
+                     ) -> torch.Generator | None:
+    """A ``torch.Generator`` on ``device`` seeded with one draw of ``parent`` (``None`` stays
+    ``None``: secure mode has no noise generator).
+
+    The GPU path draws its noise and batches where they are used, so no random numbers cross
+    from the host each step; the stream is still a function of the run seed (through
+    ``parent``), or of OS entropy where ``parent`` was seeded from it (secure mode's
+    samplers).
+    """
+    if parent is None:
+        return None
+    seed = int(torch.randint(0, 2**62, (1,), generator=parent))
+    return torch.Generator(device=device).manual_seed(seed)

@@ -55,9 +55,10 @@ class GAPParams:
 def fit_gap(ctx: RunContext) -> MethodResult:
     """GAP node-level training (spec 000 §3.9, §5)."""
     from gnnprivacy.nn.gap import GAPTrainer
+    from gnnprivacy.training.device import device_name
 
     trainer = GAPTrainer(**ctx.params.trainer_kwargs(), generator=ctx.seed_for("train"),
-                         progress=ctx.progress).fit(ctx.data)
+                         progress=ctx.progress, device=ctx.device).fit(ctx.data)
     metrics = trainer.score(ctx.data)
     ctx.log(f"gap ({trainer.accounting}): {trainer.steps_} noisy releases, noise multiplier "
             f"{trainer.noise_multiplier_:.4g}, aggregation std {trainer.agg_std_:.4g}, epsilon "
@@ -69,4 +70,5 @@ def fit_gap(ctx: RunContext) -> MethodResult:
         extra["model"] = trainer
     return MethodResult(metrics=metrics, epsilon=trainer.epsilon_, delta=trainer.delta_,
                         ledger=trainer.ledger_, privacy=trainer.privacy_record(),
-                        info={**trainer.info_, "steps": trainer.steps_}, **extra)
+                        info={**trainer.info_, "steps": trainer.steps_,
+                              "device": device_name(trainer.device_)}, **extra)

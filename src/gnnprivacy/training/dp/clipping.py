@@ -72,7 +72,9 @@ class ClippedGradients:
 
 def clip_factors(norms: Tensor, clip_norm: float) -> Tensor:
     """``min(1, C/‖g‖)`` elementwise; exactly 1 where ``‖g‖ ≤ C`` (also for ``‖g‖ = 0``)."""
-    c = torch.as_tensor(clip_norm, dtype=norms.dtype, device=norms.device)
+    # filled on the device (no host-to-GPU copy); a bound past the dtype's range is infinite
+    c = torch.full_like(norms, clip_norm if clip_norm <= torch.finfo(norms.dtype).max
+                        else math.inf)
     return torch.where(norms > c, c / norms.clamp_min(torch.finfo(norms.dtype).tiny),
                        torch.ones_like(norms))
 

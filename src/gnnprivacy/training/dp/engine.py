@@ -105,7 +105,9 @@ class StepInfo:
 
     Attributes:
         step: 1-based index of the executed step.
-        num_subgraphs: realised batch size (data-dependent: a diagnostic, not for release).
+        num_subgraphs: realised batch size (data-dependent: a diagnostic, not for release);
+            on a fixed-shape device (a GPU) the batch's capacity, padding slots included,
+            since reading the realised size would stall the device every step.
         noise_std: σ of the Gaussian noise added to the clipped sum.
     """
 

@@ -17,9 +17,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from gnnprivacy.mechanisms.gaussian import gaussian_mechanism
 
-__all__ = ["gaussian_noise"]
+__all__ = ["gaussian_noise", "to_device"]
 
 
 def gaussian_noise(like: Tensor, std: float, *, generator: torch.Generator | None = None,
@@ -34,13 +33,29 @@ def gaussian_noise(like: Tensor, std: float, *, generator: torch.Generator | Non
     """
     if std == 0:
         return torch.zeros_like(like)
-    if secure:
-        zeros = torch.zeros(like.shape, dtype=like.dtype)
-        return gaussian_mechanism(zeros, std=std, secure_mode=True).to(like.device)
+    if secure:                               # imported here: only secure runs need them
+        from gnnprivacy.mechanisms.gaussian import gaussian_mechanism
+        from gnnprivacy.training.host_sync import host_side
+
+        with host_side():                    # the OS CSPRNG is on the host
+            zeros = torch.zeros(like.shape, dtype=like.dtype)
+            noise = gaussian_mechanism(zeros, std=std, secure_mode=True)
+        return to_device(noise, like.device)
     if generator is None:
         raise ValueError("gaussian_noise needs a torch.Generator (randomness is an argument) "
                          "or secure=True")
-    # The generator's device decides where the draw happens (a CPU generator serves a CUDA
-    # model: the same numbers on every device, then one copy).
+    # The generator's device decides where the draw happens: a generator on the model's
+    # device draws there (the trainers' GPU path); a CPU generator serving a CUDA model
+    # gives the same numbers on every device, then one asynchronous copy.
     z = torch.randn(like.shape, generator=generator, dtype=like.dtype, device=generator.device)
-    return z.mul_(std).to(like.device)
+    return to_device(z.mul_(std), like.device)
+
+
+def to_device(t: Tensor, device: torch.device) -> Tensor:
+    """``t`` on ``device``; a host tensor goes to a GPU through pinned memory without
+    blocking (a pageable copy would make the host wait for the GPU's queue every step)."""
+    if t.device == device:
+        return t
+    if device.type == "cuda" and t.device.type == "cpu":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)

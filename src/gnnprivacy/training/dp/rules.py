@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from gnnprivacy._fixed_shapes import fixed_shapes
 from gnnprivacy.errors import GnnPrivacyError
 from gnnprivacy.nn.dpgnn import IndexedLinear
 from gnnprivacy.nn.star import SelfScale
@@ -214,9 +215,9 @@ def _indexed_backs(acts: list[Tensor], backs: list[Tensor]) -> tuple[Tensor, Ten
     if len(acts) != 1:
         raise ValueError("IndexedLinear must be called once per forward pass under the DP engine")
     nodes, d = acts[0], backs[0]
-    pad = nodes < 0
-    if bool(pad.any()):  # in place (idempotent): both rule functions see the masked δ
-        d.masked_fill_(pad.unsqueeze(-1), 0.0)
+    # in place (idempotent): both rule functions see the masked δ; unconditional, since
+    # asking whether there is padding would read a device value on the host
+    d.masked_fill_((nodes < 0).unsqueeze(-1), 0.0)
     return nodes, d
 
 
@@ -240,7 +241,17 @@ def _indexed_clipped_sums(layer: IndexedLinear, acts: list[Tensor], backs: list[
     nodes, d = _indexed_backs(acts, backs)
     x, out = layer.features, {}
     flat = nodes.clamp_min(0).reshape(-1)
-    if layer.weight.requires_grad:
+    if layer.weight.requires_grad and fixed_shapes(d.device):
+        # no unique ids and no sparse product (both read sizes on the host on a GPU):
+        # gather the rows, or scatter δ onto every node when there are fewer nodes
+        b, r, h = d.shape
+        scaled = (d * factors[layer.weight].to(d.dtype).view(-1, 1, 1)).reshape(b * r, h)
+        if flat.numel() < x.shape[0]:
+            out[layer.weight] = scaled.t() @ x.index_select(0, flat).to(d.dtype)
+        else:
+            s = torch.zeros(x.shape[0], h, dtype=d.dtype, device=d.device)
+            out[layer.weight] = s.index_add_(0, flat, scaled).t() @ x.to(d.dtype)
+    elif layer.weight.requires_grad:
         # S = P δ with P[u, (i, r)] = c_i [n_ir = u]: one sparse product, so the scaled
         # (B·(K+1), h) copy of δ is never formed (it was the step's largest temporary).
         b, r, h = d.shape

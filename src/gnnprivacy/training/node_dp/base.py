@@ -33,9 +33,10 @@ import torch
 from torch_geometric.data import Data
 
 from gnnprivacy._estimator import EstimatorParams
+from gnnprivacy._fixed_shapes import fixed_shapes
 from gnnprivacy._validation import check_int
 from gnnprivacy.training.checkpoint import fingerprint, load_checkpoint, save_checkpoint
-from gnnprivacy.training.device import device_name, resolve_device
+from gnnprivacy.training.device import device_generator, device_name, resolve_device
 from gnnprivacy.training.dp import DPEngine
 from gnnprivacy.training.memory import tune_malloc
 from gnnprivacy.training.node_dp.common import derive_generators, make_generator
@@ -130,6 +131,18 @@ class NodeDPTrainer(EstimatorParams):
         if hasattr(self, "privacy_info_"):
             self.privacy_info_["secure_mode"] = self.secure_mode
         return self
+
+    def _step_generators(self, gens: dict[str, torch.Generator | None]
+                         ) -> tuple[torch.Generator, torch.Generator | None]:
+        """``(sample, noise)`` generators of the step loop: the run's streams, or on a
+        fixed-shape device (a GPU) generators on the device seeded from them, so no random
+        number crosses from the host in a step. They join ``gens`` (``sample_device``,
+        ``noise_device``), so checkpoints carry their state."""
+        if not fixed_shapes(self.device_):
+            return gens["sample"], gens["noise"]
+        for name in ("sample", "noise"):
+            gens[f"{name}_device"] = device_generator(gens[name], self.device_)
+        return gens["sample_device"], gens["noise_device"]
 
     def _deferred_check_failed(self) -> bool:
         """A calibration checked only on the largest degree gave more than the target."""

@@ -42,11 +42,13 @@ from torch import Tensor
 from torch.nn import functional as F
 from torch_geometric.data import Data
 
+from gnnprivacy._fixed_shapes import fixed_shapes
 from gnnprivacy._validation import (check_choice, check_int, check_positive, check_real,
                                     check_delta_range, check_target_epsilon)
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.nn.dpgnn import ACTIVATIONS, OneLayerGCN
 from gnnprivacy.sampling import NodeBatchSampler, sample_degree_bounded_subgraphs
+from gnnprivacy.sampling.fixed_shape import FixedShapeNodeBatches
 from gnnprivacy.sampling.per_edge import PER_EDGE_SCOPE, sample_per_edge_bounded_subgraphs
 from gnnprivacy.training.dp import ClipGroup, DPEngine, clipped_gradient_sum, make_optimizer
 from gnnprivacy.training.node_dp import _privacy
@@ -227,20 +229,34 @@ class DPGNNTrainer(NodeDPTrainer):
                     else NeighboringRelation.ADD_OR_REMOVE)
         self.accountant_ = _privacy.new_accountant("rdp", PrivacyUnit.NODE, relation)
         opt = make_optimizer(self.optimizer, self.model_.parameters(), lr=self.lr)
+        gen, noise = self._step_generators(gens)
         engine = DPEngine(self.model_, opt, clip_norm=groups,
                           noise_multiplier=self.noise_multiplier_ * 2 * bounded.max_occurrence,
-                          expected_batch_size=m, generator=gens["noise"],
+                          expected_batch_size=m, generator=noise,
                           secure_mode=self.secure_mode, accountant=self.accountant_,
                           step_event=make_event(self.noise_multiplier_),
                           sampling="degree_bounded")
-        model, gen = self.model_, gens["sample"]
+        model = self.model_
+        on_device = FixedShapeNodeBatches.from_sampler(batches, dev) if fixed_shapes(dev) else None
 
         def closure_for_step():
-            index = batches.sample(gen).to(dev)
+            valid = None
+            if on_device is not None:     # drawn on the device, fixed size: no host sync
+                index, valid = on_device.sample(gen)
+            else:
+                index = batches.sample(gen).to(dev)
             nodes, mask = neighbors[index], row_mask[index]
-            return lambda: F.cross_entropy(model(x, nodes, mask), y[nodes[:, 0]], reduction="none")
+            if valid is None:
+                return lambda: F.cross_entropy(model(x, nodes, mask), y[nodes[:, 0]],
+                                               reduction="none")
+            weight = valid.to(x.dtype)     # Poisson batch: padding slots weigh nothing
+            return lambda: F.cross_entropy(model(x, nodes, mask), y[nodes[:, 0]],
+                                           reduction="none") * weight
 
         self._run(engine, self.steps_planned_, closure_for_step)
+        if on_device is not None:
+            on_device.check()
+            self.model_.encoder[0].check_gram_cache()
         self._finish(engine, delta)
         self.privacy_info_ = {
             "unit": PrivacyUnit.NODE.value, "relation": relation.value, "accountant": "rdp",

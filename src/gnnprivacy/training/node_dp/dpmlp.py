@@ -27,15 +27,16 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch_geometric.data import Data
 
+from gnnprivacy._fixed_shapes import fixed_shapes
 from gnnprivacy._validation import (check_choice, check_int, check_positive, check_real,
                                     check_delta_range, check_target_epsilon)
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
-from gnnprivacy.training.dp import make_optimizer
+from gnnprivacy.sampling.fixed_shape import FixedShapeNodeBatches
+from gnnprivacy.training.dp import DPEngine, make_optimizer
 from gnnprivacy.training.node_dp import _privacy
 from gnnprivacy.training.node_dp.base import NodeDPTrainer
 from gnnprivacy.training.node_dp.common import FeatureNorm, is_inductive, node_metrics
 from gnnprivacy.training.nonprivate import num_classes_of, training_graph
-from gnnprivacy.training.private import NodeSubgraphs, PrivateTraining
 
 __all__ = ["DPMLPTrainer", "default_delta_dpmlp", "mlp"]
 
@@ -156,9 +157,34 @@ class DPMLPTrainer(NodeDPTrainer):
         self.model_ = mlp(x.shape[1], self.hidden_channels, self.num_classes_, self.num_layers,
                           self.activation).to(self.device_)
         opt = make_optimizer(self.optimizer, self.model_.parameters(), lr=self.lr)
+        if fixed_shapes(self.device_):
+            engine = self._run_fixed_shapes(x[train], graph.y[train], opt, gens,
+                                            batch_size=min(self.batch_size, n_train),
+                                            event=make_event(self.noise_multiplier_))
+        else:
+            engine = self._run_user_path(x, graph, opt, gens, delta=delta, n_train=n_train)
+        self._finish(engine, delta)
+        self.privacy_info_ = {
+            "unit": PrivacyUnit.NODE.value, "relation": NeighboringRelation.ADD_OR_REMOVE.value,
+            "accountant": "pld", "noise_multiplier": self.noise_multiplier_, "noise_std": self.noise_std_,
+            "clip_norm": self.clip_norm, "sample_rate": q, "steps": self.steps_,
+            "secure_mode": self.secure_mode,
+            "scope": ("the trained MLP's parameters: every executed noisy step, for one "
+                      "training node added or removed (features and label; the graph is "
+                      "not used, so edges are outside the model)"),
+            "unaccounted": (["feature standardisation over private nodes"]
+                            if self.feature_norm_.unaccounted else []),
+            "calibrated": self.noise_multiplier is None}
+        self.info_ = {"setting": "inductive" if inductive else "transductive",
+                      "num_train": n_train}
+
+    def _run_user_path(self, x: Tensor, graph: Data, opt, gens, *, delta: float,
+                       n_train: int):
+        """The recipe: gp.make_private's "nodes" sampler and a plain loop (the user path)."""
+        from gnnprivacy.training.private import NodeSubgraphs, PrivateTraining
+
         graph = Data(x=x, y=graph.y, edge_index=graph.edge_index,
                      train_mask=graph.train_mask, num_nodes=graph.num_nodes)
-        # the recipe: gp.make_private's "nodes" sampler and a plain loop, the user path
         pt = PrivateTraining(self.model_, opt, graph, sampler=NodeSubgraphs(),
                              noise_multiplier=self.noise_multiplier_, delta=delta,
                              max_grad_norm=self.clip_norm, steps=self.steps_planned_,
@@ -175,21 +201,35 @@ class DPMLPTrainer(NodeDPTrainer):
             opt.step()
 
         self._run_private(pt, step)
-        engine = pt.engine
-        self._finish(engine, delta)
-        self.privacy_info_ = {
-            "unit": PrivacyUnit.NODE.value, "relation": NeighboringRelation.ADD_OR_REMOVE.value,
-            "accountant": "pld", "noise_multiplier": self.noise_multiplier_, "noise_std": self.noise_std_,
-            "clip_norm": self.clip_norm, "sample_rate": q, "steps": self.steps_,
-            "secure_mode": self.secure_mode,
-            "scope": ("the trained MLP's parameters: every executed noisy step, for one "
-                      "training node added or removed (features and label; the graph is "
-                      "not used, so edges are outside the model)"),
-            "unaccounted": (["feature standardisation over private nodes"]
-                            if self.feature_norm_.unaccounted else []),
-            "calibrated": self.noise_multiplier is None}
-        self.info_ = {"setting": "inductive" if inductive else "transductive",
-                      "num_train": n_train}
+        return pt.engine
+
+    def _run_fixed_shapes(self, x: Tensor, y: Tensor, opt, gens, *, batch_size: int, event):
+        """The GPU path: the same Poisson sampling, clipping, noise, event and accountant as
+        the user path, with batches drawn on the device in a fixed-size buffer (padding
+        slots weigh nothing), so a step reads nothing on the host."""
+        dev, n_train = self.device_, x.shape[0]
+        rate = batch_size / n_train
+        batches = FixedShapeNodeBatches(n_train, device=dev, rate=rate)
+        gen, noise = self._step_generators(gens)
+        self.accountant_ = _privacy.new_accountant("pld", PrivacyUnit.NODE,
+                                                   NeighboringRelation.ADD_OR_REMOVE,
+                                                   epsilon=self.epsilon,
+                                                   steps=self.steps_planned_)
+        engine = DPEngine(self.model_, opt, clip_norm=self.clip_norm,
+                          noise_multiplier=self.noise_multiplier_,
+                          expected_batch_size=rate * n_train, generator=noise,
+                          secure_mode=self.secure_mode, accountant=self.accountant_,
+                          step_event=event, sampling="poisson")
+        model, x, y = self.model_, x.to(dev), y.to(dev)
+
+        def closure_for_step():
+            index, valid = batches.sample(gen)
+            weight = valid.to(x.dtype)
+            return lambda: F.cross_entropy(model(x[index]), y[index], reduction="none") * weight
+
+        self._run(engine, self.steps_planned_, closure_for_step)
+        batches.check()
+        return engine
 
     def predict_logits(self, data: Data) -> Tensor:
         """Logits of every node from its own features."""

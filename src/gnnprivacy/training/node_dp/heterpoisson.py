@@ -45,12 +45,14 @@ from torch import Tensor
 from torch.nn import functional as F
 from torch_geometric.data import Data
 
+from gnnprivacy._fixed_shapes import fixed_shapes
 from gnnprivacy._validation import (check_choice, check_int, check_positive, check_real,
                                     check_delta_range, check_target_epsilon)
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.nn.star import AGGREGATORS, StarGNN
 from gnnprivacy.sampling import HeterPoissonSampler
+from gnnprivacy.sampling.fixed_shape import FixedShapeHeterPoisson
 from gnnprivacy.sampling.star_batch import StarBatch
 from gnnprivacy.training.dp import DPEngine, make_optimizer
 from gnnprivacy.training.node_dp import _privacy
@@ -228,14 +230,21 @@ class HeterPoissonTrainer(NodeDPTrainer):
                                                    epsilon=self.epsilon,
                                                    steps=self.steps_planned_)
         self.expected_batch_size_ = self.q_b_ * int(graph.train_mask.sum())
+        gen, noise = self._step_generators(gens)
         engine = DPEngine(self.model_, make_optimizer("adam", self.model_.parameters(), lr=self.lr),
                           clip_norm=self.clip_norm, noise_multiplier=self.noise_multiplier_,
-                          expected_batch_size=self.expected_batch_size_, generator=gens["noise"],
+                          expected_batch_size=self.expected_batch_size_, generator=noise,
                           secure_mode=self.secure_mode, accountant=self.accountant_,
                           step_event=event, sampling="heterpoisson")
-        y, model, gen = graph.y.to(dev), self.model_, gens["sample"]
+        y, model = graph.y.to(dev), self.model_
+        stars = FixedShapeHeterPoisson(sampler, dev) if fixed_shapes(dev) else None
 
         def closure_for_step():
+            if stars is not None:         # drawn on the device, padded: no host sync
+                batch = stars.sample(gen)
+                weight = batch.center_mask.to(x.dtype)
+                return lambda: F.cross_entropy(model(x, batch), y[batch.centers],
+                                               reduction="none") * weight
             batch = sampler.sample(gen)
             if dev.type != "cpu":
                 batch = StarBatch(batch.centers.to(dev), batch.periph_nodes.to(dev),
@@ -243,6 +252,8 @@ class HeterPoissonTrainer(NodeDPTrainer):
             return lambda: F.cross_entropy(model(x, batch), y[batch.centers], reduction="none")
 
         self._run(engine, self.steps_planned_, closure_for_step)
+        if stars is not None:
+            stars.check()
         self._finish(engine, delta)
         self.privacy_info_ = self._privacy_info(kind, d_max)
         self.info_ = {"setting": "inductive" if inductive else "transductive",
