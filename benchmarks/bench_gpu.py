@@ -65,7 +65,7 @@ QUICK_SIZES = {"csbm-1e4": 10**4, "csbm-1e5": 10**5}
 
 
 class Capped(Exception):
-    """Raised by :class:`Clock` to stop a CPU run after its measured steps."""
+    """Raised by `Clock` to stop a CPU run after its measured steps."""
 
 
 class Clock:
@@ -258,7 +258,7 @@ def measure(method: str, data, device: str, args, *, direct: bool, cap: int | No
 
 @contextlib.contextmanager
 def nonprivate_engine():
-    """Swap :meth:`DPEngine.step` for a non-private step on the same closure (forward,
+    """Swap `DPEngine.step` for a non-private step on the same closure (forward,
     ``(losses.sum() / B_exp).backward()``, optimizer step), keeping the loop's bookkeeping."""
     from gnnprivacy.training.dp import engine as eng
 

@@ -4,10 +4,10 @@ A Poisson-sampled batch has a random size. On the CPU the samplers build it at i
 size; on a GPU that would need the host to read the size back every step (a *host
 synchronisation*: ``nonzero``, ``.item()``, ...), which stalls the GPU's queue. On the
 devices named here the samplers instead draw on the device into buffers of a fixed capacity
-(:mod:`gnnprivacy.sampling.fixed_shape`) with masks for the empty slots, and the models and
+(`gnnprivacy.sampling.fixed_shape`) with masks for the empty slots, and the models and
 the engine's rules take the branch that needs no size on the host.
 
-Tests add ``"cpu"`` to :data:`FIXED_SHAPE_DEVICES` to run the GPU path's code on a CPU
+Tests add ``"cpu"`` to `FIXED_SHAPE_DEVICES` to run the GPU path's code on a CPU
 (``tests/training/test_host_sync.py``).
 """
 

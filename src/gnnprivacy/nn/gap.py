@@ -223,7 +223,7 @@ class GAPTrainer(EstimatorParams):
             called for the encoder's and the classifier's DP-SGD steps.
         device: ``"cpu"`` or ``"cuda[:K]"``: where the two DP-SGD phases and the
             aggregation run (on a GPU the batches are drawn on the device in fixed-size
-            buffers, :mod:`gnnprivacy.sampling.fixed_shape`); the fitted model is kept on
+            buffers, `gnnprivacy.sampling.fixed_shape`); the fitted model is kept on
             the CPU.
         secure_mode: draw the DP-SGD and aggregation noise from the OS CSPRNG (no
             generator), and the Poisson-sampling and degree-bounding seeds from OS entropy;

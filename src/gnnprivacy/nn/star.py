@@ -113,7 +113,7 @@ def _gather_rows(x: Tensor, batch, w_center: Tensor | None, w_periph: Tensor) ->
 
 
 def _padded_aggregate(x: Tensor, batch, aggregator: str) -> Tensor:
-    """:func:`star_aggregate` of a :class:`~gnnprivacy.sampling.star_batch.PaddedStarBatch`:
+    """`star_aggregate` of a `PaddedStarBatch`:
     padding peripherals get weight 0 and count in no degree."""
     weight = batch.periph_mask.to(x.dtype)
     sub = batch.periph_subgraph

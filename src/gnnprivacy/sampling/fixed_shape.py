@@ -1,7 +1,7 @@
 """Batch sampling on the device in buffers of a fixed size (the GPU path, no host sync).
 
-The exact samplers (:class:`~gnnprivacy.sampling.HeterPoissonSampler`,
-:class:`~gnnprivacy.sampling.NodeBatchSampler`) return a batch of its realised, random size.
+The exact samplers (`HeterPoissonSampler`,
+`NodeBatchSampler`) return a batch of its realised, random size.
 Building it needs that size on the host (``nonzero``, ``.item()``, ``repeat_interleave``),
 and on a GPU every such read waits for the device to finish its queue. The samplers here
 draw the same trials on the device and compact the chosen items into buffers of a fixed
@@ -11,11 +11,11 @@ draw the same trials on the device and compact the chosen items into buffers of 
   ``Bernoulli(min(1, M / D_out(j)))``, overlap removal), drawn from a generator on the
   device; the batch has the same distribution, not the same random stream;
 * a capacity is the smallest ``k`` that Bernstein's inequality proves the count exceeds
-  with probability at most ``2^-60`` (:func:`capacity`, from public quantities only:
+  with probability at most ``2^-60`` (`capacity`, from public quantities only:
   sizes, degrees, ``q``, ``M``; the kept peripherals take two such bounds);
 * an overflow (a count above its capacity) is recorded on the device, never truncated
-  silently: :meth:`check` (one read, after the step loop) raises
-  :class:`CapacityExceededError` and the run is discarded.
+  silently: `check` (one read, after the step loop) raises
+  `CapacityExceededError` and the run is discarded.
 
 *Privacy.* The trials and their distribution are those of the exact sampler, so the
 accountant's event is unchanged. What differs is the overflow: a run is refused (nothing is
@@ -84,13 +84,13 @@ class FixedShapeHeterPoisson:
     """HeterPoisson star batches drawn on ``device`` into fixed-size buffers.
 
     Args:
-        sampler: the exact :class:`~gnnprivacy.sampling.HeterPoissonSampler` (its graph,
+        sampler: the exact `HeterPoissonSampler` (its graph,
             candidates, eligible set, ``q_b``, ``M`` and overlap rule).
         device: where the graph arrays live and the trials are drawn.
 
-    Each :meth:`sample` is one step: one uniform per central candidate, one per in-edge of
+    Each `sample` is one step: one uniform per central candidate, one per in-edge of
     every chosen centre, compacted into ``capacity_centers`` stars and ``capacity_peripherals``
-    peripherals (:class:`~gnnprivacy.sampling.star_batch.PaddedStarBatch`).
+    peripherals (`PaddedStarBatch`).
     """
 
     def __init__(self, sampler: HeterPoissonSampler, device: torch.device | str):
@@ -128,7 +128,7 @@ class FixedShapeHeterPoisson:
         self.overflow = torch.zeros((), dtype=torch.bool, **to)
 
     def sample(self, generator: torch.Generator) -> PaddedStarBatch:
-        """One step's stars (``generator`` on :attr:`device`); no host synchronisation."""
+        """One step's stars (``generator`` on `device`); no host synchronisation."""
         dev, cap_c = self.device, self.capacity_centers
         u = torch.rand(self._cand.shape, generator=generator, dtype=torch.float64, device=dev)
         chosen = u < self.q_b
@@ -163,7 +163,7 @@ class FixedShapeHeterPoisson:
                                count)
 
     def check(self) -> None:
-        """Raise :class:`CapacityExceededError` if any step overflowed (one host read)."""
+        """Raise `CapacityExceededError` if any step overflowed (one host read)."""
         if bool(self.overflow):
             raise CapacityExceededError(
                 "a HeterPoisson batch exceeded its fixed capacity (centres "
@@ -189,7 +189,7 @@ def _candidate_edge_order(rowptr: Tensor, cand: Tensor) -> np.ndarray:
 
 class FixedShapeNodeBatches:
     """Node batches of positions ``0..num_items-1`` drawn on ``device`` (the GPU path of
-    :class:`~gnnprivacy.sampling.NodeBatchSampler` and of DP-SGD's Poisson sampling).
+    `NodeBatchSampler` and of DP-SGD's Poisson sampling).
 
     Args:
         num_items: ``N``.
@@ -234,7 +234,7 @@ class FixedShapeNodeBatches:
         return index, self._slots < count
 
     def check(self) -> None:
-        """Raise :class:`CapacityExceededError` if any step overflowed (one host read)."""
+        """Raise `CapacityExceededError` if any step overflowed (one host read)."""
         if bool(self.overflow):
             raise CapacityExceededError(
                 f"a Poisson node batch exceeded its fixed capacity {self.capacity} "

@@ -98,7 +98,7 @@ class StarBatch:
 class PaddedStarBatch:
     """A batch of star sub-graphs in buffers of a fixed size (the GPU path's batch).
 
-    The same fields as :class:`StarBatch`, padded: ``centers`` ``(C,)`` and the peripheral
+    The same fields as `StarBatch`, padded: ``centers`` ``(C,)`` and the peripheral
     arrays ``(P,)`` have fixed capacities; ``center_mask`` and ``periph_mask`` mark the real
     entries (padding reads node 0 and sub-graph 0 and must be weighted by the masks).
     ``count`` is the realised number of sub-graphs as a 0-dim tensor on the device, so
@@ -125,7 +125,7 @@ class PaddedStarBatch:
         return int(self.centers.numel())
 
     def compact(self) -> StarBatch:
-        """The real entries as a :class:`StarBatch` (reads the masks on the host)."""
+        """The real entries as a `StarBatch` (reads the masks on the host)."""
         keep = self.periph_mask
         num = int(self.count)
         return StarBatch(self.centers[:num], self.periph_nodes[keep], self.periph_subgraph[keep],

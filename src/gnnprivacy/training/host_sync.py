@@ -8,14 +8,14 @@ value that lives on the device: ``.item()``, ``bool(t)``, ``int(t)``, ``.tolist(
 device (``torch.tensor(..., device=...)``, ``t.to(device)``). Each one stalls the step until
 the GPU has drained its queue, which is what keeps a GPU step as slow as a CPU one.
 
-:class:`HostSyncDetector` is a :class:`torch.overrides.TorchFunctionMode` that records every
+`HostSyncDetector` is a `torch.overrides.TorchFunctionMode` that records every
 such call made while it is active, with the source line that made it, on any device: the
 step loop of the GPU path can thus be checked on a CPU (``tests/training/test_host_sync.py``)
 as well as with ``torch.cuda.set_sync_debug_mode("error")`` on a GPU (``-m gpu``).
 
 Calls made from ``torch.optim`` are not counted: the optimizers keep their step counters on
 the host by design (reading them costs no device synchronisation). Nor are calls inside
-:func:`host_side`, which marks work on host tensors only (secure mode's CSPRNG noise, drawn
+`host_side`, which marks work on host tensors only (secure mode's CSPRNG noise, drawn
 on the host and copied to the device without blocking).
 
 Example::
@@ -98,7 +98,7 @@ _HOST = threading.local()
 @contextmanager
 def host_side() -> Iterator[None]:
     """Mark a block that works on host tensors only: nothing in it waits for a device, so
-    :class:`HostSyncDetector` does not count its calls."""
+    `HostSyncDetector` does not count its calls."""
     _HOST.depth = getattr(_HOST, "depth", 0) + 1
     try:
         yield
@@ -152,6 +152,6 @@ class HostSyncDetector(TorchFunctionMode):
 
 
 def format_calls(calls: list[tuple[str, str]]) -> str:
-    """``calls`` of a :class:`HostSyncDetector` as one line per distinct ``(reason, place)``."""
+    """``calls`` of a `HostSyncDetector` as one line per distinct ``(reason, place)``."""
     return "\n".join(f"{n:5d} x {reason}   at {where}"
                      for (reason, where), n in Counter(calls).most_common())
