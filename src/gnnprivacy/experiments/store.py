@@ -223,16 +223,19 @@ class ResultStore:
                 except FileNotFoundError:
                     pass
                 continue
+            # held from the moment the file exists: a signal (KeyboardInterrupt) raised from here
+            # on leaves a claim that the caller's release() removes
+            _HELD_LOCKS[str(path)] = fd
             try:
                 if fcntl is not None:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 os.write(fd, json.dumps(me).encode())
                 os.fsync(fd)
             except OSError as exc:  # a full disk: no half-made claim may linger
+                _HELD_LOCKS.pop(str(path), None)
                 os.close(fd)
                 path.unlink(missing_ok=True)
                 raise WriteFailedError("claim", path, exc) from exc
-            _HELD_LOCKS[str(path)] = fd
             return True
         return False
 

@@ -322,10 +322,8 @@ def execute_task(task: SweepTask) -> TaskOutcome:
     if store.has_record(task.run_id):
         return TaskOutcome(task.run_id, "skipped")
     t0 = time.perf_counter()
-    claimed = False
     try:
-        claimed = store.claim(task.run_id)
-        if not claimed:
+        if not store.claim(task.run_id):
             return TaskOutcome(task.run_id, "elsewhere", error=store.claim_owner(task.run_id))
         if store.has_record(task.run_id):  # finished by another process just before we claimed it
             return TaskOutcome(task.run_id, "skipped")
@@ -337,9 +335,8 @@ def execute_task(task: SweepTask) -> TaskOutcome:
         store.write_failure(task.run_id, task.values, exc)  # best effort (a full disk)
         return TaskOutcome(task.run_id, "failed", error=f"{type(exc).__name__}: {exc}",
                            seconds=time.perf_counter() - t0)
-    finally:
-        if claimed:
-            store.release(task.run_id)
+    finally:  # also when a signal landed inside claim(): release() drops only a claim this process holds
+        store.release(task.run_id)
 
 
 #: set (by ``gnnprivacy sweep`` when stderr is not a terminal) to make workers log step progress

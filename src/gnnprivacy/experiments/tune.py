@@ -480,18 +480,15 @@ def tune(spec: TuneSpec | Mapping[str, Any] | str | Path, *, runs_dir: str | Pat
             "name", f"a tune name not yet used in {runs_dir} (a second tune would overwrite "
             f"{record} and mix its trials with the first's; choose another name or runs "
             "directory)", spec.name)
-    claimed = False
     try:
-        claimed = store.claim(claim)
-        if not claimed:
+        if not store.claim(claim):
             raise InvalidParameterError("name", f"a name no running tune uses (tune {spec.name!r} is "
                                         f"being run by {store.claim_owner(claim)})", spec.name)
         _remove_unfinished_tune(Path(runs_dir), spec.name, log)
         return _run_tune(spec, runs_dir=runs_dir, data_root=data_root, compare=compare,
                          reproducible_selection=reproducible_selection, log=log)
-    finally:
-        if claimed:
-            store.release(claim)
+    finally:  # also when a signal landed inside claim(): release() drops only a claim this process holds
+        store.release(claim)
 
 
 def _remove_unfinished_tune(runs_dir: Path, name: str, log: Callable[[str], None]) -> None:

@@ -38,6 +38,9 @@ class Bucket:
     rows: Tensor
     valid: Tensor
     offset: int = 0
+    #: first row when the bucket's rows are one contiguous block in subgraph order (no
+    #: padding): then a layer's rows are read as a view, with no copy
+    start: int | None = None
 
     @property
     def width(self) -> int:
@@ -73,16 +76,22 @@ class Buckets:
         return iter(self.buckets)
 
     def gather(self, t: Tensor, *, zero_padding: bool = True) -> Tensor:
-        """All buckets' rows of ``t`` in one ``index_select`` (padded rows zeroed)."""
+        """The rows of ``t`` of every bucket that is not a contiguous block, in one
+        ``index_select`` (padded rows zeroed)."""
+        if self.flat_rows.numel() == 0:
+            return t[:0]
         out = t.index_select(0, self.flat_rows)
         if zero_padding and self.padded:
             out = out * self.flat_valid.to(out.dtype).view(-1, *([1] * (t.dim() - 1)))
         return out
 
     @staticmethod
-    def view(flat: Tensor, b: Bucket) -> Tensor:
-        """Bucket ``b``'s ``(S, L, ...)`` block of a `gather` result."""
+    def view(flat: Tensor, b: Bucket, t: Tensor | None = None) -> Tensor:
+        """Bucket ``b``'s ``(S, L, ...)`` rows: a view of ``t`` itself for a contiguous
+        bucket, else its block of the `gather` result ``flat``."""
         size = b.rows.numel()
+        if b.start is not None and t is not None:
+            return t[b.start:b.start + size].view(*b.rows.shape, *t.shape[1:])
         return flat[b.offset:b.offset + size].view(*b.rows.shape, *flat.shape[1:])
 
 
@@ -110,11 +119,19 @@ def segment_buckets(seg: Tensor, num_segments: int) -> Buckets:
         valid = pos.unsqueeze(0) < counts[segs].unsqueeze(1)
         idx = (starts[segs].unsqueeze(1) + pos.unsqueeze(0)).clamp_max(max(seg.numel() - 1, 0))
         rows = torch.where(valid, order[idx], torch.full_like(idx, -1))
-        out.append(Bucket(segs, rows, valid, offset))
-        offset += rows.numel()
+        first = int(rows[0, 0])
+        block = bool(valid.all()) and bool(
+            (rows.reshape(-1) == torch.arange(first, first + rows.numel(),
+                                              device=seg.device)).all())
+        if block:
+            out.append(Bucket(segs, rows, valid, -1, first))
+        else:
+            out.append(Bucket(segs, rows, valid, offset))
+            offset += rows.numel()
     empty = torch.zeros(0, dtype=torch.long, device=seg.device)
-    flat = torch.cat([b.rows.reshape(-1) for b in out]) if out else empty
-    valid = torch.cat([b.valid.reshape(-1) for b in out]) if out else empty.bool()
+    gathered = [b for b in out if b.start is None]
+    flat = torch.cat([b.rows.reshape(-1) for b in gathered]) if gathered else empty
+    valid = torch.cat([b.valid.reshape(-1) for b in gathered]) if gathered else empty.bool()
     return Buckets(out, flat.clamp_min(0), valid, bool((~valid).any()))
 
 
@@ -144,7 +161,7 @@ def linear_norms_sq(a: Tensor, d: Tensor, buckets: Buckets, num_segments: int) -
     p, q = d.shape[1], a.shape[1]
     da, aa = buckets.gather(d), buckets.gather(a, zero_padding=False)
     for b in buckets:
-        db, ab = Buckets.view(da, b), Buckets.view(aa, b)
+        db, ab = Buckets.view(da, b, d), Buckets.view(aa, b, a)
         if b.width == 1:
             out[b.segments] = (torch.linalg.vector_norm(db[:, 0], dim=1).square()
                                * torch.linalg.vector_norm(ab[:, 0], dim=1).square())

@@ -127,8 +127,24 @@ class SubgraphSampler:
     def _assemble(self, nodes: Tensor, seg: Tensor, centre_first: Tensor, num: int,
                   edges: tuple[Tensor, Tensor]) -> Data:
         """A batch from rows ``nodes`` grouped by subgraph ``seg`` (non-decreasing), the row of
-        each centre, and local edges ``(src_rows, dst_rows)``."""
+        each centre, and local edges ``(src_rows, dst_rows)``.
+
+        The subgraphs are renumbered by size (stable), so the subgraphs of one size occupy one
+        contiguous block of rows: the engine then reads each size class of a layer's rows as a
+        view, with no copy (the subgraphs' order in a batch carries no meaning)."""
         g = self.graph
+        sizes = torch.bincount(seg, minlength=num)
+        order = torch.argsort(sizes, stable=True)               # old subgraph ids, by size
+        if num and not bool((order == torch.arange(num)).all()):
+            rank = torch.empty_like(order)
+            rank[order] = torch.arange(num)                    # old id -> new id
+            new_seg = rank[seg]
+            rows = torch.argsort(new_seg, stable=True)          # new row -> old row
+            where = torch.empty_like(rows)
+            where[rows] = torch.arange(rows.numel())            # old row -> new row
+            nodes, seg = nodes[rows], new_seg[rows]
+            centre_first = where[centre_first[order]]
+            edges = (where[edges[0]], where[edges[1]])
         return Data(x=g.x[nodes], edge_index=torch.stack(edges), y=g.y[nodes], batch=seg,
                     center=centre_first, n_id=nodes, num_subgraphs=int(num),
                     num_nodes=int(nodes.numel()))
