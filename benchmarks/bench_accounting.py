@@ -60,7 +60,7 @@ def trainer_accounting(num_nodes: int = 13_752, epsilon: float = 8.0) -> None:
 
     from gnnprivacy.accounting import base
     from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
-    from gnnprivacy.training.node_dp import _privacy
+    from gnnprivacy.training import _privacy
 
     q_b = min(1.0, 4096 / num_nodes)
     steps, delta = math.ceil(9 / q_b), num_nodes ** -1.1

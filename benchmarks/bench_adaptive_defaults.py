@@ -10,7 +10,7 @@ import json
 import sys
 import time
 
-from gnnprivacy.experiments.runner import run
+from gnnprivacy.method.runner import run
 
 dataset = sys.argv[1]
 methods = sys.argv[2:] or ["heterpoisson", "dpgnn", "dpmlp", "gcn"]

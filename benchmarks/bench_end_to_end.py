@@ -154,10 +154,10 @@ def main(argv=None) -> None:
 
 def train_path_runs(args) -> None:
     """The same plan as ``gnnprivacy train --method heterpoisson --dataset D --epsilon E``
-    runs it (``experiments.runner.run``: load from the PyG cache, fit, score, write the
+    runs it (``methods.runner.run``: load from the PyG cache, fit, score, write the
     record), from an empty accounting cache, then warm."""
-    from gnnprivacy.experiments.runner import run as runner_run
-    from gnnprivacy.training.node_dp import _privacy
+    from gnnprivacy.method.runner import run as runner_run
+    from gnnprivacy.training import _privacy
 
     fresh = tempfile.TemporaryDirectory(prefix="acct-cache-")
     os.environ["GNNPRIVACY_ACCOUNTING_CACHE"] = fresh.name  # datasets: the user's PyG cache

@@ -199,7 +199,7 @@ def method_options(method: str, args) -> dict:
 def registry_fit(method: str, data, device: str, clock: Clock, seed: int = 0, **extra):
     """Fit a private method's trainer with the registry's resolved defaults (no copy of the
     graph: for 10^7 nodes); returns ``(trainer, seconds)``."""
-    from gnnprivacy.experiments.registry import get_method
+    from gnnprivacy.method.registry import get_method
     from gnnprivacy.training.node_dp import DPGNNTrainer, DPMLPTrainer, HeterPoissonTrainer
 
     cls = {"heterpoisson": HeterPoissonTrainer, "dpgnn": DPGNNTrainer,

@@ -9,7 +9,7 @@ Usage::
 
 Phases: loading + grouping, the users' reports (GRR-FS, GRR), feature and label reconstruction
 (sparse K-hop propagation; no dense N x N matrix), METIS, training (100 full-batch epochs), and
-the end-to-end time of the same configuration through ``gnnprivacy.experiments.runner.run``.
+the end-to-end time of the same configuration through ``gnnprivacy.method.runner.run``.
 ``--table2`` instead runs ``rgnn`` and ``ldp-naive`` through ``runner.run`` with seeds
 123-127 on the paper's random 50/25/25 split for the Table II cells of the dataset
 (eps_x = 1) and prints mean +- population std beside the paper's numbers.
@@ -46,8 +46,8 @@ def table2(args) -> None:
     """Table II cells of ``args.dataset`` (eps_y from ``--eps-y``), 5 seeds, via runner.run."""
     import numpy as np
 
-    import gnnprivacy.experiments.methods.ldp  # noqa: F401  (registers the methods)
-    from gnnprivacy.experiments.runner import run
+    import gnnprivacy.method.builtin.ldp  # noqa: F401  (registers the methods)
+    from gnnprivacy.method.runner import run
 
     paper = PAPER_TABLE2.get(args.dataset, {})
     print(f"{'eps_y':>5}  {'method':<10} {'ours (mean +- std)':>20}  {'paper':>6}  per seed")
@@ -79,9 +79,9 @@ def main() -> None:
         table2(args)
         return
 
-    import gnnprivacy.experiments.methods.ldp as ldp_methods
+    import gnnprivacy.method.builtin.ldp as ldp_methods
     from gnnprivacy.datasets import load_dataset
-    from gnnprivacy.experiments.runner import run
+    from gnnprivacy.method.runner import run
     from gnnprivacy.ldp.reports import collect_reports
     from gnnprivacy.ldp.rgnn import ReconstructionCache, RGNNConfig, train_rgnn
 

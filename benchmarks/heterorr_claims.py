@@ -46,7 +46,7 @@ def run(args) -> None:
     import torch
 
     from gnnprivacy.datasets import load_dataset
-    from gnnprivacy.experiments.methods.heterorr import HeteroRRParams, train_gcn
+    from gnnprivacy.method.builtin.heterorr import HeteroRRParams, train_gcn
     from gnnprivacy.ldp.heterorr.pipeline import release
 
     data = load_dataset(args.dataset, root=args.root)

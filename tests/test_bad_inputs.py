@@ -422,7 +422,7 @@ CASES += [
 # -- set-ups and data mutations -----------------------------------------------------------------
 
 def _record(run_id: str, **extra):
-    from gnnprivacy.reporting.record import RunRecord
+    from gnnprivacy.records.record import RunRecord
 
     return RunRecord(run_id=run_id, method="gcn", dataset="csbm", config={"method": "gcn", "dataset": "csbm"},
                      seeds={"run": 0, "split": 0}, epsilon=math.inf, delta=None, privacy={"private": False},
@@ -462,7 +462,7 @@ def setup_good_and_empty(tmp: Path) -> None:
 def api_truncated_not_finished(tmp: Path) -> str:
     import warnings
 
-    from gnnprivacy.experiments.store import ResultStore
+    from gnnprivacy.records.store import ResultStore
 
     store = ResultStore(tmp / "runs")
     with warnings.catch_warnings(record=True) as caught:
@@ -478,7 +478,7 @@ def _train_with_cache(tmp: Path, edit) -> str:
     from click.testing import CliRunner
 
     from gnnprivacy.cli import main
-    from gnnprivacy.training.node_dp import _privacy
+    from gnnprivacy.training import _privacy
 
     env = {"GNNPRIVACY_ACCOUNTING_CACHE": str(tmp / "cache")}
     args = ["train", "--method", "dpmlp", "--dataset", "csbm", "--dataset-args", "num_nodes=300",
@@ -521,7 +521,7 @@ def api_forged_cache(tmp: Path) -> str:
 
 
 def api_read_truncated(tmp: Path) -> str:
-    from gnnprivacy.reporting.record import read_record
+    from gnnprivacy.records.record import read_record
 
     read_record(tmp / "runs" / "broken.json")
     return ""
@@ -562,7 +562,7 @@ def setup_record_repeated(tmp: Path) -> None:
 def setup_record_split_truncated(tmp: Path) -> None:
     """``broken`` was published with its split, which a full disk then truncated."""
     from gnnprivacy.datasets.splits import random_split
-    from gnnprivacy.experiments.store import ResultStore
+    from gnnprivacy.records.store import ResultStore
 
     setup_good_record(tmp)
     split = random_split(20, seed=0, dataset="csbm")
@@ -582,8 +582,8 @@ def setup_checkpoints_file(tmp: Path) -> None:
 
 def setup_other_checkpoint(tmp: Path) -> None:
     """A checkpoint (and its description) of the same run with --steps 3."""
-    from gnnprivacy.experiments.config import resolve_config
-    from gnnprivacy.experiments.runner import _describe_checkpoint, checkpoint_path_for
+    from gnnprivacy.method.config import resolve_config
+    from gnnprivacy.method.runner import _describe_checkpoint, checkpoint_path_for
 
     config, params = resolve_config({"method": "heterpoisson", "dataset": "csbm", "dataset_args": SMALL,
                                      "epochs": 2, "steps": 3, "runs_dir": str(tmp / "runs")})
@@ -624,7 +624,7 @@ def api_print_config_round_trip(tmp: Path) -> str:
 
 
 def api_dataset_case(tmp: Path) -> str:
-    from gnnprivacy.experiments.config import resolve_config
+    from gnnprivacy.method.config import resolve_config
 
     return resolve_config({"dataset": "CORA"})[0].dataset
 

@@ -83,8 +83,8 @@ def test_random_configurations_print_no_traceback(method, extra):
 
 def _good_record(runs: Path, run_id: str, seed: int = 0):
     from gnnprivacy.datasets.splits import random_split
-    from gnnprivacy.experiments.store import ResultStore
-    from gnnprivacy.reporting.record import RunRecord
+    from gnnprivacy.records.store import ResultStore
+    from gnnprivacy.records.record import RunRecord
 
     record = RunRecord(run_id=run_id, method="dpmlp", dataset="csbm",
                        config={"method": "dpmlp", "dataset": "csbm", "seed": seed, "epsilon": 4.0},
@@ -144,7 +144,7 @@ def test_randomly_damaged_records_print_no_traceback(kind, fmt):
         runs = folder / "runs"
         _good_record(runs, "good")
         _good_record(runs, "bad", seed=1)
-        from gnnprivacy.experiments.store import ResultStore
+        from gnnprivacy.records.store import ResultStore
 
         ResultStore(runs).rows()  # an index cache to damage or to serve stale rows
         _apply(runs, kind)
@@ -157,7 +157,7 @@ def test_randomly_damaged_records_print_no_traceback(kind, fmt):
         listed = ResultStore(runs).completed_ids()
         assert "good" in listed
         if "bad" in listed:  # accepted: then it is a well-formed record with its companion intact
-            from gnnprivacy.reporting.record import _decode, record_problem
+            from gnnprivacy.records.record import _decode, record_problem
 
             assert record_problem(_decode(json.loads((runs / "bad.json").read_text()))) is None
     finally:

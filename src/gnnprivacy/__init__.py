@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from gnnprivacy.datasets import load_dataset, validate_data
     from gnnprivacy.experiments.linkteller_run import run_linkteller as attack_linkteller
     from gnnprivacy.experiments.tune import tune
-    from gnnprivacy.reporting.record import RunRecord, read_record
+    from gnnprivacy.records.record import RunRecord, read_record
     from gnnprivacy.training.private import PrivateTraining, make_private
 
 __all__ = ["__version__", "train", "account", "methods", "datasets", "TrainResult", "MethodInfo",

@@ -1,7 +1,7 @@
 """The public Python API: ``gnnprivacy.train``, ``.account``, ``.methods``, ``.datasets``.
 
 A thin face over the same registry and runner as the command line (``gnnprivacy train`` and
-``gp.train`` run `gnnprivacy.experiments.runner.run`; ``gnnprivacy account`` and
+``gp.train`` run `gnnprivacy.method.runner.run`; ``gnnprivacy account`` and
 ``gp.account`` run `gnnprivacy.accounting.query.account`), so a result in a notebook
 and a result in the shell are the same result.
 
@@ -66,7 +66,7 @@ def methods() -> list[MethodInfo]:
         >>> "heterpoisson" in private and "gcn" not in private
         True
     """
-    from gnnprivacy.experiments.registry import list_methods
+    from gnnprivacy.method.registry import list_methods
 
     out = []
     for spec in list_methods():
@@ -238,7 +238,7 @@ def train(data: Any = "csbm", *, method: str = "gcn", seed: int = 0,
         >>> r.epsilon <= 4.0
         True
     """
-    from gnnprivacy.experiments.runner import run
+    from gnnprivacy.method.runner import run
 
     values: dict[str, Any] = {"method": method, "seed": seed, **options}
     for key in ("dataset", "data"):
@@ -273,7 +273,7 @@ def load(path: str) -> TrainResult:
     Raises:
         InvalidParameterError: not a saved model (the message names the file).
     """
-    from gnnprivacy.reporting.record import RunRecord, _decode
+    from gnnprivacy.records.record import RunRecord, _decode
     from gnnprivacy.training.persist import load_model_file
 
     model, record = load_model_file(path)

@@ -20,7 +20,7 @@ from gnnprivacy.accounting import (calibrate_noise_multiplier, gaussian_event, h
 from gnnprivacy.accounting import disk_cache
 from gnnprivacy.accounting.pld_mixtures import mixture_of_gaussians_pld
 from gnnprivacy.errors import InvalidParameterError
-from gnnprivacy.training.node_dp import _privacy
+from gnnprivacy.training import _privacy
 
 
 def _hp(z, degree=64, q=0.3):

@@ -26,7 +26,7 @@ from gnnprivacy.accounting import make_accountant
 from gnnprivacy.accounting.query import account
 from gnnprivacy.cli import main
 from gnnprivacy.errors import InvalidParameterError
-from gnnprivacy.training.node_dp import _privacy
+from gnnprivacy.training import _privacy
 
 SMALL = ["--dataset", "csbm", "--dataset-args", "num_nodes=300", "-q"]
 

@@ -25,7 +25,7 @@ from gnnprivacy.accounting.events import EpsilonDeltaDpEvent, ScopedDpEvent, eve
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.accounting.verify import (SpentBudgetError, check_spent, event_from_dict,
                                           recompute_epsilon)
-from gnnprivacy.training.node_dp import _privacy
+from gnnprivacy.training import _privacy
 
 EVENTS = [
     dp_event.GaussianDpEvent(1.3),
@@ -122,7 +122,7 @@ def _forge(path, value):
 
 
 def test_runner_refuses_a_run_whose_executed_ledger_exceeds_the_target(tmp_path):
-    from gnnprivacy.experiments.runner import run
+    from gnnprivacy.method.runner import run
 
     _privacy.calibrate.cache_clear()
     before = set(_entries("calibration"))
@@ -142,7 +142,7 @@ def test_runner_refuses_a_run_whose_executed_ledger_exceeds_the_target(tmp_path)
 def test_runner_refuses_a_record_that_understates_its_ledger(tmp_path, monkeypatch):
     """A trainer that reports less than its ledger costs (e.g. from a forged cached
     epsilon) is caught: the fresh accountant recomputes the real figure."""
-    from gnnprivacy.experiments.runner import run
+    from gnnprivacy.method.runner import run
     from gnnprivacy.training.node_dp import base
 
     real = base.NodeDPTrainer._finish

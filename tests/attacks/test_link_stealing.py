@@ -156,7 +156,7 @@ def test_scaler_modes_and_feature_dims():
 
 def test_run_link_stealing_records_and_grid_keeps_accuracy(tmp_path):
     from gnnprivacy.attacks.link_stealing.method import run_link_stealing
-    from gnnprivacy.reporting.record import read_record
+    from gnnprivacy.records.record import read_record
 
     kw = dict(dataset="csbm", seed=0, runs_dir=str(tmp_path), epochs=60, patience=20, attack_epochs=20)
     none = run_link_stealing(attack=0, **kw)

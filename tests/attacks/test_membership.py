@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from gnnprivacy.attacks.membership import (MembershipGame, balanced_memberships,
-                                           gradient_observation_attack, lira, parse_queries,
-                                           shadow_attack, train_membership_models)
+from gnnprivacy.attacks.membership import (MembershipGame, balanced_memberships, lira,
+                                           parse_queries, shadow_attack, train_membership_models)
+from gnnprivacy.auditing.gradient_observation import gradient_observation_attack
 from gnnprivacy.errors import InvalidParameterError
 
 
@@ -113,7 +113,7 @@ def test_0hop_query_is_each_node_alone():
 
     from gnnprivacy.attacks.membership import _induced, _query
     from gnnprivacy.auditing.training import make_trainer_for, node_logits
-    from gnnprivacy.experiments.registry import get_method
+    from gnnprivacy.method.registry import get_method
 
     data = _csbm()
     mask = torch.from_numpy(balanced_memberships(2, 200, generator=np.random.default_rng(0))[0])
@@ -167,7 +167,7 @@ def test_query_reachable_from_assess_cli(tmp_path):
     from click.testing import CliRunner
 
     from gnnprivacy.cli import main
-    from gnnprivacy.experiments.runner import run
+    from gnnprivacy.method.runner import run
 
     rec = run({"method": "dpmlp", "dataset": "csbm", "dataset_args": "num_nodes=120",
                "epsilon": 2.0, "steps": 5, "runs_dir": str(tmp_path)})

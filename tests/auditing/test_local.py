@@ -117,7 +117,7 @@ def test_edge_baselines_are_exactly_their_budget():
 def test_every_private_method_in_the_registry_is_auditable():
     """One interface for all: audit() accepts every registered private method."""
     from gnnprivacy.auditing.plans import HETERORR_METHODS, LOCAL_METHODS, PLANNERS
-    from gnnprivacy.experiments.registry import list_methods
+    from gnnprivacy.method.registry import list_methods
 
     private = {spec.name for spec in list_methods() if spec.private}
     assert private <= set(PLANNERS) | set(LOCAL_METHODS) | set(HETERORR_METHODS)

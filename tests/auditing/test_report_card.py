@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from gnnprivacy.auditing.report_card import card_to_html, card_to_markdown, report_card
 from gnnprivacy.cli import main
-from gnnprivacy.experiments.runner import run
+from gnnprivacy.method.runner import run
 
 
 @pytest.fixture(scope="module")

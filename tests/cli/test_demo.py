@@ -34,7 +34,7 @@ def test_demo_shows_both_dpmlp_baselines_in_a_plain_table(tmp_path):
     # issue 25: every method on one accuracy-against-epsilon plot (private runs at 2, 4, 8)
     plots = sorted(p.name for p in (tmp_path / "report" / "plots").iterdir())
     assert plots == ["test_accuracy-vs-epsilon-all-methods.png"], plots
-    from gnnprivacy.experiments.store import ResultStore
+    from gnnprivacy.records.store import ResultStore
 
     budgets = sorted((r.method, r.config.get("epsilon")) for r in ResultStore(tmp_path / "runs").records()
                      if r.method != "gcn")

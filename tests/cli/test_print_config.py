@@ -7,9 +7,9 @@ import yaml
 from click.testing import CliRunner
 
 from gnnprivacy.cli import main
-from gnnprivacy.experiments.config import resolve_config
-from gnnprivacy.experiments.resolve import resolved_values
-from gnnprivacy.experiments.runner import load_run_data, run
+from gnnprivacy.method.config import resolve_config
+from gnnprivacy.method.resolve import resolved_values
+from gnnprivacy.method.runner import load_run_data, run
 
 GRAPH = "num_nodes=400"
 

@@ -61,7 +61,7 @@ def test_validate_data_agrees_with_the_oracle(g):
 
 def test_nan_features_are_refused_by_the_runner_with_their_count(monkeypatch, tmp_path):
     """Every dataset the runner loads goes through validate_data (here: a NaN-poisoned CSBM)."""
-    from gnnprivacy.experiments import runner
+    from gnnprivacy.method import runner
 
     original = runner.load_run_data
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 import torch
 
 from gnnprivacy.errors import InvalidParameterError
-from gnnprivacy.experiments.context import MethodResult
-from gnnprivacy.experiments.registry import register_method
+from gnnprivacy.method.context import MethodResult
+from gnnprivacy.method.registry import register_method
 
 
 @dataclass(frozen=True)

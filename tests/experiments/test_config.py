@@ -1,7 +1,7 @@
 import pytest
 
 from gnnprivacy.errors import InvalidParameterError, UnknownNameError
-from gnnprivacy.experiments.config import RunConfig, load_yaml_config, resolve_config
+from gnnprivacy.method.config import RunConfig, load_yaml_config, resolve_config
 
 
 def test_fractions_must_sum_to_at_most_one():
@@ -38,7 +38,7 @@ def test_yaml_errors(tmp_path):
 
 
 def test_dataset_args_parse():
-    from gnnprivacy.experiments.config import parse_dataset_args
+    from gnnprivacy.method.config import parse_dataset_args
 
     assert parse_dataset_args("num_nodes=200,homophily=0.9,name=x,flag=true") == {
         "num_nodes": 200, "homophily": 0.9, "name": "x", "flag": True}

@@ -5,9 +5,9 @@ import math
 import pytest
 
 from gnnprivacy.errors import InvalidParameterError
-from gnnprivacy.experiments import defaults
-from gnnprivacy.experiments.config import resolve_config
-from gnnprivacy.experiments.defaults import resolve_hparams
+from gnnprivacy.training import defaults
+from gnnprivacy.method.config import resolve_config
+from gnnprivacy.training.defaults import resolve_hparams
 
 
 def kwargs(method, n_train, n_nodes=None, **values):
@@ -71,7 +71,7 @@ def test_paper_preset_and_unknown_preset():
 
 
 def test_auto_runs_end_to_end_and_records_the_resolved_values(tmp_path):
-    from gnnprivacy.experiments.runner import run
+    from gnnprivacy.method.runner import run
 
     rec = run({"method": "dpmlp", "dataset": "csbm", "dataset_args": "num_nodes=300",
                "epsilon": 4.0, "runs_dir": str(tmp_path)}, save=False)

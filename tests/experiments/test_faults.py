@@ -31,7 +31,7 @@ from click.testing import CliRunner
 from gnnprivacy import _files
 from gnnprivacy.cli import main
 from gnnprivacy.errors import Terminated, WriteFailedError
-from gnnprivacy.experiments.store import ResultStore
+from gnnprivacy.records.store import ResultStore
 
 SMALL = "num_nodes=120,num_features=8,num_classes=3,avg_degree=4"
 FAULTS = (errno.ENOSPC, errno.EROFS)
@@ -182,7 +182,7 @@ def test_concurrent_writes_of_one_path_both_succeed(tmp_path, monkeypatch):
 
 def test_a_record_with_a_damaged_companion_is_not_finished(tmp_path):
     from gnnprivacy.datasets.splits import random_split
-    from gnnprivacy.reporting.record import RunRecord
+    from gnnprivacy.records.record import RunRecord
 
     runs = tmp_path / "runs"
     store = ResultStore(runs)
@@ -271,7 +271,7 @@ def test_sweep_write_fault_at_each_write(tmp_path, monkeypatch):
 
 
 def test_a_claim_on_a_full_disk_fails_the_run_and_leaves_no_claim(tmp_path, monkeypatch):
-    from gnnprivacy.experiments import store as store_module
+    from gnnprivacy.records import store as store_module
     from gnnprivacy.experiments.sweep import execute_task, expand_sweep
 
     class FullDiskOs:
@@ -359,7 +359,7 @@ def read_only_folder(base: Path):
 
 
 def test_read_only_folders_are_refused_before_any_work(tmp_path, monkeypatch):
-    from gnnprivacy.reporting.record import RunRecord
+    from gnnprivacy.records.record import RunRecord
 
     monkeypatch.chdir(tmp_path)
     RunRecord(run_id="r", method="gcn", dataset="csbm", config={}, seeds={"run": 0}, epsilon=float("inf"),

@@ -8,9 +8,9 @@ import os
 import pytest
 
 from gnnprivacy.errors import InvalidParameterError, UnknownNameError
-from gnnprivacy.experiments.store import ResultStore, filter_rows, flatten_record, parse_filter
+from gnnprivacy.records.store import ResultStore, filter_rows, flatten_record, parse_filter
 from gnnprivacy.reporting import export
-from gnnprivacy.reporting.record import RunRecord, write_json_atomic
+from gnnprivacy.records.record import RunRecord, write_json_atomic
 
 
 def make_record(run_id: str, *, method="gcn", dataset="csbm", seed=0, acc=0.5, spent=math.inf, **config):
@@ -180,7 +180,7 @@ def test_results_command(tmp_path):
 def test_truncated_record_is_skipped_with_a_warning_and_rerun_by_a_sweep(probe_base, probe_module, tmp_path):
     import warnings
 
-    from gnnprivacy.experiments.store import UnreadableRecordWarning
+    from gnnprivacy.records.store import UnreadableRecordWarning
     from gnnprivacy.experiments.sweep import SweepSpec, execute_task, expand_sweep
 
     spec = SweepSpec.from_dict({"name": "t", "imports": [probe_module], "base": probe_base, "grid": {"lr": [0.1]}})
@@ -199,15 +199,15 @@ def test_truncated_record_is_skipped_with_a_warning_and_rerun_by_a_sweep(probe_b
 
 
 def test_runs_dir_is_checked_before_training(tmp_path):
-    from gnnprivacy.experiments.runner import run
-    from gnnprivacy.experiments.store import check_runs_dir
+    from gnnprivacy.method.runner import run
+    from gnnprivacy.records.store import check_runs_dir
 
     blocker = tmp_path / "file"
     blocker.write_text("x")
     with pytest.raises(InvalidParameterError, match="runs_dir.*an existing file"):
         check_runs_dir(blocker)
     calls = []
-    from gnnprivacy.experiments import runner
+    from gnnprivacy.method import runner
 
     original = runner.load_run_data
     runner.load_run_data = lambda config: calls.append(config) or original(config)
@@ -227,7 +227,7 @@ def test_unlocked_staging_folder_of_a_dead_process_is_cleaned_at_once(tmp_path):
     import subprocess
     import sys
 
-    from gnnprivacy.experiments.store import STAGING_DIR, ResultStore
+    from gnnprivacy.records.store import STAGING_DIR, ResultStore
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True).stdout.strip()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gnnprivacy.errors import InvalidParameterError, UnknownNameError
-from gnnprivacy.experiments.store import ResultStore
+from gnnprivacy.records.store import ResultStore
 from gnnprivacy.experiments.sweep import SweepSpec, expand_sweep, load_sweep, run_id_for, run_sweep
 
 

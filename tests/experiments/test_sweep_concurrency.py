@@ -16,7 +16,7 @@ import time
 import pytest
 import yaml
 
-from gnnprivacy.experiments.store import ResultStore
+from gnnprivacy.records.store import ResultStore
 from gnnprivacy.experiments.sweep import SweepSpec, expand_sweep
 
 SWEEP_CLI = "from gnnprivacy.cli.sweep_cmd import sweep_command; sweep_command()"

@@ -4,7 +4,7 @@ import pytest
 
 from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.experiments.executors import LocalExecutor, default_threads, make_executor
-from gnnprivacy.experiments.store import ResultStore
+from gnnprivacy.records.store import ResultStore
 from gnnprivacy.experiments.sweep import SweepSpec, run_sweep
 
 

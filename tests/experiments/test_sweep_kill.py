@@ -10,7 +10,7 @@ import time
 
 import yaml
 
-from gnnprivacy.experiments.store import ResultStore
+from gnnprivacy.records.store import ResultStore
 from gnnprivacy.experiments.sweep import SweepSpec, expand_sweep, load_sweep, run_sweep
 
 SWEEP_CLI = "from gnnprivacy.cli.sweep_cmd import sweep_command; sweep_command()"

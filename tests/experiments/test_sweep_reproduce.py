@@ -46,7 +46,7 @@ def test_the_grids_are_the_papers():
 def test_001_figures_puts_each_mechanism_on_its_own_budget():
     """Feature mechanisms vary eps_f only, edge mechanisms eps_e only (each takes no option
     of the other part), the non-private GCN once per dataset and seed."""
-    from gnnprivacy.experiments.registry import get_method
+    from gnnprivacy.method.registry import get_method
 
     f1 = get_reproduction("001-figures")
     cells = f1.full.cells()

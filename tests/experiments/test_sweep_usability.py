@@ -10,7 +10,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from gnnprivacy.cli.progress import PlainTask, plain_progress, progress_factory, quiet_mode
+from gnnprivacy.experiments.progress import PlainTask, plain_progress, progress_factory, quiet_mode
 from gnnprivacy.cli.sweep_cmd import sweep_command
 from gnnprivacy.errors import UnknownNameError
 from gnnprivacy.experiments.reproduce import config_dir

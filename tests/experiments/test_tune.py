@@ -35,7 +35,7 @@ def test_spec_validation():
 
 def _plans():
     from gnnprivacy.accounting.units import NeighboringRelation
-    from gnnprivacy.training.node_dp import _privacy
+    from gnnprivacy.training import _privacy
 
     return [(_privacy.dpsgd_event_factory(sample_rate=0.1), 50, "pld",
              NeighboringRelation.ADD_OR_REMOVE)]
@@ -93,7 +93,7 @@ def test_total_is_composed_from_what_the_trials_ran(tmp_path):
 
     from gnnprivacy.accounting.hparam_tuning import trials_distribution
     from gnnprivacy.accounting.verify import ledger_rdp
-    from gnnprivacy.reporting.record import read_record
+    from gnnprivacy.records.record import read_record
 
     out = tune(ADAPTIVE, runs_dir=tmp_path)
     t = out["tuning"]

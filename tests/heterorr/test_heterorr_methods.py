@@ -9,9 +9,9 @@ import torch
 
 from gnnprivacy.datasets import load_dataset
 from gnnprivacy.errors import InvalidParameterError
-from gnnprivacy.experiments.context import RunContext
-from gnnprivacy.experiments.methods.heterorr import METHODS, HeteroRRParams
-from gnnprivacy.experiments.registry import get_method
+from gnnprivacy.method.context import RunContext
+from gnnprivacy.method.builtin.heterorr import METHODS, HeteroRRParams
+from gnnprivacy.method.registry import get_method
 from gnnprivacy.ldp.heterorr.pipeline import release
 
 
@@ -108,7 +108,7 @@ def test_heterorr_record_states_the_total_and_lists_the_reference_nodes(data, tm
     """issue 22 item 5: the top-level epsilon of a heterorr record is eps_f + eps_e under the
     declared joint relation, the parts beside it; the public reference nodes whose raw
     features and labels set theta are listed as unaccounted (ids in info)."""
-    from gnnprivacy.experiments.runner import run
+    from gnnprivacy.method.runner import run
 
     rec = run({"method": "heterorr", "dataset": "csbm", "dataset_args": "num_nodes=120",
                "eps_f": 2.0, "eps_e": 1.5, "epochs": 5, "patience": 5, "hidden": 8,

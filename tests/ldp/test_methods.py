@@ -8,10 +8,10 @@ import os
 
 import pytest
 
-import gnnprivacy.experiments.methods.ldp as ldp_methods  # noqa: F401  (registers the methods)
+import gnnprivacy.method.builtin.ldp as ldp_methods  # noqa: F401  (registers the methods)
 from gnnprivacy.errors import InvalidParameterError
-from gnnprivacy.experiments.registry import get_method
-from gnnprivacy.experiments.runner import run
+from gnnprivacy.method.registry import get_method
+from gnnprivacy.method.runner import run
 
 FAST = {"dataset": "csbm", "seed": 3, "group_size": 1, "epochs": 15}
 

@@ -8,8 +8,8 @@ import torch
 from gnnprivacy.auditing.embedding_study import (counting_attack, embedding_release_audit,
                                                  precision_bound, precision_bound_prior,
                                                  sensitivity_check, synthetic_precision)
-from gnnprivacy.nn.gap import (GAPTrainer, bound_degree, gap_sensitivity, noisy_aggregate,
-                               true_sensitivity)
+from gnnprivacy.training.gap import (GAPTrainer, bound_degree, gap_sensitivity, noisy_aggregate,
+                                     true_sensitivity)
 
 
 def _graph(n=60, p=0.2, seed=0):

@@ -1,7 +1,7 @@
 """Privacy-regression pins: epsilon and calibrated noise of every private method's DEFAULT
 configuration (issue 10 item 5).
 
-The plans below are what ``gnnprivacy.experiments.runner.run({"method": M, "dataset":
+The plans below are what ``gnnprivacy.method.runner.run({"method": M, "dataset":
 "csbm", "dataset_args": "num_nodes=300", "seed": 0}, save=False)`` resolves with the
 ``auto`` preset (heterpoisson, dpgnn, dpmlp), and what the local-DP methods record on Cora
 (rgnn, lpgnn, ldp-naive: d = 58 feature groups). The default suite checks, in seconds:
@@ -29,7 +29,7 @@ import pytest
 
 from gnnprivacy.accounting.local import compose_pure_epsilon, grr_fs_epsilon
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
-from gnnprivacy.training.node_dp import _privacy
+from gnnprivacy.training import _privacy
 
 TARGET = 8.0
 #: method -> (event factory, steps, delta, accountant, relation, pinned z, pinned epsilon)
@@ -97,7 +97,7 @@ def test_pins_detect_a_change():
 
 @pytest.mark.parametrize("method", sorted(LDP_PINS))
 def test_local_dp_pins(method):
-    from gnnprivacy.experiments.registry import get_method
+    from gnnprivacy.method.registry import get_method
 
     params = get_method(method).params()
     assert (params.eps_x, params.eps_y, params.m) == (
@@ -110,7 +110,7 @@ def test_local_dp_pins(method):
 
 
 def test_default_hyperparameters_behind_the_plans():
-    from gnnprivacy.experiments.methods.node_dp import (DPGNNParams, DPMLPParams,
+    from gnnprivacy.method.builtin.node_dp import (DPGNNParams, DPMLPParams,
                                                         HeterPoissonParams)
 
     hp = HeterPoissonParams().trainer_kwargs(150, 300)
@@ -134,7 +134,7 @@ def test_heterpoisson_recalibration_gives_the_pin():
 @pytest.mark.slow
 @pytest.mark.parametrize("method", sorted(PLANS))
 def test_runner_end_to_end(method):
-    from gnnprivacy.experiments.runner import run
+    from gnnprivacy.method.runner import run
 
     record = run({"method": method, "dataset": "csbm", "dataset_args": "num_nodes=300",
                   "seed": 0}, save=False)

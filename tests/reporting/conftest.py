@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from gnnprivacy.reporting.record import RunRecord
+from gnnprivacy.records.record import RunRecord
 
 
 def write_record(runs_dir, *, method: str, dataset: str, seed: int, acc: float, run_id: str | None = None,

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from gnnprivacy.experiments.store import ResultStore
+from gnnprivacy.records.store import ResultStore
 from gnnprivacy.reporting.aggregate import Summary, constant_keys, group_rows, summarize, varying_keys
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gnnprivacy.experiments.store import ResultStore
+from gnnprivacy.records.store import ResultStore
 from gnnprivacy.reporting.aggregate import group_rows
 from gnnprivacy.reporting.html import build_report
 from gnnprivacy.reporting.method_plot import _label, _settings, methods_plot

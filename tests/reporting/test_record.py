@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from gnnprivacy.reporting.record import RunRecord, dumps, read_record, write_json_atomic
+from gnnprivacy.records.record import RunRecord, dumps, read_record, write_json_atomic
 
 
 def _record(**kw):
@@ -65,7 +65,7 @@ def _git(cwd, *args):
 
 def test_git_commit_is_the_package_tree_not_the_surrounding_repo(tmp_path):
     # a user's repository with gnnprivacy installed in an untracked venv inside it
-    from gnnprivacy.reporting.record import git_commit
+    from gnnprivacy.records.record import git_commit
 
     _git(tmp_path, "init", "-q")
     (tmp_path / "README").write_text("user project\n")

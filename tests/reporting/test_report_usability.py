@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from gnnprivacy.reporting.aggregate import metric_bounds, summarize
 from gnnprivacy.reporting.html import build_report, render_markdown, write_report
-from gnnprivacy.reporting.record import RunRecord
+from gnnprivacy.records.record import RunRecord
 
 
 def _record(runs, run_id, *, method="dpmlp", dataset="csbm", acc=0.5, seed=0, epsilon=8.0,

@@ -2,7 +2,7 @@
 
 import math
 
-from gnnprivacy.experiments.store import ResultStore
+from gnnprivacy.records.store import ResultStore
 from gnnprivacy.reporting.aggregate import group_rows
 from gnnprivacy.reporting.reference_values import load_references
 from gnnprivacy.reporting.tables import (Table, comparison_tables, fmt_summary, privacy_table, results_tables,

@@ -7,7 +7,7 @@ import torch
 
 from gnnprivacy.datasets import load_dataset
 from gnnprivacy.sampling.star_batch import StarBatch
-from gnnprivacy.training.dp.distributed import (DistributedDPMLPTrainer,
+from gnnprivacy.training.distributed import (DistributedDPMLPTrainer,
                                                 DistributedHeterPoissonTrainer, shard,
                                                 shard_star_batch, spawn_local)
 from gnnprivacy.training.node_dp import HeterPoissonTrainer

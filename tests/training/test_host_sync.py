@@ -27,7 +27,7 @@ from torch.nn import functional as F
 
 from gnnprivacy import _fixed_shapes
 from gnnprivacy.datasets import load_dataset
-from gnnprivacy.nn.gap import GAPTrainer
+from gnnprivacy.training.gap import GAPTrainer
 from gnnprivacy.training.host_sync import HostSyncDetector, format_calls, sync_reason
 from gnnprivacy.training.node_dp import DPGNNTrainer, DPMLPTrainer, HeterPoissonTrainer
 

@@ -12,9 +12,9 @@ import torch
 
 from gnnprivacy.datasets import load_dataset
 from gnnprivacy.errors import InvalidParameterError, UnknownNameError
-from gnnprivacy.experiments.context import MethodResult, RunContext
-from gnnprivacy.experiments.methods.nonprivate import NonPrivateParams, make_trainer
-from gnnprivacy.experiments.registry import get_method
+from gnnprivacy.method.context import MethodResult, RunContext
+from gnnprivacy.method.builtin.nonprivate import NonPrivateParams, make_trainer
+from gnnprivacy.method.registry import get_method
 from gnnprivacy.training import FullBatchTrainer, MiniBatchTrainer
 from gnnprivacy.training.early_stopping import EarlyStopping
 from gnnprivacy.training.metrics import accuracy

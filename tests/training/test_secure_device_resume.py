@@ -112,8 +112,8 @@ def test_guard_catches_a_global_draw(monkeypatch):
 def test_ldp_reports_secure_mode(monkeypatch):
     from torch_geometric.data import Data
 
-    from gnnprivacy.experiments.context import RunContext
-    from gnnprivacy.experiments.methods.ldp import LDPParams, _reports
+    from gnnprivacy.method.context import RunContext
+    from gnnprivacy.method.builtin.ldp import LDPParams, _reports
 
     g = torch.Generator().manual_seed(0)
     n = 120
@@ -146,7 +146,7 @@ def test_cuda_refused_in_one_line_before_work():
     for cls in TRAINERS:
         with pytest.raises(InvalidParameterError, match="torch.cuda.is_available"):
             cls(device="cuda:0")
-    from gnnprivacy.experiments.config import RunConfig
+    from gnnprivacy.method.config import RunConfig
 
     with pytest.raises(InvalidParameterError, match="torch.cuda.is_available"):
         RunConfig(method="gcn", device="cuda")
@@ -159,7 +159,7 @@ def test_bad_device_names():
 
 
 def test_record_states_device_used(tmp_path):
-    from gnnprivacy.experiments.runner import run
+    from gnnprivacy.method.runner import run
 
     rec = run({"method": "dpmlp", "dataset": "csbm", "dataset_args": "num_nodes=150",
                "runs_dir": str(tmp_path), "steps": 2, "secure_mode": True})
@@ -171,7 +171,7 @@ def test_record_states_device_used(tmp_path):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("method", ["heterpoisson", "dpgnn", "dpmlp", "gcn", "rgnn", "lpgnn"])
 def test_every_trainer_runs_on_cuda(method, tmp_path):
-    from gnnprivacy.experiments.runner import run
+    from gnnprivacy.method.runner import run
 
     extra = ({"steps": 5} if method in ("heterpoisson", "dpgnn", "dpmlp")
              else {"epochs": 5, "group_size": 1} if method in ("rgnn", "lpgnn")
@@ -262,7 +262,7 @@ def test_cli_resume_continues_a_killed_runner(tmp_path):
     values = {"method": "dpmlp", "dataset": "csbm", "dataset_args": "num_nodes=200",
               "steps": 400, "runs_dir": str(runs)}
     code = ("import json, sys, time\n"
-            "from gnnprivacy.experiments.runner import run\n"
+            "from gnnprivacy.method.runner import run\n"
             "class Slow:\n    def update(self, n): time.sleep(0.01)\n"
             f"run(json.loads({json.dumps(json.dumps(values))}), "
             "progress=lambda name, total: Slow())\n")

@@ -10,7 +10,7 @@ import torch
 
 from gnnprivacy.accounting import make_accountant
 from gnnprivacy.errors import InvalidParameterError
-from gnnprivacy.transforms.edge_dp import (_pairs_from_index, edge_rand, lap_graph,
+from gnnprivacy.mechanisms.edge_dp import (_pairs_from_index, edge_rand, lap_graph,
                                            sample_non_edges)
 
 

@@ -53,7 +53,7 @@ def influence_matrix(predict: Callable[[torch.Tensor], torch.Tensor], x: torch.T
         targets: node ids ``(t,)``.
         delta: relative feature perturbation.
         progress: optional ``progress(description, total)`` returning a task with
-            ``update(n)`` (what ``gnnprivacy.cli.progress.progress_factory`` yields), advanced
+            ``update(n)`` (what ``gnnprivacy.experiments.progress.progress_factory`` yields), advanced
             once per target's query.
     """
     delta = check_positive("delta", delta)

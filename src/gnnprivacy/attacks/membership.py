@@ -34,8 +34,9 @@ Each node is IN for exactly half of the ``K`` models. After training, every mode
   augmented queries). Every model serves as a target in turn.
 * `shadow_attack` (Shokri et al., S&P 2017): a classifier on the sorted posterior
   vectors of the shadow models (labels: IN/OUT) applied to the target's posteriors.
-* `gradient_observation_attack` (spec 000 §3.7): the white-box adversary of the
-  canary audit, whose Neyman-Pearson statistic over all noisy gradients is the score.
+* `gnnprivacy.auditing.gradient_observation.gradient_observation_attack` (spec 000 §3.7):
+  the white-box adversary of the canary audit, whose Neyman-Pearson statistic over all noisy
+  gradients is the score; it lives with the audits, whose plans and simulator it runs.
 
 Metrics: `gnnprivacy.attacks.metrics.attack_metrics` (raw AUC, accuracy, TPR at 1%
 and 0.1% FPR) and a bootstrap CI of the AUC.
@@ -61,7 +62,7 @@ from gnnprivacy.attacks.metrics import attack_metrics, bootstrap_ci
 from gnnprivacy.errors import InvalidParameterError
 
 __all__ = ["MembershipGame", "train_membership_models", "lira", "shadow_attack",
-           "gradient_observation_attack", "run_membership", "balanced_memberships",
+           "run_membership", "balanced_memberships",
            "parse_queries", "QUERIES", "GAMES", "TRANSDUCTIVE_METHODS"]
 
 #: Query graphs of the trained models (see the module docstring).
@@ -176,7 +177,7 @@ def _labels_split(data, mask: torch.Tensor, generator: torch.Generator):
 
 def _fit_transductive(method: str, spec, params, data, seed: int):
     """Run a local-DP method's registered fit on ``data``; (logits of every node, epsilon)."""
-    from gnnprivacy.experiments.context import RunContext
+    from gnnprivacy.method.context import RunContext
 
     res = spec.fn(RunContext(config=None, params=params, data=data, seed=seed))
     return res.model.logits_, float(res.epsilon)
@@ -206,8 +207,9 @@ def train_membership_models(method: str, data, *, num_models: int = 16, params=N
         InvalidParameterError: an unknown query or game, a local-DP method in the
             ``"induced"`` game or with a query other than ``"full"``.
     """
-    from gnnprivacy.auditing.training import make_trainer_for, node_logits
-    from gnnprivacy.experiments.registry import get_method
+    from gnnprivacy.method.trainers import make_trainer_for
+    from gnnprivacy.training.predict import node_logits
+    from gnnprivacy.method.registry import get_method
 
     t0 = time.perf_counter()
     queries = parse_queries(queries)
@@ -346,30 +348,6 @@ def shadow_attack(game: MembershipGame, *, targets: int | None = 4, top_k: int =
         labels.append(game.memberships[t].astype(int))
     out = _summarise(np.concatenate(scores), np.concatenate(labels), seed, n_boot)
     out.update(attack="shadow", targets=targets, shadows=k_all - 1)
-    return out
-
-
-def gradient_observation_attack(method: str, dataset: str = "csbm", *, epsilon: float | None = None,
-                                runs: int = 10_000, seed: int = 0, n_boot: int = 200,
-                                **audit_kwargs) -> dict:
-    """The white-box adversary of spec 000 §3.7: sees every noisy gradient, scores each run
-    with the Neyman-Pearson statistic of the canary (mechanism-only simulation)."""
-    from gnnprivacy.auditing.api import _load
-    from gnnprivacy.auditing.mechanism import simulate_statistics
-    from gnnprivacy.auditing.plans import GraphFacts, plan_for
-
-    values = dict(audit_kwargs.pop("params", None) or {})
-    if epsilon is not None:
-        values["epsilon"] = epsilon
-    _, params, data = _load(method, dataset, audit_kwargs.pop("data_root", None), values)
-    plan = plan_for(method, params, GraphFacts.from_data(data), **audit_kwargs)
-    label = next(iter(plan.phases))
-    member, nonmember = simulate_statistics(plan.phases[label], runs, generator=seed)
-    scores = np.concatenate([member, nonmember])
-    labels = np.concatenate([np.ones(runs, int), np.zeros(runs, int)])
-    out = _summarise(scores, labels, seed, n_boot)
-    out.update(attack="gradient-observation", variant=label, runs=runs,
-               epsilon_claimed=plan.epsilon_claimed)
     return out
 
 

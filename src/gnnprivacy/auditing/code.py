@@ -3,7 +3,7 @@
 The mechanism audit simulates the accountant's own model of a method, so a bug in the
 trainer (noise drawn with the wrong std, a clip that is skipped, batches sampled at the
 wrong rate) is invisible to it. This audit runs the real training path (the same
-`gnnprivacy.experiments.runner.run` as ``gnnprivacy train``) with gradient canaries in
+`gnnprivacy.method.runner.run` as ``gnnprivacy train``) with gradient canaries in
 the style of Nasr et al. (*Tight Auditing of Differentially Private Machine Learning*,
 USENIX Security 2023): at every executed step each engine's clipped sum carries an extra
 block of Dirac canary gradients, clipped by the engine's own clipping function and noised by
@@ -170,7 +170,7 @@ def code_audit(train, *, epsilon_claimed: float | None = None, delta: float | No
     Raises:
         InvalidParameterError: ``train`` ran no noisy step of a private engine.
     """
-    from gnnprivacy.auditing.api import AuditResult
+    from gnnprivacy.auditing.result import AuditResult
     from gnnprivacy.errors import InvalidParameterError
     from gnnprivacy.training.dp.audit_hooks import CodeAuditSession
 
@@ -200,7 +200,7 @@ def audit_method_code(method: str, dataset: str, values: dict, *, data=None, see
                       **kw):
     """`code_audit` of a registered method, trained by the runner (the code path of
     ``gnnprivacy train``) with ``values``; the claim is the epsilon the run reports."""
-    from gnnprivacy.experiments.runner import run
+    from gnnprivacy.method.runner import run
 
     def train():
         record = run({"method": method, "dataset": dataset, **values}, save=False, data=data)

@@ -162,7 +162,7 @@ def gap_precision(dataset: str, *, data_root=None, epsilon: float = 2.0, seed: i
     import torch
 
     from gnnprivacy.datasets import load_dataset
-    from gnnprivacy.nn.gap import GAPTrainer
+    from gnnprivacy.training.gap import GAPTrainer
 
     data = load_dataset(dataset, root=data_root, split="random", seed=seed, train_frac=0.8,
                         test_frac=0.2)

@@ -174,7 +174,7 @@ def _plan_dpmlp(p, g: GraphFacts, noise_scale: float, degrees) -> MechanismPlan:
 
 
 def _plan_gap(p, g: GraphFacts, noise_scale: float, degrees) -> MechanismPlan:
-    from gnnprivacy.nn.gap import gap_privacy_plan
+    from gnnprivacy.training.gap import gap_privacy_plan
 
     plan = gap_privacy_plan(p, num_train=g.num_train, num_nodes=g.num_nodes)
     z = plan["noise_multiplier"] * noise_scale
@@ -192,7 +192,7 @@ def _plan_gap(p, g: GraphFacts, noise_scale: float, degrees) -> MechanismPlan:
 def _plan_local(method: str, p, g: GraphFacts, noise_scale: float, degrees,
                 epsilon_total: float | None = None) -> MechanismPlan:
     from gnnprivacy.auditing.local import grr_audit, grr_fs_audit, multibit_audit
-    from gnnprivacy.experiments.methods.ldp import PAPER_GROUP_SIZES
+    from gnnprivacy.method.builtin.ldp import PAPER_GROUP_SIZES
 
     if noise_scale != 1.0:
         raise InvalidParameterError("noise_scale", "1.0 for local-DP methods (exact audit)",

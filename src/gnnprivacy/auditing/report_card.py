@@ -34,7 +34,7 @@ _RUN_ONLY = ("runs_dir", "resume", "device")
 
 
 def _values(record) -> dict:
-    from gnnprivacy.experiments.config import RUN_FIELDS
+    from gnnprivacy.method.config import RUN_FIELDS
 
     vals = {k: v for k, v in record.config.items() if k not in _RUN_ONLY}
     return {k: v for k, v in vals.items() if k in RUN_FIELDS or k in _param_names(record.method)}
@@ -43,17 +43,17 @@ def _values(record) -> dict:
 def _param_names(method: str) -> set[str]:
     import dataclasses
 
-    from gnnprivacy.experiments.registry import get_method
+    from gnnprivacy.method.registry import get_method
 
     return {f.name for f in dataclasses.fields(get_method(method).params)}
 
 
 def retrain_from_record(record, *, data_root: str | None = None):
     """Re-run the record's configuration (same seeds) and return ``(data, trained model)``."""
-    from gnnprivacy.experiments.config import resolve_config
-    from gnnprivacy.experiments.context import RunContext
-    from gnnprivacy.experiments.registry import get_method
-    from gnnprivacy.experiments.runner import load_run_data
+    from gnnprivacy.method.config import resolve_config
+    from gnnprivacy.method.context import RunContext
+    from gnnprivacy.method.registry import get_method
+    from gnnprivacy.method.data import load_run_data
 
     values = _values(record)
     if data_root is not None:
@@ -73,7 +73,7 @@ def retrain_from_record(record, *, data_root: str | None = None):
 def _read_run_or_tune_record(path: Path):
     """A run record, or a tune record (``gnnprivacy tune``: the chosen trial's run record with
     the total epsilon and a ``tuning`` section): ``(RunRecord, tuning section or None)``."""
-    from gnnprivacy.reporting.record import RunRecord, _decode, read_record
+    from gnnprivacy.records.record import RunRecord, _decode, read_record
 
     try:
         data = _decode(json.loads(path.read_text(encoding="utf-8")))
@@ -110,8 +110,8 @@ def _model_and_data(record, record_path, data_root):
     if saved is None:
         data, model, _ = retrain_from_record(record, data_root=data_root)
         return data, model, "retrained from the record's configuration and seeds (no saved model)"
-    from gnnprivacy.experiments.config import resolve_config
-    from gnnprivacy.experiments.runner import load_run_data
+    from gnnprivacy.method.config import resolve_config
+    from gnnprivacy.method.data import load_run_data
 
     values = _values(record)
     if data_root is not None:
@@ -151,7 +151,7 @@ def _link_stealing(model, data, *, pairs: int = 2000, seed: int = 0) -> dict:
 
 
 def _baseline(record, data, *, seed: int) -> dict:
-    from gnnprivacy.experiments.methods.nonprivate import NonPrivateParams, make_trainer
+    from gnnprivacy.method.builtin.nonprivate import NonPrivateParams, make_trainer
     from gnnprivacy.training.metrics import evaluate
 
     trainer = make_trainer("gcn", NonPrivateParams(), generator=seed).fit(data)
@@ -180,7 +180,7 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
         baseline: train a non-private GCN on the same split for the utility comparison.
         seed: seed of the audit and attacks.
     """
-    from gnnprivacy.reporting.record import RunRecord, _decode, read_record
+    from gnnprivacy.records.record import RunRecord, _decode, read_record
 
     record_path, tuning = None, None
     if not isinstance(record, RunRecord):
@@ -220,7 +220,7 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
     data = model = None
     if private:
         from gnnprivacy.auditing.api import audit
-        from gnnprivacy.attacks.membership import gradient_observation_attack
+        from gnnprivacy.auditing.gradient_observation import gradient_observation_attack
 
         run_params = {k: v for k, v in values.items()
                       if k not in ("method", "dataset", "data_root")}
@@ -252,8 +252,8 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
         card["link_stealing"] = {**_link_stealing(model, data, seed=seed), "model": where}
     if baseline:
         if data is None:
-            from gnnprivacy.experiments.config import resolve_config
-            from gnnprivacy.experiments.runner import load_run_data
+            from gnnprivacy.method.config import resolve_config
+            from gnnprivacy.method.data import load_run_data
 
             cfg, _ = resolve_config({**values, **({"data_root": data_root} if data_root else {})})
             data = load_run_data(cfg)
@@ -333,14 +333,14 @@ CARDS_DIR = "cards"  #: report cards live in RUNS/cards/<run_id>.json, beside th
 def save_card(card: dict, runs_dir: str | os.PathLike) -> Path:
     """Write ``card`` to ``<runs_dir>/cards/<run_id>.json``, where ``gnnprivacy report``
     (and `gnnprivacy.reporting.html.write_report`) picks it up as a report section."""
-    from gnnprivacy.reporting.record import write_json_atomic
+    from gnnprivacy.records.record import write_json_atomic
 
     return write_json_atomic(Path(runs_dir) / CARDS_DIR / f"{card['run_id']}.json", card)
 
 
 def load_cards(runs_dir: str | os.PathLike) -> list[dict]:
     """The cards saved under ``runs_dir`` (sorted by run id; unreadable files skipped)."""
-    from gnnprivacy.reporting.record import _decode
+    from gnnprivacy.records.record import _decode
 
     out = []
     for path in sorted((Path(runs_dir) / CARDS_DIR).glob("*.json")):

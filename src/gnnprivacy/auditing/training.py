@@ -28,6 +28,7 @@ from torch_geometric.data import Data
 from gnnprivacy._validation import check_int
 from gnnprivacy.auditing.bounds import empirical_epsilon
 from gnnprivacy.errors import InvalidParameterError
+from gnnprivacy.method.trainers import make_trainer_for  # noqa: F401 (re-exported)
 from gnnprivacy.training.predict import node_logits  # noqa: F401 (re-exported)
 
 __all__ = ["insert_canary", "training_audit", "make_trainer_for", "node_logits"]
@@ -61,28 +62,6 @@ def insert_canary(data: Data, *, degree: int | None = None,
     return out, z
 
 
-def make_trainer_for(method: str, params, *, seed: int, noise_multiplier: float | None = None):
-    """The estimator a registered method trains (``fit(data)``, ``predict_logits(data)``)."""
-    from gnnprivacy.experiments.methods.nonprivate import NonPrivateParams
-    from gnnprivacy.experiments.methods.nonprivate import make_trainer as nonprivate_trainer
-
-    if isinstance(params, NonPrivateParams):
-        return nonprivate_trainer(method, params, generator=seed)
-    extra = {} if noise_multiplier is None else {"noise_multiplier": noise_multiplier}
-    if method == "gap":
-        from gnnprivacy.nn.gap import GAPTrainer
-
-        return GAPTrainer(**params.trainer_kwargs(), generator=seed, **extra)
-    from gnnprivacy.training.node_dp import DPGNNTrainer, DPMLPTrainer, HeterPoissonTrainer
-
-    classes = {"heterpoisson": HeterPoissonTrainer, "dpgnn": DPGNNTrainer, "dpmlp": DPMLPTrainer}
-    if method not in classes:
-        raise InvalidParameterError("method", f"a method with a trainer for training-mode audits "
-                                    f"({', '.join(sorted(classes) + ['gap', 'gcn', '...'])})",
-                                    method)
-    return classes[method](**params.trainer_kwargs(), generator=seed, **extra)
-
-
 def _margin(logits: torch.Tensor, label: int) -> float:
     others = torch.cat([logits[:label], logits[label + 1:]])
     return float(logits[label] - torch.logsumexp(others, 0))
@@ -95,7 +74,7 @@ def training_audit(method: str, params, data: Data, *, runs: int = 20, confidenc
 
     The threshold is chosen on half of the runs and the bound counts the other half
     (``selection="heldout"`` or ``"split"``; trainings are too costly to hold out more)."""
-    from gnnprivacy.auditing.api import AuditResult
+    from gnnprivacy.auditing.result import AuditResult
 
     runs = check_int("runs", runs, low=2)
     t0 = time.perf_counter()

@@ -53,9 +53,9 @@ def link_stealing_command(dataset, model, attack, defense, theta, n_hop, grid_mo
                           seed, data_root, runs_dir, as_json, quiet):
     """Attack a GNN's posteriors to infer its training edges (He et al. 2021), with a defence."""
     from gnnprivacy.attacks.link_stealing.method import run_link_stealing
-    from gnnprivacy.cli.progress import progress_factory, quiet_mode
+    from gnnprivacy.experiments.progress import progress_factory, quiet_mode
     from gnnprivacy.errors import GnnPrivacyError
-    from gnnprivacy.reporting.record import dumps
+    from gnnprivacy.records.record import dumps
 
     try:
         with quiet_mode(quiet), progress_factory(enabled=not quiet) as progress:

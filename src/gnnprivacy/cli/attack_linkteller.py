@@ -36,7 +36,7 @@ def linkteller_command(dataset, method, eps_e, eps_f, private_edge_frac, seed, n
     """LinkTeller influence attack (Wu et al. S&P 2022) on private edges."""
     import json
 
-    from gnnprivacy.cli.progress import progress_factory, quiet_mode
+    from gnnprivacy.experiments.progress import progress_factory, quiet_mode
     from gnnprivacy.errors import GnnPrivacyError
     from gnnprivacy.experiments.linkteller_run import run_linkteller
 

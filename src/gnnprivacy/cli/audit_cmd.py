@@ -21,7 +21,7 @@ import click
 def _parse_params(items) -> dict:
     """``-p KEY=VALUE`` items (each may hold several pairs) -> a dict; errors name ``-p``."""
     from gnnprivacy.errors import InvalidParameterError
-    from gnnprivacy.experiments.config import parse_dataset_args
+    from gnnprivacy.method.config import parse_dataset_args
 
     out = {}
     for item in items:

@@ -105,8 +105,8 @@ def plain_table(rows: list[tuple[str, ...]], columns: tuple[str, ...] = _COLUMNS
 def demo_command(epsilon: float, seed: int, runs_dir: str, runs_alias: str | None,
                  report_dir: str, report_alias: str | None, quiet: bool, graph: str) -> None:
     """Privatize and train on a synthetic graph; print epsilon beside accuracy; write a report."""
-    from gnnprivacy.cli.progress import progress_factory, quiet_mode
-    from gnnprivacy.experiments.runner import run
+    from gnnprivacy.experiments.progress import progress_factory, quiet_mode
+    from gnnprivacy.method.runner import run
 
     runs_dir = runs_alias or runs_dir
     report_dir = report_alias or report_dir
@@ -159,8 +159,8 @@ def _link_stealing_section(seed: int, runs_dir: str, report_dir: str, graph: str
     """Attack-0 against a non-private GCN's posteriors without a defence and with GRID; records
     and a report of their own under ``link-stealing/``."""
     import gnnprivacy.attacks.link_stealing.method  # noqa: F401  (registers ``link-stealing``)
-    from gnnprivacy.cli.progress import progress_factory, quiet_mode
-    from gnnprivacy.experiments.runner import run
+    from gnnprivacy.experiments.progress import progress_factory, quiet_mode
+    from gnnprivacy.method.runner import run
 
     rows = []
     with quiet_mode(quiet), progress_factory(enabled=not quiet) as progress:
@@ -196,7 +196,7 @@ def _warm_imports() -> None:
     that the first method's timing does not include a few seconds of one-time imports."""
     import sklearn.metrics  # noqa: F401
 
-    from gnnprivacy.experiments.registry import list_methods
+    from gnnprivacy.method.registry import list_methods
 
     list_methods()
 

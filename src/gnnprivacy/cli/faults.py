@@ -62,7 +62,7 @@ def fault_guard():
             raise
         record = getattr(exc, "record", None)
         if record is not None:
-            from gnnprivacy.reporting.record import dumps
+            from gnnprivacy.records.record import dumps
 
             click.echo(dumps(record.to_dict(), indent=2))
             click.echo("(the finished run's record is printed above on stdout)", err=True)

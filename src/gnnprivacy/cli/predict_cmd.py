@@ -50,8 +50,8 @@ def load_prediction_graph(record, dataset: str | None, data_root: str | None):
     every node a query node."""
     import torch
 
-    from gnnprivacy.experiments.config import RUN_FIELDS, resolve_config
-    from gnnprivacy.experiments.runner import load_run_data
+    from gnnprivacy.method.config import RUN_FIELDS, resolve_config
+    from gnnprivacy.method.data import load_run_data
 
     name = dataset or record.dataset
     values = {k: v for k, v in record.config.items() if k in RUN_FIELDS}

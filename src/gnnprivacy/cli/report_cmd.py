@@ -41,7 +41,7 @@ def report_command(runs_dir, runs_dir_option, out_dir, title, metrics, reference
 def _warn_skipped(runs_dir) -> None:
     import warnings
 
-    from gnnprivacy.experiments.store import ResultStore
+    from gnnprivacy.records.store import ResultStore
 
     store = ResultStore(runs_dir)
     with warnings.catch_warnings():

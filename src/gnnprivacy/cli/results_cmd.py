@@ -25,12 +25,12 @@ def results_command(runs_dir, runs_dir_option, filters, fmt, output, failed):
     Columns: seed_index is the repeat index in a sweep (0, 1, 2 ...), seed the run seed derived
     from it. Unreadable (e.g. truncated) records are skipped with a warning naming the file."""
     runs_dir = _pick_dir(runs_dir, runs_dir_option)
-    from gnnprivacy.experiments.store import ResultStore, filter_rows
+    from gnnprivacy.records.store import ResultStore, filter_rows
     from gnnprivacy.reporting import export
 
     import warnings
 
-    from gnnprivacy.experiments.store import UnreadableRecordWarning
+    from gnnprivacy.records.store import UnreadableRecordWarning
 
     store = ResultStore(runs_dir)
     try:

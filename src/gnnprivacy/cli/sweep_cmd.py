@@ -48,7 +48,7 @@ def executor_options(command):
 def run_and_summarise(spec, *, runs_dir: str, executor: str, address, workers, data_root, quiet: bool):
     """Run ``spec`` with progress on stderr (a bar on a terminal, log lines otherwise), print a
     summary; returns the SweepResult."""
-    from gnnprivacy.cli.progress import progress_factory, quiet_mode
+    from gnnprivacy.experiments.progress import progress_factory, quiet_mode
     from gnnprivacy.experiments.sweep import run_sweep
 
     import os

@@ -7,9 +7,9 @@ import click
 
 from gnnprivacy.cli.options import add_options, collect_fields, merge_aliases
 from gnnprivacy.errors import GnnPrivacyError, WriteFailedError
-from gnnprivacy.experiments.config import RUN_FIELDS, RunConfig, config_to_dict, load_yaml_config, resolve_config
-from gnnprivacy.experiments.registry import list_methods
-from gnnprivacy.reporting.record import dumps
+from gnnprivacy.method.config import RUN_FIELDS, RunConfig, config_to_dict, load_yaml_config, resolve_config
+from gnnprivacy.method.registry import list_methods
+from gnnprivacy.records.record import dumps
 
 
 def _method_table() -> str:
@@ -44,8 +44,8 @@ def _train(config_file, print_config, as_json, quiet, save_model, **options):
     if print_config:
         _print_resolved(config, params)
         return
-    from gnnprivacy.cli.progress import progress_factory, quiet_mode
-    from gnnprivacy.experiments.runner import run
+    from gnnprivacy.experiments.progress import progress_factory, quiet_mode
+    from gnnprivacy.method.runner import run
 
     log = (lambda m: None) if quiet else (lambda m: click.echo(m, err=True))
     resolved = config_to_dict(config, params)
@@ -74,8 +74,8 @@ def _print_resolved(config, params) -> None:
     """The configuration with every default resolved for the dataset (loads the data)."""
     import yaml
 
-    from gnnprivacy.experiments.resolve import resolved_values
-    from gnnprivacy.experiments.runner import load_run_data
+    from gnnprivacy.method.resolve import resolved_values
+    from gnnprivacy.method.data import load_run_data
 
     try:
         values = resolved_values(config, params, load_run_data(config))

@@ -36,9 +36,9 @@ def load_arxiv(ctx):
     import torch
 
     from gnnprivacy.datasets.pyg_cache import PygSource, load_pyg_dataset
-    from gnnprivacy.datasets.registry import dataset_info
+    from gnnprivacy.datasets.spec import registered_info
 
-    required = tuple(f.split("/", 1)[1] for f in dataset_info("ogbn-arxiv").raw_files)
+    required = tuple(f.split("/", 1)[1] for f in registered_info("ogbn-arxiv").raw_files)
     source = PygSource(subdir="ogbn_arxiv", required=required,
                        factory=lambda r: PygNodePropPredDataset("ogbn-arxiv", root=r),
                        links=("raw", "split", OGB_VERSION_FILE), prepare=_write_release_marker,

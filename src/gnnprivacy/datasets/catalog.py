@@ -7,7 +7,7 @@ imported inside the loaders, so listing datasets stays light.
 
 from __future__ import annotations
 
-from gnnprivacy.datasets.registry import register_dataset
+from gnnprivacy.datasets.spec import register_dataset
 
 P000 = "000: Xiang, Wang & Wang, Preserving Node-level Privacy in GNNs (HeterPoisson), IEEE S&P 2024"
 P001 = "001: Tran et al., Heterogeneous Randomized Response for DP in GNNs (HeteroRR), IEEE BigData 2022"

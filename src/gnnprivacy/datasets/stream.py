@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from gnnprivacy._validation import check_choice, check_int, check_probability, check_real
-from gnnprivacy.datasets.registry import register_dataset
+from gnnprivacy.datasets.spec import register_dataset
 from gnnprivacy.errors import InvalidParameterError
 
 FORMAT_VERSION = 1

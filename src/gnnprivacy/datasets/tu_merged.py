@@ -11,7 +11,7 @@ one-hot node labels (ENZYMES 18 + 3 = 21, AIDS 4 + 38 = 42).
 
 from __future__ import annotations
 
-from gnnprivacy.datasets.registry import register_dataset
+from gnnprivacy.datasets.spec import register_dataset
 
 P003 = "003: Lou et al., GRID: Protecting Training Graph from Link Stealing Attacks on GNN Models"
 _TU_FILES = ("A", "graph_indicator", "graph_labels", "node_labels", "node_attributes")

@@ -218,7 +218,7 @@ class LocalExecutor(Executor):
 
 
 # Imported once by the fork server, so that workers start without re-importing torch and PyG.
-_PRELOAD = ["torch", "torch_geometric", "gnnprivacy.experiments.sweep", "gnnprivacy.experiments.runner",
+_PRELOAD = ["torch", "torch_geometric", "gnnprivacy.experiments.sweep", "gnnprivacy.method.runner",
             "gnnprivacy.datasets"]
 
 

@@ -35,7 +35,7 @@ def run_linkteller(dataset: str = "cora", *, method: str = "gcn", eps_e: float |
         mcmc_steps: EdgeRR / privHRG MCMC moves (default the method's).
         data_root: dataset root (default ``$GNNPRIVACY_DATA``).
         progress: optional ``progress(description, total)`` returning a task with
-            ``update(n)`` (what ``gnnprivacy.cli.progress.progress_factory`` yields): the
+            ``update(n)`` (what ``gnnprivacy.experiments.progress.progress_factory`` yields): the
             victim's training epochs and the attack's per-target queries report through it.
 
     Returns:
@@ -53,8 +53,8 @@ def run_linkteller(dataset: str = "cora", *, method: str = "gcn", eps_e: float |
     from gnnprivacy.attacks.linkteller import check_attack_options, linkteller_attack
     from gnnprivacy.datasets import load_dataset
     from gnnprivacy.errors import InvalidParameterError, UnknownNameError
-    from gnnprivacy.experiments.context import RunContext
-    from gnnprivacy.experiments.methods.heterorr import (METHODS, HeteroRRParams, fit_release,
+    from gnnprivacy.method.context import RunContext
+    from gnnprivacy.method.builtin.heterorr import (METHODS, HeteroRRParams, fit_release,
                                                          train_gcn)
 
     if method not in VICTIMS and method not in METHODS:

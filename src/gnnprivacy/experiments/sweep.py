@@ -39,7 +39,7 @@ sweeps that share a run share its record.
 Execution (`run_sweep`): every configuration is resolved *before* anything runs (a bad key
 fails the whole sweep with nothing written), runs whose record exists are skipped, the others go
 to an executor (`gnnprivacy.experiments.executors`). A worker trains through
-`gnnprivacy.experiments.runner.run`, which publishes the split and, last, the record naming
+`gnnprivacy.method.runner.run`, which publishes the split and, last, the record naming
 it with its checksum, each by atomic rename (`ResultStore.publish`), so a SIGKILL, a full
 disk or a read-only folder at any moment leaves either a complete run or none. With
 ``resume: true`` the run's checkpoints live in ``RUNS/checkpoints/``, so the rerun of a killed
@@ -71,8 +71,8 @@ from typing import Any
 import numpy as np
 
 from gnnprivacy.errors import InvalidParameterError, UnknownNameError
-from gnnprivacy.experiments.config import read_yaml_file
-from gnnprivacy.experiments.store import ResultStore
+from gnnprivacy.method.config import read_yaml_file
+from gnnprivacy.records.store import ResultStore
 
 SWEEP_KEYS = ("name", "description", "base", "grid", "seeds", "seed", "imports")
 #: keys of the bundled reproduction configs (experiments/configs/*.yaml) that a plain sweep ignores
@@ -216,8 +216,8 @@ def run_id_for(resolved: Mapping[str, Any]) -> str:
 
 def _method_keys(spec: SweepSpec) -> tuple[dict[str, set[str]], set[str]]:
     """Parameter names of every method the sweep uses, and the RunConfig fields."""
-    from gnnprivacy.experiments.config import RUN_FIELDS
-    from gnnprivacy.experiments.registry import get_method
+    from gnnprivacy.method.config import RUN_FIELDS
+    from gnnprivacy.method.registry import get_method
 
     methods = {str(c.get("method", spec.base.get("method", "gcn"))) for c in spec.cells()}
     return ({m: {f.name for f in dataclasses.fields(get_method(m).params)} for m in methods},
@@ -274,7 +274,7 @@ def expand_sweep(spec: SweepSpec, *, runs_dir: str | Path, data_root: str | None
         UnknownNameError: a config key is unknown (the message names it and the valid keys).
         InvalidParameterError: a value is invalid.
     """
-    from gnnprivacy.experiments.config import config_to_dict, resolve_config
+    from gnnprivacy.method.config import config_to_dict, resolve_config
 
     import_modules(spec.imports)
     params, run_fields = _method_keys(spec)
@@ -316,7 +316,7 @@ def execute_task(task: SweepTask) -> TaskOutcome:
     """Worker body: claim one run, train it and publish it into the runs directory (or record
     the failure). Its checkpoints (``resume: true``) live in ``RUNS/checkpoints/``, so a killed
     sweep's rerun continues from them."""
-    from gnnprivacy.experiments.runner import run
+    from gnnprivacy.method.runner import run
 
     store = ResultStore(task.values["runs_dir"])
     if store.has_record(task.run_id):
@@ -353,7 +353,7 @@ def _worker_progress(task: SweepTask):
 
     @contextmanager
     def plain():
-        from gnnprivacy.cli.progress import plain_progress
+        from gnnprivacy.experiments.progress import plain_progress
 
         with plain_progress() as make:
             yield lambda description, total: make(f"{task.run_id} ({description})", total, unit="step")
@@ -393,7 +393,7 @@ def run_sweep(spec: SweepSpec, *, runs_dir: str | Path, executor: str = "local",
             Ray cluster given by ``address``: no cap, Ray schedules every run).
         address: Ray cluster address (``executor="ray"`` only).
         data_root: folder with the raw datasets, overriding ``data_root`` in the sweep.
-        progress: ``progress(description, total)`` factory (see `gnnprivacy.cli.progress`).
+        progress: ``progress(description, total)`` factory (see `gnnprivacy.experiments.progress`).
         log: message sink.
 
     Returns:

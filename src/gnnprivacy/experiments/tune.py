@@ -2,7 +2,7 @@
 
 Papernot & Steinke (ICLR 2022): a random number ``K`` of trials (truncated negative
 binomial or Poisson, `gnnprivacy.accounting.hparam_tuning`); each trial draws a
-setting uniformly from the grid, trains it through `gnnprivacy.experiments.runner.run`
+setting uniformly from the grid, trains it through `gnnprivacy.method.runner.run`
 (the same code path as ``gnnprivacy train``) and scores it on the validation nodes; only the
 best trial (highest noisy score) is released. The released model's record carries the total
 epsilon (training + selection), beside the figure a paper would print if it ignored the
@@ -167,7 +167,7 @@ class TuneSpec:
 
 def load_tune_spec(path: str | Path) -> TuneSpec:
     """Read and validate a tune YAML file."""
-    from gnnprivacy.experiments.config import read_yaml_file
+    from gnnprivacy.method.config import read_yaml_file
 
     return TuneSpec.from_dict(read_yaml_file(path, what="tune YAML file"), source=str(path))
 
@@ -182,8 +182,8 @@ def _orders() -> np.ndarray:
 def _trial_plan(values: dict[str, Any], *, num_train: int, num_nodes: int):
     """``(event factory, steps, accountant kind, relation)`` of one setting's training."""
     from gnnprivacy.accounting.units import NeighboringRelation
-    from gnnprivacy.experiments.config import resolve_config
-    from gnnprivacy.training.node_dp import _privacy
+    from gnnprivacy.method.config import resolve_config
+    from gnnprivacy.training import _privacy
 
     config, params = resolve_config(values)
     kw = params.trainer_kwargs(num_train=num_train, num_nodes=num_nodes)
@@ -228,7 +228,7 @@ def _trial_rdp(plans, epsilon_t: float, delta: float, orders: np.ndarray,
                score_rdp: np.ndarray) -> tuple[np.ndarray, list[float]]:
     """Max over settings of the RDP of one trial trained at ``epsilon_t``; noise multipliers."""
     from gnnprivacy.accounting.rdp_builders import event_rdp
-    from gnnprivacy.training.node_dp import _privacy
+    from gnnprivacy.training import _privacy
 
     curve = np.zeros_like(orders)
     noises = []
@@ -334,9 +334,9 @@ def plan_spec(spec: TuneSpec | Mapping[str, Any] | str | Path, *,
         values per grid setting), ``score_sensitivity``, ``num_train``, ``num_nodes``,
         ``num_val``, ``config``, ``distribution`` and ``budget``.
     """
-    from gnnprivacy.experiments.config import resolve_config
-    from gnnprivacy.experiments.registry import get_method
-    from gnnprivacy.experiments.runner import load_run_data, split_kind
+    from gnnprivacy.method.config import resolve_config
+    from gnnprivacy.method.registry import get_method
+    from gnnprivacy.method.data import load_run_data, split_kind
 
     spec = _as_spec(spec)
     base = dict(spec.base)
@@ -468,7 +468,7 @@ def tune(spec: TuneSpec | Mapping[str, Any] | str | Path, *, runs_dir: str | Pat
         InvalidParameterError: the name is taken (see above), or the runs directory is not
             writable.
     """
-    from gnnprivacy.experiments.store import ResultStore
+    from gnnprivacy.records.store import ResultStore
 
     spec = _as_spec(spec)
     log = log or (lambda m: None)
@@ -507,8 +507,8 @@ def _run_tune(spec: TuneSpec, *, runs_dir: str | Path, data_root: str | None,
               compare: bool | None, reproducible_selection: bool | None,
               log: Callable[[str], None] | None) -> dict[str, Any]:
     """The body of `tune` (the name is checked and claimed by the caller)."""
-    from gnnprivacy.experiments.runner import run
-    from gnnprivacy.reporting.record import write_json_atomic
+    from gnnprivacy.method.runner import run
+    from gnnprivacy.records.record import write_json_atomic
 
     spec = _as_spec(spec)
     log = log or (lambda m: None)
@@ -638,7 +638,7 @@ def executed_total(trials, settings, plan: dict[str, Any], spec: TuneSpec) -> fl
 
 def _check_noise(rec, values, eps_t, delta, num_train, num_nodes) -> None:
     """The trial must have used (at least) the noise the budget was planned with."""
-    from gnnprivacy.training.node_dp import _privacy
+    from gnnprivacy.training import _privacy
 
     factory, steps, kind, _ = _trial_plan(values, num_train=num_train, num_nodes=num_nodes)
     planned = _privacy.calibrate(factory, steps=steps, epsilon=eps_t, delta=delta, kind=kind)

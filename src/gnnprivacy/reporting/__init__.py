@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gnnprivacy._lazy import lazy_exports
-from gnnprivacy.reporting.record import RunRecord, read_record, write_json_atomic
+from gnnprivacy.records.record import RunRecord, read_record, write_json_atomic
 
 if TYPE_CHECKING:
     from gnnprivacy.reporting.aggregate import group_rows, summarize

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gnnprivacy.errors import InvalidParameterError
-from gnnprivacy.reporting.record import dumps
+from gnnprivacy.records.record import dumps
 
 FORMATS = ("table", "csv", "json", "parquet")
 TABLE_COLUMNS = ("run_id", "status", "method", "dataset", "seed_index", "seed", "epsilon", "delta",

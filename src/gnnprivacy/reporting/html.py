@@ -67,7 +67,7 @@ def build_report(runs_dir: str | os.PathLike, *, title: str = "gnnprivacy report
     ``"methods"`` draws every method on one figure per metric
     (`gnnprivacy.reporting.method_plot.methods_plot`, what the demo shows).
     """
-    from gnnprivacy.experiments.store import ResultStore, UnreadableRecordWarning
+    from gnnprivacy.records.store import ResultStore, UnreadableRecordWarning
     from gnnprivacy.reporting.aggregate import group_rows
     from gnnprivacy.reporting.reference_values import load_references
     from gnnprivacy.reporting.tables import (budget_partitions, comparison_tables, privacy_table,

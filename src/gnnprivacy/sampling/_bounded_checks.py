@@ -2,15 +2,37 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
 from gnnprivacy.errors import GnnPrivacyError
 
-if TYPE_CHECKING:  # pragma: no cover
-    from gnnprivacy.sampling.degree_bounded import BoundedSubgraphs
+
+class BoundedSubgraphs(Protocol):
+    """What the checks read of `gnnprivacy.sampling.degree_bounded.BoundedSubgraphs` (a
+    protocol, so this module does not import the sampler that calls it)."""
+
+    @property
+    def train_nodes(self) -> Tensor: ...
+    @property
+    def neighbors(self) -> Tensor: ...
+    @property
+    def mask(self) -> Tensor: ...
+    @property
+    def max_degree(self) -> int: ...
+    @property
+    def num_nodes(self) -> int: ...
+    @property
+    def num_train(self) -> int: ...
+    @property
+    def edge_index(self) -> Tensor: ...
+    @property
+    def graph(self) -> Any: ...
+    @property
+    def bound_all_nodes(self) -> bool: ...
+    def degrees(self) -> Tensor: ...
 
 
 class SamplerInvariantError(GnnPrivacyError, AssertionError):

@@ -28,7 +28,7 @@ from gnnprivacy._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from gnnprivacy.transforms.base import EVENTS_KEY, PrivatizingTransform, privacy_spent
-    from gnnprivacy.transforms.edge_dp import (edge_rand, edge_rand_events, lap_graph,
+    from gnnprivacy.mechanisms.edge_dp import (edge_rand, edge_rand_events, lap_graph,
                                                lap_graph_events)
     from gnnprivacy.transforms.edges import EdgeRand, EdgeRR, LapGraph
     from gnnprivacy.transforms.features import FEATURE_LDP_MECHANISMS, FeatureLDP, FeatureRR

@@ -1,7 +1,7 @@
 """Edge-level DP graph releases as PyG transforms: EdgeRand, LapGraph and EdgeRR.
 
 Thin classes over the functional code: `edge_rand` and `lap_graph`
-(`gnnprivacy.transforms.edge_dp`, Wu et al., "LinkTeller: Recovering Private Edges from Graph
+(`gnnprivacy.mechanisms.edge_dp`, Wu et al., "LinkTeller: Recovering Private Edges from Graph
 Neural Networks via Influence Analysis", IEEE S&P 2022) and `edge_rr`
 (`gnnprivacy.ldp.heterorr.edge_rr`, Tran et al., "Heterogeneous Randomized Response for
 Differential Privacy in Graph Neural Networks", IEEE BigData 2022).
@@ -20,7 +20,7 @@ from gnnprivacy._validation import (check_choice, check_int, check_positive, che
                                    check_real)
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.transforms.base import PrivatizingTransform
-from gnnprivacy.transforms.edge_dp import (MAX_EDGES, edge_rand, edge_rand_events, lap_graph,
+from gnnprivacy.mechanisms.edge_dp import (MAX_EDGES, edge_rand, edge_rand_events, lap_graph,
                                            lap_graph_events)
 
 __all__ = ["EdgeRR", "EdgeRand", "LapGraph"]

@@ -7,11 +7,11 @@ import math
 
 import pytest
 
-import gnnprivacy.experiments.methods.node_dp as node_dp_methods
+import gnnprivacy.method.builtin.node_dp as node_dp_methods
 from gnnprivacy.errors import InvalidParameterError
-from gnnprivacy.experiments.context import MethodResult, RunContext
-from gnnprivacy.experiments.registry import get_method
-from gnnprivacy.training.node_dp import _privacy
+from gnnprivacy.method.context import MethodResult, RunContext
+from gnnprivacy.method.registry import get_method
+from gnnprivacy.training import _privacy
 
 from test_node_dp_heterpoisson import CountingAccountant, toy_data  # noqa: E402
 

@@ -13,8 +13,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from gnnprivacy.experiments.context import MethodResult, RunContext
-from gnnprivacy.experiments.registry import register_method
+from gnnprivacy.method.context import MethodResult, RunContext
+from gnnprivacy.method.registry import register_method
 
 __all__ = ["LinkStealingParams", "run_link_stealing"]
 
@@ -108,7 +108,7 @@ def run_link_stealing(dataset: str = "cora", *, seed: int = 0, data_root: str | 
         >>> 0.0 <= rec.metrics["auc"] <= 1.0, rec.epsilon    # GRID is empirical: no epsilon
         (True, inf)
     """
-    from gnnprivacy.experiments.runner import run
+    from gnnprivacy.method.runner import run
 
     values = {"method": METHOD, "dataset": dataset, "seed": seed, "data_root": data_root,
               "runs_dir": runs_dir, **params}

@@ -329,7 +329,7 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
     metrics: dict[str, float] = {}
     info: dict = {"splits": splits.sizes(), "setting": setting}
     if st.defense == "gap":
-        from gnnprivacy.nn.gap import GAPTrainer
+        from gnnprivacy.training.gap import GAPTrainer
 
         # GAP's own architecture replaces the target model (spec §9 A17); transductive on D1.
         gap_d1 = d1.clone()

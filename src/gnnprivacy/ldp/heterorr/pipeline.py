@@ -13,7 +13,7 @@
 Every noisy step composes its event into one of two accountants: unit ``FEATURE`` (relation
 ``REPLACE``, local DP) and unit ``EDGE`` (relation ``ADD_OR_REMOVE``), one per unit (spec §4.6);
 a method releasing both states their sum under the joint relation
-(`gnnprivacy.experiments.methods.heterorr`). Training on the released graph is
+(`gnnprivacy.method.builtin.heterorr`). Training on the released graph is
 post-processing.
 
 Scores for FeatureRR (no masked inputs exist for these datasets, so ``beta = 1/d`` and
@@ -122,7 +122,7 @@ def _features(data, method, eps_f, *, levels, gamma, score_source, public_frac, 
 
 def _edges(data, method, eps_e, pub, pri, *, edge_split, mode, mcmc_steps, acc, rng):
     from gnnprivacy.ldp.heterorr.edge_rr import edge_rr, priv_hrg
-    from gnnprivacy.transforms.edge_dp import edge_rand, lap_graph
+    from gnnprivacy.mechanisms.edge_dp import edge_rand, lap_graph
 
     n = data.num_nodes
     if method == "edgerr":

@@ -51,7 +51,7 @@ from gnnprivacy.sampling import NodeBatchSampler, sample_degree_bounded_subgraph
 from gnnprivacy.sampling.fixed_shape import FixedShapeNodeBatches
 from gnnprivacy.sampling.per_edge import PER_EDGE_SCOPE, sample_per_edge_bounded_subgraphs
 from gnnprivacy.training.dp import ClipGroup, DPEngine, clipped_gradient_sum, make_optimizer
-from gnnprivacy.training.node_dp import _privacy
+from gnnprivacy.training import _privacy
 from gnnprivacy.training.node_dp.base import NodeDPTrainer
 from gnnprivacy.training.node_dp.common import FeatureNorm, is_inductive, node_metrics
 from gnnprivacy.training.nonprivate import num_classes_of, training_graph

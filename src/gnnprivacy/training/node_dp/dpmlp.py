@@ -33,7 +33,7 @@ from gnnprivacy._validation import (check_choice, check_int, check_positive, che
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.sampling.fixed_shape import FixedShapeNodeBatches
 from gnnprivacy.training.dp import DPEngine, make_optimizer
-from gnnprivacy.training.node_dp import _privacy
+from gnnprivacy.training import _privacy
 from gnnprivacy.training.node_dp.base import NodeDPTrainer
 from gnnprivacy.training.node_dp.common import FeatureNorm, is_inductive, node_metrics
 from gnnprivacy.training.nonprivate import num_classes_of, training_graph

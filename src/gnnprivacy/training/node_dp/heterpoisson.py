@@ -55,7 +55,7 @@ from gnnprivacy.sampling import HeterPoissonSampler
 from gnnprivacy.sampling.fixed_shape import FixedShapeHeterPoisson
 from gnnprivacy.sampling.star_batch import StarBatch
 from gnnprivacy.training.dp import DPEngine, make_optimizer
-from gnnprivacy.training.node_dp import _privacy
+from gnnprivacy.training import _privacy
 from gnnprivacy.training.node_dp.base import NodeDPTrainer
 from gnnprivacy.training.node_dp.common import FeatureNorm, is_inductive, node_metrics
 from gnnprivacy.training.node_dp.private_inference import private_star_logits

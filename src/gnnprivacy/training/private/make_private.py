@@ -150,7 +150,7 @@ class PrivateTraining:
         self.delta = (self.plan.default_delta if delta is None
                       else check_real("delta", delta, low=0.0, high=1.0, low_open=True,
                                       high_open=True))
-        from gnnprivacy.training.node_dp import _privacy
+        from gnnprivacy.training import _privacy
 
         _privacy.check_delta(self.delta, self.sampler.num_train,
                              allow_large_delta=bool(allow_large_delta))

@@ -111,7 +111,7 @@ class SubgraphSampler:
         raise NotImplementedError
 
     def default_steps(self, plan: SamplerPlan, *, epsilon: float, delta: float) -> int:
-        from gnnprivacy.experiments.defaults import adaptive_steps
+        from gnnprivacy.training.defaults import adaptive_steps
 
         return adaptive_steps(self.num_train, plan.expected_batch_size, epsilon=epsilon,
                               delta=delta, sensitivity=plan.noise_scale)
@@ -186,7 +186,7 @@ class HeterPoissonSubgraphs(SubgraphSampler):
         self.accounting = check_choice("accounting", accounting, ("sound", "paper"))
 
     def default_batch_size(self) -> int:
-        from gnnprivacy.experiments.defaults import (MAX_RATE_HETERPOISSON,
+        from gnnprivacy.training.defaults import (MAX_RATE_HETERPOISSON,
                                                      MIN_BATCH_HETERPOISSON)
 
         rate = min(MAX_RATE_HETERPOISSON, 4096.0 / self.num_nodes)
@@ -195,7 +195,7 @@ class HeterPoissonSubgraphs(SubgraphSampler):
 
     def plan(self, *, batch_size: int | None) -> SamplerPlan:
         from gnnprivacy.sampling import HeterPoissonSampler
-        from gnnprivacy.training.node_dp import _privacy
+        from gnnprivacy.training import _privacy
 
         m = self.default_batch_size() if batch_size is None else check_int(
             "batch_size", batch_size, low=1, high=self.num_train)
@@ -226,7 +226,7 @@ class HeterPoissonSubgraphs(SubgraphSampler):
              "accounting_mode": self.accounting})
 
     def default_steps(self, plan: SamplerPlan, *, epsilon: float, delta: float) -> int:
-        from gnnprivacy.experiments.defaults import MAX_STEPS_HETERPOISSON
+        from gnnprivacy.training.defaults import MAX_STEPS_HETERPOISSON
 
         return min(super().default_steps(plan, epsilon=epsilon, delta=delta),
                    MAX_STEPS_HETERPOISSON)
@@ -318,14 +318,14 @@ class DegreeBoundedSubgraphs(SubgraphSampler):
         return occurrence_bound(self.max_degree_, self.hops_)
 
     def default_batch_size(self) -> int:
-        from gnnprivacy.experiments.defaults import BATCH_FRACTION, adaptive_batch
+        from gnnprivacy.training.defaults import BATCH_FRACTION, adaptive_batch
 
         return adaptive_batch(self.num_train, fraction=BATCH_FRACTION["dpgnn"], low=256,
                               high=10000)
 
     def plan(self, *, batch_size: int | None) -> SamplerPlan:
         from gnnprivacy.sampling import NodeBatchSampler
-        from gnnprivacy.training.node_dp import _privacy
+        from gnnprivacy.training import _privacy
 
         m = self.default_batch_size() if batch_size is None else check_int(
             "batch_size", batch_size, low=1, high=self.num_train)
@@ -403,13 +403,13 @@ class NodeSubgraphs(SubgraphSampler):
     name = "nodes"
 
     def default_batch_size(self) -> int:
-        from gnnprivacy.experiments.defaults import BATCH_FRACTION, adaptive_batch
+        from gnnprivacy.training.defaults import BATCH_FRACTION, adaptive_batch
 
         return adaptive_batch(self.num_train, fraction=BATCH_FRACTION["dpmlp"], low=256,
                               high=4096)
 
     def plan(self, *, batch_size: int | None) -> SamplerPlan:
-        from gnnprivacy.training.node_dp import _privacy
+        from gnnprivacy.training import _privacy
 
         m = self.default_batch_size() if batch_size is None else check_int(
             "batch_size", batch_size, low=1, high=self.num_train)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from gnnprivacy.experiments.context import MethodResult, RunContext
-from gnnprivacy.experiments.registry import register_method
+from gnnprivacy.method.context import MethodResult, RunContext
+from gnnprivacy.method.spec import register_method
 
 __all__ = ["DPGNNParams", "DPMLPParams", "HeterPoissonParams"]
 
@@ -23,12 +23,12 @@ SECURE_HELP = ("draw all privacy noise (and the sampling seeds) from the OS CSPR
                "it the noise is seeded from the run seed, which is for reproducible research "
                "only: anyone with the record can regenerate the noise")
 PRESET_HELP = ("defaults of unset hyperparameters: auto (adapt batch/steps/lr/width to the "
-               "graph size and epsilon, see gnnprivacy.experiments.defaults) | paper")
+               "graph size and epsilon, see gnnprivacy.training.defaults) | paper")
 
 
 def _resolved_kwargs(method: str, params, num_train, num_nodes) -> dict:
     """The params as a dict with unset fields filled by the preset (``preset`` removed)."""
-    from gnnprivacy.experiments.defaults import resolve_hparams
+    from gnnprivacy.training.defaults import resolve_hparams
 
     kw = resolve_hparams(method, asdict(params), num_train=num_train, num_nodes=num_nodes)
     kw.pop("preset")

@@ -48,7 +48,7 @@ from gnnprivacy.sampling import poisson_node_batch
 from gnnprivacy.training.dp.clipping import clip_and_sum
 from gnnprivacy.training.dp.engine import DPEngine, make_optimizer
 from gnnprivacy.training.dp.noise import gaussian_noise
-from gnnprivacy.training.node_dp import _privacy
+from gnnprivacy.training import _privacy
 from gnnprivacy.training.node_dp.common import FeatureNorm, is_inductive
 from gnnprivacy.sampling.star_batch import StarBatch
 from gnnprivacy.training.node_dp.dpmlp import DPMLPTrainer, default_delta_dpmlp, mlp

@@ -109,7 +109,7 @@ def resolve_config(values: dict[str, Any]):
         UnknownNameError: a key is neither a RunConfig field nor a parameter of the method;
             the message lists the valid keys.
     """
-    from gnnprivacy.experiments.registry import get_method
+    from gnnprivacy.method.registry import get_method
 
     values = {k.replace("-", "_"): v for k, v in values.items() if v is not None}
     for key in ("runs_dir", "data_root"):  # a pathlib.Path is a path too

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 from gnnprivacy._validation import (check_choice, check_int, check_positive, check_probability,
                                    check_real)
 from gnnprivacy.errors import InvalidParameterError
-from gnnprivacy.experiments.context import MethodResult, RunContext
-from gnnprivacy.experiments.registry import register_method
+from gnnprivacy.method.context import MethodResult, RunContext
+from gnnprivacy.method.spec import register_method
 
 if TYPE_CHECKING:   # torch loads when a method runs, not when `train --help` lists them
     import torch

@@ -1,7 +1,7 @@
 """``gap``: GAP node-level DP GNN (aggregation perturbation), bounded-graph or the paper's
 accounting.
 
-See `gnnprivacy.nn.gap`. Privacy: unit node, add/remove among graphs of in/out-degree at
+See `gnnprivacy.training.gap`. Privacy: unit node, add/remove among graphs of in/out-degree at
 most ``D``; one PLD accountant over the encoder's and classifier's executed DP-SGD steps and
 the aggregation hops. ``accounting="bounded-graph"`` (default) uses the corrected aggregation
 sensitivity ``2(D+1)`` (Xiang et al. 2024, §5.3); ``"paper"`` GAP's ``√D``.
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from gnnprivacy.experiments.context import MethodResult, RunContext
-from gnnprivacy.experiments.methods.node_dp import SECURE_HELP
-from gnnprivacy.experiments.registry import register_method
+from gnnprivacy.method.context import MethodResult, RunContext
+from gnnprivacy.method.builtin.node_dp import SECURE_HELP
+from gnnprivacy.method.spec import register_method
 
 __all__ = ["GAPParams"]
 
@@ -40,7 +40,7 @@ class GAPParams:
     secure_mode: bool = field(default=False, metadata={"help": SECURE_HELP})
 
     def __post_init__(self):
-        from gnnprivacy.nn.gap import GAPTrainer
+        from gnnprivacy.training.gap import GAPTrainer
 
         GAPTrainer(**self.trainer_kwargs())
 
@@ -54,7 +54,7 @@ class GAPParams:
                              "al. 2023), corrected sensitivity by default")
 def fit_gap(ctx: RunContext) -> MethodResult:
     """GAP node-level training (spec 000 §3.9, §5)."""
-    from gnnprivacy.nn.gap import GAPTrainer
+    from gnnprivacy.training.gap import GAPTrainer
     from gnnprivacy.training.device import device_name
 
     trainer = GAPTrainer(**ctx.params.trainer_kwargs(), generator=ctx.seed_for("train"),

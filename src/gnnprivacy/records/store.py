@@ -52,7 +52,7 @@ from typing import Any
 
 from gnnprivacy._files import check_writable_dir, file_digest
 from gnnprivacy.errors import InvalidParameterError, UnknownNameError, WriteFailedError
-from gnnprivacy.reporting.record import RunRecord, _decode, read_record, record_problem, write_json_atomic
+from gnnprivacy.records.record import RunRecord, _decode, read_record, record_problem, write_json_atomic
 
 try:
     import fcntl
@@ -530,7 +530,7 @@ class ResultStore:
 
 
 def _encode_row(row: dict[str, Any]) -> dict[str, Any]:
-    from gnnprivacy.reporting.record import _encode
+    from gnnprivacy.records.record import _encode
 
     return _encode(row)
 

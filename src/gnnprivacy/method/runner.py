@@ -18,42 +18,12 @@ from gnnprivacy.datasets.splits import split_warnings
 from gnnprivacy._files import atomic_write, check_writable_dir
 from gnnprivacy.datasets.validate import validate_data
 from gnnprivacy.errors import InvalidParameterError, WriteFailedError
-from gnnprivacy.experiments.config import config_to_dict, parse_dataset_args, resolve_config
-from gnnprivacy.experiments.context import MethodResult, RunContext
-from gnnprivacy.experiments.registry import get_method
-from gnnprivacy.experiments.store import check_runs_dir
-from gnnprivacy.reporting.record import RunRecord
-
-
-def split_kind(config) -> str:
-    """The split ``config`` draws: its ``split``, else the dataset's default (``public`` for
-    Cora/CiteSeer unless fractions are given, else ``random``)."""
-    from gnnprivacy.datasets.load import _split_kind
-    from gnnprivacy.datasets.registry import dataset_info
-
-    return _split_kind(dataset_info(config.dataset), config.split,
-                       (config.train_frac, config.val_frac, config.test_frac))
-
-
-def load_run_data(config):
-    """Load the dataset and split named by ``config`` (a `RunConfig`).
-
-    Raises:
-        InvalidParameterError: ``split_seed`` with a public split (whose nodes are fixed, so the
-            seed would be silently ignored), besides the loader's errors.
-    """
-    from gnnprivacy.datasets import load_dataset
-
-    if config.split_seed is not None and split_kind(config) == "public":
-        raise InvalidParameterError(
-            "split_seed", f"unset with the public split of {config.dataset} (its nodes are fixed; "
-            "add --split random to draw a split with this seed)", config.split_seed)
-
-    return load_dataset(
-        config.dataset, root=config.data_root, split=config.split,
-        seed=config.seed if config.split_seed is None else config.split_seed,
-        train_frac=config.train_frac, val_frac=config.val_frac, test_frac=config.test_frac,
-        **parse_dataset_args(config.dataset_args))
+from gnnprivacy.method.config import config_to_dict, resolve_config
+from gnnprivacy.method.context import MethodResult, RunContext
+from gnnprivacy.method.data import load_run_data, split_kind  # noqa: F401 (re-exported)
+from gnnprivacy.method.registry import get_method
+from gnnprivacy.records.store import check_runs_dir
+from gnnprivacy.records.record import RunRecord
 
 
 def run(values: dict[str, Any], *, progress: Callable | None = None,
@@ -72,7 +42,7 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
         run_id: fixed record id (sweeps use a deterministic id); default: time + random suffix.
         data: a user's ``torch_geometric.data.Data`` to train on instead of loading
             ``config.dataset`` (which then only names it in the record); see
-            `gnnprivacy.experiments.user_data.prepare_user_data`.
+            `gnnprivacy.method.user_data.prepare_user_data`.
         keep_result: if given, receives ``{"result": MethodResult, "data": the data trained
             on}`` (the public API keeps the fitted model this way).
         model_path: where to save the trained model (default, when saving:
@@ -100,7 +70,7 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
     if data is None:
         data = load_run_data(config)
     else:
-        from gnnprivacy.experiments.user_data import prepare_user_data
+        from gnnprivacy.method.user_data import prepare_user_data
 
         data = prepare_user_data(data, name=config.dataset, split=config.split,
                                  seed=config.seed if config.split_seed is None else config.split_seed,
@@ -235,7 +205,7 @@ def _describe_checkpoint(ckpt: Path, config, params) -> None:
 
 def _publish(record: RunRecord, split, runs_dir: Path, ckpt: Path | None,
              companions: dict[str, Callable] | None = None) -> None:
-    from gnnprivacy.experiments.store import ResultStore
+    from gnnprivacy.records.store import ResultStore
 
     name = f"{record.run_id}.split.npz"
     try:

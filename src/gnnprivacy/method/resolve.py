@@ -3,7 +3,7 @@
 ``gnnprivacy train --print-config`` prints this, in a form ``-c`` reads back (a public split is
 printed as ``split: public`` without fractions or seed: its nodes are fixed). Hyperparameters left unset are resolved the
 way the method resolves them at fit time: the node-level DP methods through their preset
-(`gnnprivacy.experiments.defaults.resolve_hparams`), and delta through the method's
+(`gnnprivacy.training.defaults.resolve_hparams`), and delta through the method's
 registered default (``|V|^-1.1`` of the graph for heterpoisson, ``1/(10 N_train)`` for the
 others). A value still ``None`` afterwards means "off" (e.g. ``clip_percentile``) or "the
 dataset's own default" (e.g. ``group_size``), as the option's help says.
@@ -15,8 +15,8 @@ import dataclasses
 import math
 from typing import Any
 
-from gnnprivacy.experiments.config import RunConfig
-from gnnprivacy.experiments.registry import get_method
+from gnnprivacy.method.config import RunConfig
+from gnnprivacy.method.registry import get_method
 
 #: methods whose default delta counts all nodes of the graph rather than training nodes
 _DELTA_OVER_ALL_NODES = frozenset({"heterpoisson"})
@@ -24,7 +24,7 @@ _DELTA_OVER_ALL_NODES = frozenset({"heterpoisson"})
 
 def resolved_values(config: RunConfig, params: Any, data: Any) -> dict[str, Any]:
     """Flat config (run fields then method params) with the defaults resolved for ``data``."""
-    from gnnprivacy.experiments.defaults import PAPER, resolve_hparams
+    from gnnprivacy.training.defaults import PAPER, resolve_hparams
 
     spec = get_method(config.method)
     values = dataclasses.asdict(params)

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field, fields
 
 from gnnprivacy._validation import (check_choice, check_int, check_positive, check_probability,
                                     check_pure_epsilon, check_real)
-from gnnprivacy.experiments.context import MethodResult, RunContext
-from gnnprivacy.experiments.registry import register_method
+from gnnprivacy.method.context import MethodResult, RunContext
+from gnnprivacy.method.spec import register_method
 
 __all__ = ["EdgeParams", "FeatureParams", "HeteroRRParams", "JOINT_RELATION", "JOINT_UNIT",
            "METHODS", "fit_release", "train_gcn"]

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from gnnprivacy._validation import (check_choice, check_int, check_positive, check_probability,
                                    check_real)
 from gnnprivacy.errors import InvalidParameterError
-from gnnprivacy.experiments.context import MethodResult, RunContext
-from gnnprivacy.experiments.registry import register_method
+from gnnprivacy.method.context import MethodResult, RunContext
+from gnnprivacy.method.spec import register_method
 from gnnprivacy.nn.activations import ACTIVATIONS
 
 
