@@ -15,9 +15,11 @@ gp.attack_link_stealing("cora", attack=6, defense="grid")
 pt = gp.make_private(model, optimizer, data, sampler="heterpoisson", epsilon=8.0)
 ```
 
-Sub-packages (imports point down only): ``accounting`` (privacy events, accountants,
-calibration; no torch), ``mechanisms``, ``datasets``, ``sampling``, ``nn``, ``training``,
-``ldp``, ``attacks``, ``experiments`` (configs, registry, runner) and ``reporting``.
+Sub-packages, in layers whose imports point down only (docs/architecture.md; an
+import-linter contract keeps the order): ``cli`` and ``api``; ``experiments`` (sweep, tune,
+reproduce); ``reporting``; ``auditing``, ``attacks``, ``defenses``; ``method`` (registry,
+configs, runner); ``training``, ``transforms``, ``ldp``; ``nn``, ``sampling``,
+``mechanisms``; ``accounting`` (no torch), ``datasets`` and ``records``.
 """
 
 from __future__ import annotations
