@@ -27,7 +27,6 @@ from torch_geometric.data import Data
 
 from gnnprivacy._validation import check_int
 from gnnprivacy.auditing.bounds import empirical_epsilon
-from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.method.trainers import make_trainer_for  # noqa: F401 (re-exported)
 from gnnprivacy.training.predict import node_logits  # noqa: F401 (re-exported)
 

@@ -59,7 +59,7 @@ from torch.nn import functional as F
 
 from gnnprivacy._estimator import EstimatorParams
 from gnnprivacy._fixed_shapes import fixed_shapes
-from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
+from gnnprivacy._validation import check_int, check_positive, check_real
 from gnnprivacy.nn.gap import (GAP_MODES, _mlp, bound_degree, check_gap_mode, gap_event,  # noqa: F401
                                gap_sensitivity, true_sensitivity)
 
