@@ -76,7 +76,8 @@ def timed_run(data, *, epsilon: float, seed: int) -> tuple[Timers, float, dict]:
     """One fit + score with the timers installed; returns (timers, wall seconds, scores)."""
     from gnnprivacy.sampling import HeterPoissonSampler
     from gnnprivacy.training.dp import DPEngine
-    from gnnprivacy.training.node_dp import HeterPoissonTrainer, _privacy
+    from gnnprivacy.training import _privacy
+    from gnnprivacy.training.node_dp import HeterPoissonTrainer
 
     timers = Timers()
 

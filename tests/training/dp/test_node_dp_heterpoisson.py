@@ -15,7 +15,8 @@ from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.nn.star import StarGNN
 from gnnprivacy.sampling import CounterRandom, HeterPoissonSampler
 from gnnprivacy.training.dp import clipped_gradient_sum
-from gnnprivacy.training.node_dp import HeterPoissonTrainer, _privacy
+from gnnprivacy.training import _privacy
+from gnnprivacy.training.node_dp import HeterPoissonTrainer
 
 DT = torch.float64
 
