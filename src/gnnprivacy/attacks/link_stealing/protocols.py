@@ -73,7 +73,7 @@ def he_full_pairs(edge_index, num_nodes: int, *, seed: int, test_frac: float = H
     edges = edges[rng.permutation(len(edges))]
     non = sample_non_edges(num_nodes, len(edges), edges, generator=rng)
     n_known = int(round(known_frac * len(edges)))
-    n_test = max(1, int(round(test_frac * len(edges))))
+    n_test = min(max(1, int(round(test_frac * len(edges)))), len(edges) - n_known)
 
     def pairs(idx):
         pos, neg = edges[idx], non[idx]
@@ -206,10 +206,12 @@ def auc_vs_nhop(released, edge_index, num_nodes: int, n: int, *, metric: str, se
     same = top[both[:, 0]] == top[both[:, 1]]
 
     def auc(probs, keep=slice(None)):
+        lab = labels[keep]
+        if not 0 < lab.sum() < len(lab):  # one class is empty (no same-label pair, say)
+            return float("nan")
         p = np.asarray(probs)
         d = distances(p[both[keep, 0]], p[both[keep, 1]])[:, k]
-        lab = labels[keep]
-        return float(attack_metrics(-d, lab)["auc"]) if 0 < lab.sum() < len(lab) else float("nan")
+        return float(attack_metrics(-d, lab)["auc"])
 
     out["auc_vs_nhop"] = auc(released)
     if clean is not None:
