@@ -6,9 +6,9 @@ masked for the model accuracy; GAT / GraphSAGE / GIN inductively, accuracy on D3
 trains the attacker's shadow model (same architecture) and shadow reference MLP; the attack is
 tested on D4 (20% of D1's edges plus as many non-edges). ``protocol="he-full"`` is He et al.'s
 pipeline instead: the target trains on the full graph with its loaded (public) split, and the
-pairs are every edge plus as many non-edges (`gnnprivacy.attacks.link_stealing.protocols`). Everything the attacker gets from the
-target API -- D4 *and* the A* training pairs -- is the defended output (spec §9 A14); shadow and
-reference posteriors are the attacker's own and clean.
+pairs are every edge plus as many non-edges (`gnnprivacy.attacks.link_stealing.protocols`).
+Everything the attacker gets from the target API -- D4 *and* the A* training pairs -- is the
+defended output (spec §9 A14); shadow and reference posteriors are the attacker's own and clean.
 
 Defences: ``none``; ``grid`` (`GRID`, post-hoc, the model is
 unchanged); ``l2`` (retrain with an L2 penalty ``lambda * sum |W|^2``, i.e. Adam weight decay
@@ -93,6 +93,15 @@ class LinkStealingSettings:
         from gnnprivacy.attacks.link_stealing.protocols import PROTOCOLS
 
         check_choice("model", self.model, MODELS)
+        check_int("attack", self.attack, low=0, high=7)
+        check_choice("defense", self.defense, DEFENSES)
+        check_real("theta", self.theta, low=0.0, high=2.0, low_open=True)
+        check_int("n_hop", self.n_hop, low=2)
+        check_choice("adaptive", self.adaptive, ADAPTIVE)
+        check_choice("ils", self.ils, ("none", "A2", "A9"))
+        check_choice("influence", self.influence, ("none", "infiltrator"))
+        check_choice("query_node", self.query_node, ("a", "w"))
+        check_choice("attacker_training", self.attacker_training, ATTACKER_TRAINING)
         check_choice("protocol", self.protocol, PROTOCOLS)
         if self.reference_label_frac is not None:
             object.__setattr__(self, "reference_label_frac", check_real(
@@ -104,15 +113,6 @@ class LinkStealingSettings:
         if self.protocol == "he-full" and (self.ils != "none" or self.influence != "none"):
             raise InvalidParameterError("protocol", "'d1' for the inductive ILS and influence "
                                         "attacks (they query D1's graph)", self.protocol)
-        check_int("attack", self.attack, low=0, high=7)
-        check_choice("defense", self.defense, DEFENSES)
-        check_real("theta", self.theta, low=0.0, high=2.0, low_open=True)
-        check_int("n_hop", self.n_hop, low=2)
-        check_choice("adaptive", self.adaptive, ADAPTIVE)
-        check_choice("ils", self.ils, ("none", "A2", "A9"))
-        check_choice("influence", self.influence, ("none", "infiltrator"))
-        check_choice("query_node", self.query_node, ("a", "w"))
-        check_choice("attacker_training", self.attacker_training, ATTACKER_TRAINING)
         if (self.ils != "none" or self.influence != "none") and self.model == "gcn":
             raise InvalidParameterError("model", "an inductive model (gat, sage, gin) for ILS and "
                                         "influence attacks", self.model)
