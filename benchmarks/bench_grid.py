@@ -14,6 +14,10 @@ label-only AUC on the same pairs (what a label-preserving defence cannot change)
 test accuracy with and without GRID and the acceptance checks (a drop of at least 5 points at
 theta 0.4, at most 0.60 at theta 1.0):
 ``python benchmarks/bench_grid.py --auc-vs-nhop [--seeds 3] [--datasets cora,citeseer]``.
+
+``--paper-cells`` prints the paper's Table II-IV cells (Attacks 0, 1, 6, GCN, flipped AUC)
+without and with GRID under ``--protocols`` (e.g. ``he-full``), with the label-only and
+output-blind controls: ``python benchmarks/bench_grid.py --paper-cells --protocols he-full``.
 """
 
 from __future__ import annotations
@@ -37,7 +41,12 @@ def main() -> None:
     parser.add_argument("--datasets", default="cora,citeseer")
     parser.add_argument("--protocols", default="d1,he-full")
     parser.add_argument("--objective", default="paper", help="GRID objective (paper | mean | gap_sq)")
+    parser.add_argument("--paper-cells", action="store_true",
+                        help="print the paper's Attack-0/1/6 cells (GCN) without and with GRID")
     args = parser.parse_args()
+    if args.paper_cells:
+        paper_cells_table(args)
+        return
     if args.auc_vs_nhop:
         auc_vs_nhop_table(args)
         return
@@ -122,6 +131,42 @@ def auc_vs_nhop_table(args) -> None:
                   f"{np.mean(rows['same_1.0']):.1f} | {int(min(rows['core']))}-"
                   f"{int(max(rows['core']))} | {100 * np.mean(rows['acc']):.1f} / "
                   f"{100 * np.mean(rows['acc_grid']):.1f} | {checks} |", flush=True)
+
+
+def paper_cells_table(args) -> None:
+    """Flipped AUC (%) of Attacks 0, 1, 6 on a GCN, no defence vs GRID (theta, n_hop), per protocol."""
+    import numpy as np
+
+    from gnnprivacy.attacks.link_stealing.pipeline import LinkStealingSettings, run_experiment
+    from gnnprivacy.datasets import load_dataset
+
+    def ms(v):
+        return f"{100 * np.mean(v):.1f} ± {100 * np.std(v):.1f}"
+
+    print(f"flipped AUC (%), GCN, GRID theta {args.theta} n {args.n_hop}, mean ± sd over seeds "
+          f"0..{args.seeds - 1}")
+    print("| dataset | protocol | attack | no defence | GRID | label-only | output-blind | model acc. |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name in args.datasets.split(","):
+        data = load_dataset(name, root=args.data_root)
+        for protocol in args.protocols.split(","):
+            for attack in (0, 1, 6):
+                r: dict[str, list] = {k: [] for k in ("none", "grid", "lo", "ob", "acc")}
+                for seed in range(args.seeds):
+                    a, _ = run_experiment(data, LinkStealingSettings(attack=attack, protocol=protocol),
+                                          seed=seed)
+                    b, _ = run_experiment(data, LinkStealingSettings(
+                        attack=attack, protocol=protocol, defense="grid", theta=args.theta,
+                        n_hop=args.n_hop, grid_objective=args.objective), seed=seed)
+                    assert a["model_test_accuracy"] == b["model_test_accuracy"]
+                    r["none"].append(a["auc_flipped"])
+                    r["grid"].append(b["auc_flipped"])
+                    r["lo"].append(b["auc_label_only"])
+                    r["ob"].append(b.get("auc_output_blind", np.nan))
+                    r["acc"].append(a["model_test_accuracy"])
+                blind = ms(r["ob"]) if attack == 6 else "–"
+                print(f"| {name} | {protocol} | {attack} | {ms(r['none'])} | {ms(r['grid'])} | "
+                      f"{ms(r['lo'])} | {blind} | {100 * np.mean(r['acc']):.1f} |", flush=True)
 
 
 if __name__ == "__main__":
