@@ -53,6 +53,14 @@ class LinkStealingParams:
         "help": "none | infiltrator: Link-Infiltrator (node injection) instead (gat, sage, gin)"})
     query_node: str = field(default="w", metadata={
         "help": "Link-Infiltrator's queried node: a (paper, needs >= 3 layers) | w (2 layers)"})
+    protocol: str = field(default="d1", metadata={
+        "help": "d1 (spec 003 §6.1: target on D1, tested on 20% of D1's edges) | he-full (He et "
+                "al.: target on the full graph with its public split; pairs = all edges plus as "
+                "many non-edges, the attacker knows the first half, tested on the last tenth)"})
+    reference_label_frac: float | None = field(default=None, metadata={
+        "help": "share of the target graph's nodes whose labels train the attacker's reference "
+                "MLP (attacks 2, 5, 6, 7), in (0, 1]; unset: the target model's own training "
+                "labels (70% of D1; the public split with he-full)"})
 
     def settings(self):
         from gnnprivacy.attacks.link_stealing.pipeline import LinkStealingSettings
