@@ -114,7 +114,11 @@ def test_reason_commands_are_valid():
         for command in reason.commands:
             argv = shlex.split(command.split("  #")[0])
             if argv[0] == "gnnprivacy":
-                sub = [a for a in argv[1:] if not a.startswith("-")][:1]
+                sub = []
+                for a in argv[1:]:  # the (sub)command words before the first option
+                    if a.startswith("-"):
+                        break
+                    sub.append(a)
                 out = CliRunner().invoke(main, sub + ["--help"])
                 assert out.exit_code == 0, command
                 for opt in (a.split("=")[0] for a in argv if a.startswith("--")):
