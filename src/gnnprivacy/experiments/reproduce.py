@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from gnnprivacy.errors import GnnPrivacyError, InvalidParameterError, UnknownNameError
+from gnnprivacy.errors import InvalidParameterError, UnknownNameError
 from gnnprivacy.experiments.sweep import REPRODUCTION_KEYS as _EXTRA_KEYS
 from gnnprivacy.experiments.sweep import SweepSpec
 _QUICK_KEYS = ("base", "grid", "seeds", "seed", "description")
@@ -210,12 +210,9 @@ def reproduce_all(*, quick: bool = False, runs_root: str | Path = "runs",
     for i, repro in enumerate(available, 1):
         spec = repro.spec(quick=quick)
         runs_dir = Path(runs_root) / spec.name
-        try:
+        missing: list[str] = []
+        if not report_only or data_root is not None:  # reporting on the runs needs no data
             missing = repro.missing_datasets(data_root, quick=quick)
-        except GnnPrivacyError:
-            if not report_only:
-                raise
-            missing = []  # no data root here: reporting on the runs needs none
         results[repro.name] = None
         if not report_only:
             runnable = _available(spec, missing)
