@@ -416,6 +416,16 @@ CASES += [
         "joins subgraph"),
     api("DPEngine", "an accountant event without a declared sampling (a shuffled DataLoader "
         "accounted as Poisson)", "engine_no_sampling", "sampling", "how its batches are drawn"),
+    # -- link stealing: the protocol and the reference MLP's labels (issue 27) --------------------
+    cli("link stealing", "--reference-label-frac 0", LS + ["--attack", "6", "--reference-label-frac", "0"],
+        "reference_label_frac", "(0, 1]"),
+    cli("link stealing", "--reference-label-frac 1.5", LS + ["--attack", "6", "--reference-label-frac", "1.5"],
+        "reference_label_frac", "(0, 1]"),
+    cli("link stealing", "--reference-label-frac with attack 0 (no reference MLP)",
+        LS + ["--attack", "0", "--reference-label-frac", "0.5"], "reference_label_frac", "attack 2, 5, 6 or 7"),
+    cli("link stealing", "--protocol he-full with the inductive ILS attack",
+        LS + ["--model", "sage", "--ils", "A2", "--protocol", "he-full"], "protocol", "'d1'"),
+    cli("link stealing", "--protocol full (unknown)", LS + ["--protocol", "full"], "--protocol", "he-full"),
 ]
 
 

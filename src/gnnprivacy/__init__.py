@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from gnnprivacy.auditing.report_card import report_card as assess
     from gnnprivacy.datasets import load_dataset, validate_data
     from gnnprivacy.experiments.linkteller_run import run_linkteller as attack_linkteller
+    from gnnprivacy.experiments.reproduce import reproduce_all
     from gnnprivacy.experiments.tune import tune
     from gnnprivacy.records.record import RunRecord, read_record
     from gnnprivacy.training.private import PrivateTraining, make_private
@@ -48,6 +49,6 @@ if TYPE_CHECKING:
 __all__ = ["__version__", "train", "account", "methods", "datasets", "TrainResult", "MethodInfo",
            "load_dataset", "validate_data", "read_record", "RunRecord", "audit", "assess", "tune",
            "attack_link_stealing", "attack_linkteller", "make_private", "PrivateTraining",
-           "load"]
+           "load", "reproduce_all"]
 
 __getattr__, __dir__ = lazy_exports(__name__, __file__, globals())

@@ -11,7 +11,7 @@ from scipy.spatial import distance as ssd
 from gnnprivacy.attacks.base import outcome_metrics
 from gnnprivacy.attacks.link_stealing.features import DISTANCES, distances, entropy, entropy_ops, pair_ops
 from gnnprivacy.attacks.link_stealing.he import NodeView, attack_features, run_he_attack
-from gnnprivacy.attacks.link_stealing.models import AttackMLP, kmeans_decisions
+from gnnprivacy.nn.pair_classifier import AttackMLP, kmeans_decisions
 from gnnprivacy.datasets.link_splits import PairSet, attack_splits, undirected_edges
 from gnnprivacy.errors import InvalidParameterError
 

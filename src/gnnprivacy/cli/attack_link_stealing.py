@@ -43,6 +43,14 @@ _DEFENSES = ("none", "grid", "l2", "dropout", "gap", "memguard", "minmax")
 @click.option("--query-node", type=click.Choice(["a", "w"]), default="w", show_default=True,
               help="Link-Infiltrator's queried node (a: the paper's, needs >= 3 layers, which the "
                    "targets here do not have: refused)")
+@click.option("--protocol", type=click.Choice(["d1", "he-full"]), default="d1", show_default=True,
+              help="d1: the target trains on D1 (40% of the nodes), tested on 20% of D1's edges "
+                   "plus as many non-edges; he-full: He et al.'s pipeline (the full graph with its "
+                   "public split; all edges plus as many non-edges, the attacker knows the first "
+                   "half, tested on the last tenth)")
+@click.option("--reference-label-frac", type=float, default=None,
+              help="share of the target graph's nodes whose labels train the attacker's reference "
+                   "MLP (attacks 2, 5, 6, 7), in (0, 1]; default: the target's own training labels")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--data-root", type=click.Path(file_okay=False), default=None, help="folder with the raw datasets")
 @click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True, help="where the run record is written")
@@ -50,7 +58,7 @@ _DEFENSES = ("none", "grid", "l2", "dropout", "gap", "memguard", "minmax")
 @click.option("--quiet", "-q", is_flag=True, help="no progress on stderr")
 def link_stealing_command(dataset, model, attack, defense, theta, n_hop, grid_mode, grid_objective,
                           defense_param, scaler_mode, attacker_training, adaptive, ils, influence, query_node,
-                          seed, data_root, runs_dir, as_json, quiet):
+                          protocol, reference_label_frac, seed, data_root, runs_dir, as_json, quiet):
     """Attack a GNN's posteriors to infer its training edges (He et al. 2021), with a defence."""
     from gnnprivacy.attacks.link_stealing.method import run_link_stealing
     from gnnprivacy.experiments.progress import progress_factory, quiet_mode
@@ -66,12 +74,13 @@ def link_stealing_command(dataset, model, attack, defense, theta, n_hop, grid_mo
                                        defense_param=defense_param, scaler_mode=scaler_mode,
                                        attacker_training=attacker_training,
                                        adaptive=adaptive, ils=ils, influence=influence,
-                                       query_node=query_node)
+                                       query_node=query_node, protocol=protocol,
+                                       reference_label_frac=reference_label_frac)
     except (GnnPrivacyError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     he_attack = attack if ils == "none" and influence == "none" else None  # ILS / infiltrator ran instead
     out = {"dataset": dataset, "model": model, "attack": he_attack, "ils": ils, "influence": influence,
-           "defense": defense, "seed": seed, "run_id": record.run_id, **record.metrics}
+           "defense": defense, "protocol": protocol, "seed": seed, "run_id": record.run_id, **record.metrics}
     if as_json:
         click.echo(dumps(out))
         return
@@ -80,6 +89,9 @@ def link_stealing_command(dataset, model, attack, defense, theta, n_hop, grid_mo
     click.echo(f"{name} on {dataset}/{model}, defense {defense}: AUC {out['auc']:.4f} "
                f"accuracy {out['accuracy']:.4f} precision {out['precision']:.4f} recall "
                f"{out['recall']:.4f}; model accuracy {out['model_test_accuracy']:.4f}")
+    if "auc_vs_nhop" in out:
+        clean = (f" (undefended {out['auc_vs_nhop_clean']:.4f})" if "auc_vs_nhop_clean" in out else "")
+        click.echo(f"GRID's goal: Attack-0 AUC, linked vs {n_hop}-hop pairs {out['auc_vs_nhop']:.4f}{clean}")
     if defense == "grid" and "num_core_nodes" in out:
         click.echo(f"GRID: {int(out['num_core_nodes'])} core nodes, max L1 distortion "
                    f"{out['max_l1_distortion']:.4f}, {out['grid_seconds']:.2f} s")

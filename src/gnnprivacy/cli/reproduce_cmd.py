@@ -35,32 +35,49 @@ def _print_list(data_root) -> None:
 @click.command("reproduce")
 @click.argument("name", required=False)
 @click.option("--list", "list_only", is_flag=True, help="list the available reproductions and exit")
+@click.option("--all", "run_all", is_flag=True,
+              help="run every paper reproduction and write one report with verdicts (reports/reproduction)")
 @click.option("--quick", is_flag=True, help="the small CI variant (one seed, fewer steps, fewer budgets)")
-@runs_dir_option(None, "results store (default: runs/<name>[-quick]); finished runs there are skipped")
+@click.option("--report-only", is_flag=True, help="with --all: run nothing, report on the runs already there")
+@click.option("--docs", "docs_page", default=None, type=click.Path(dir_okay=False),
+              help="with --all: also write this Markdown page (figures in a folder named after it)")
+@runs_dir_option(None, "results store (default: runs/<name>[-quick]; with --all: the folder holding "
+                       "one such store per reproduction, default runs); finished runs there are skipped")
 @click.option("-o", "--output", "report_dir", default=None, type=click.Path(file_okay=False),
-              help="report folder (default: reports/<name>[-quick])")
+              help="report folder (default: reports/<name>[-quick]; with --all: reports/reproduction"
+                   "[-quick])")
 @click.option("--report", "report_alias", default=None, hidden=True, type=click.Path(file_okay=False))
 @executor_options
-def reproduce_command(name, list_only, quick, runs_dir, runs_alias, report_dir, report_alias, executor, address,
-                      workers, data_root, quiet):
-    """Reproduce a paper table NAME (see --list): run its sweep, then write a report with the
-    published numbers beside ours. Exit code 1 if any run failed (the report is still written)."""
+def reproduce_command(name, list_only, run_all, quick, report_only, docs_page, runs_dir, runs_alias, report_dir,
+                      report_alias, executor, address, workers, data_root, quiet):
+    """Reproduce a paper table NAME (see --list), or with --all every paper: run the sweeps, then
+    write a report with the published numbers beside ours. Exit code 1 if any run failed (the
+    report is still written)."""
     from gnnprivacy.experiments.reproduce import get_reproduction
     from gnnprivacy.reporting.html import write_report
 
     if list_only:
         _print_list(data_root)
         return
+    if report_alias is not None and report_dir is not None and report_alias != report_dir:
+        raise click.UsageError("give -o/--output once (--report is its old spelling)")
+    if run_all:
+        if name:
+            raise click.UsageError("give a reproduction NAME or --all, not both")
+        _reproduce_all(quick, report_only, docs_page, pick_runs_dir(runs_dir, runs_alias) or "runs",
+                       report_dir or report_alias or ("reports/reproduction" + ("-quick" if quick else "")),
+                       executor, address, workers, data_root, quiet)
+        return
+    if report_only or docs_page:
+        raise click.UsageError("--report-only and --docs go with --all")
     if not name:
-        raise click.UsageError("give a reproduction NAME (see `gnnprivacy reproduce --list`)")
+        raise click.UsageError("give a reproduction NAME or --all (see `gnnprivacy reproduce --list`)")
     try:
         repro = get_reproduction(name)
     except GnnPrivacyError as exc:
         raise click.ClickException(str(exc)) from None
     spec = repro.spec(quick=quick)
     runs_dir = pick_runs_dir(runs_dir, runs_alias) or f"runs/{spec.name}"
-    if report_alias is not None and report_dir is not None and report_alias != report_dir:
-        raise click.UsageError("give -o/--output once (--report is its old spelling)")
     report_dir = report_dir or report_alias or f"reports/{spec.name}"
     result = run_and_summarise(spec, runs_dir=runs_dir, executor=executor, address=address, workers=workers,
                                data_root=data_root, quiet=quiet)
@@ -73,4 +90,40 @@ def reproduce_command(name, list_only, quick, runs_dir, runs_alias, report_dir, 
     for p in paths:
         click.echo(f"report: {p}")
     if not result.ok:
+        sys.exit(1)
+
+
+def _reproduce_all(quick, report_only, docs_page, runs_root, report_dir, executor, address, workers, data_root,
+                   quiet):
+    import os
+
+    from gnnprivacy.experiments.progress import progress_factory, quiet_mode
+    from gnnprivacy.experiments.reproduce import reproduce_all
+    from gnnprivacy.experiments.sweep import STEP_PROGRESS_ENV
+
+    log = (lambda m: None) if quiet else (lambda m: click.echo(m, err=True))
+    if not quiet and not sys.stderr.isatty():
+        os.environ[STEP_PROGRESS_ENV] = "1"
+    command = ("gnnprivacy reproduce --all" + (" --quick" if quick else "")
+               + (f" --data-root {data_root}" if data_root else "") + (f" --docs {docs_page}" if docs_page else ""))
+    try:
+        with quiet_mode(quiet), progress_factory(enabled=not quiet) as progress:
+            run = reproduce_all(quick=quick, runs_root=runs_root, out_dir=report_dir, docs_page=docs_page,
+                                report_only=report_only, executor=executor, workers=workers, address=address,
+                                data_root=data_root, progress=progress, log=log, command=command)
+    except (GnnPrivacyError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    for name, result in run.results.items():
+        if result is not None:
+            click.echo(f"{name}: {result.total} runs; {result.skipped} already finished, "
+                       f"{len(result.succeeded)} ran, {len(result.failed)} failed")
+            for run_id, error in result.failed:
+                click.echo(f"  FAILED {run_id}: {error}", err=True)
+        elif name in run.skipped:
+            click.echo(f"{name}: skipped, {run.skipped[name]}")
+    for paper, counts in run.report.counts.items():
+        click.echo(f"paper {paper}: " + ", ".join(f"{n} {v}" for v, n in counts.items()))
+    for p in run.paths:
+        click.echo(f"report: {p}")
+    if not run.ok:
         sys.exit(1)

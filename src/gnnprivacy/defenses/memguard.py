@@ -83,7 +83,7 @@ class MemGuard(EstimatorParams):
         """Train the defender's link classifier on its own graph's posteriors and pairs."""
         import torch
 
-        from gnnprivacy.attacks.link_stealing.models import AttackMLP
+        from gnnprivacy.nn.pair_classifier import AttackMLP
 
         p = torch.as_tensor(np.asarray(probs), dtype=torch.float64)
         x = torch_pair_features(p[pairs_u], p[pairs_w]).numpy()

@@ -122,3 +122,113 @@ def get_reproduction(name: str, directory: str | Path | None = None) -> Reproduc
     if name not in found:
         raise UnknownNameError("reproduction", name, found)
     return found[name]
+
+
+#: packaged configs that reproduce no paper (the library's own tables): not part of ``--all``
+NOT_PAPERS = ("utility-defaults",)
+
+
+@dataclass
+class ReproductionRun:
+    """What `reproduce_all` did: per reproduction its sweep result (None: not run), the report."""
+
+    results: dict[str, Any]
+    skipped: dict[str, str]
+    report: Any
+    paths: list[Path]
+
+    @property
+    def ok(self) -> bool:
+        """No run failed (reproductions skipped for missing data do not count as failures)."""
+        return all(r is None or r.ok for r in self.results.values())
+
+
+def _available(spec: SweepSpec, missing: list[str]) -> SweepSpec | None:
+    """``spec`` without the grid's unavailable datasets (None when nothing is left to run)."""
+    names = {m.split(" ", 1)[0] for m in missing}
+    if not names:
+        return spec
+    if "dataset" in spec.grid:
+        keep = tuple(d for d in spec.grid["dataset"] if str(d) not in names)
+        if not keep:
+            return None
+        return SweepSpec(spec.name, dict(spec.base), {**spec.grid, "dataset": keep}, spec.seeds, spec.seed,
+                         spec.imports, spec.description)
+    return None
+
+
+def reproduce_all(*, quick: bool = False, runs_root: str | Path = "runs",
+                  out_dir: str | Path = "reports/reproduction", docs_page: str | Path | None = None,
+                  names: list[str] | None = None, report_only: bool = False, executor: str = "local",
+                  workers: int | None = None, address: str | None = None, data_root: str | None = None,
+                  progress: Any = None, log: Any = None, command: str | None = None) -> ReproductionRun:
+    """Run every packaged paper reproduction and write one report with verdicts.
+
+    Each reproduction runs as a sweep into ``runs_root/<name>[-quick]`` (finished runs are
+    skipped, so a killed run resumes where it stopped), restricted to the datasets available
+    under ``data_root``; then ``out_dir/report.{md,html}`` is written
+    (`gnnprivacy.reporting.reproduction`), and ``docs_page`` (e.g. ``docs/reproduction.md``)
+    when given.
+
+    Args:
+        quick: the small CI variants (one seed, fewer steps and budgets).
+        runs_root: folder holding one runs directory per reproduction.
+        out_dir: report folder.
+        docs_page: also write this Markdown page, figures in a folder named after it.
+        names: only these reproductions (default: every paper reproduction).
+        report_only: run nothing; report on what the runs directories hold.
+        executor: ``"local"`` (process pool) or ``"ray"``, as for
+            `gnnprivacy.experiments.sweep.run_sweep`.
+        workers: parallel workers per reproduction (default: the machine's cores).
+        address: Ray cluster address (``executor="ray"`` only).
+        data_root: folder with the raw datasets.
+        progress: ``progress(description, total)`` factory, as for ``run_sweep``.
+        log: message sink (one line per reproduction started or skipped, and the sweeps' lines).
+        command: the command line named in the report (default: the equivalent CLI call).
+
+    Returns:
+        A `ReproductionRun`; ``ok`` is False when some run failed (the report is still written).
+    """
+    from gnnprivacy._files import check_writable_dir
+    from gnnprivacy.experiments.sweep import run_sweep
+    from gnnprivacy.reporting.reproduction import Part, build_reproduction, write_docs_page, write_reproduction
+
+    log = log or (lambda message: None)
+    available = [r for r in list_reproductions() if r.name not in NOT_PAPERS]
+    if names:
+        known = {r.name: r for r in available}
+        for n in names:
+            if n not in known:
+                raise UnknownNameError("reproduction", n, known)
+        available = [known[n] for n in names]
+    check_writable_dir(out_dir, name="output", create=False)
+    if docs_page is not None:
+        check_writable_dir(Path(docs_page).parent, name="docs page folder", create=False)
+    results: dict[str, Any] = {}
+    skipped: dict[str, str] = {}
+    parts = []
+    for i, repro in enumerate(available, 1):
+        spec = repro.spec(quick=quick)
+        runs_dir = Path(runs_root) / spec.name
+        missing: list[str] = []
+        if not report_only or data_root is not None:  # reporting on the runs needs no data
+            missing = repro.missing_datasets(data_root, quick=quick)
+        results[repro.name] = None
+        if not report_only:
+            runnable = _available(spec, missing)
+            if runnable is None:
+                skipped[repro.name] = f"no dataset available ({', '.join(missing)})"
+                log(f"[{i}/{len(available)}] {repro.name}: skipped, {skipped[repro.name]}")
+            else:
+                log(f"[{i}/{len(available)}] {repro.name}: {len(runnable.cells()) * runnable.repeats} runs "
+                    f"into {runs_dir}" + (f" (unavailable here: {', '.join(missing)})" if missing else ""))
+                results[repro.name] = run_sweep(runnable, runs_dir=runs_dir, executor=executor, workers=workers,
+                                                address=address, data_root=data_root, progress=progress, log=log)
+        parts.append(Part(spec.name, repro.description, repro.notes, repro.references, repro.report_metrics,
+                          str(runs_dir), tuple(missing)))
+    command = command or ("gnnprivacy reproduce --all" + (" --quick" if quick else ""))
+    report = build_reproduction(parts, command=command, quick=quick)
+    paths = write_reproduction(report, out_dir)
+    if docs_page is not None:
+        paths.append(write_docs_page(report, docs_page))
+    return ReproductionRun(results, skipped, report, paths)

@@ -1,4 +1,4 @@
-"""Export index rows (see `gnnprivacy.experiments.store.ResultStore.rows`) as CSV, JSON or Parquet."""
+"""Export index rows (see `gnnprivacy.records.store.ResultStore.rows`) as CSV, JSON or Parquet."""
 
 from __future__ import annotations
 

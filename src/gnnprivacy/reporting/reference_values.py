@@ -93,6 +93,9 @@ class ReferenceTable:
     statistic: str
     notes: str
     blocks: tuple[ReferenceBlock, ...]
+    #: is a higher value better ("higher"), a lower one ("lower"), or neither ("none": an attack's
+    #: AUC reproduced as a measurement)? None: the metric's usual direction
+    better: str | None = None
 
     @property
     def citation(self) -> str:
@@ -167,7 +170,7 @@ def load_reference_file(path: str | Path) -> ReferenceTable:
         id=raw["id"], title=raw.get("title", raw["id"]), source=dict(raw.get("source") or {}),
         metric=raw.get("metric", "test_accuracy"), scale=float(raw.get("scale", 1.0)),
         statistic=raw.get("statistic", ""), notes=raw.get("notes", ""),
-        blocks=tuple(_build_block(raw["id"], b) for b in raw["blocks"]))
+        blocks=tuple(_build_block(raw["id"], b) for b in raw["blocks"]), better=raw.get("better"))
 
 
 def load_references(ids: list[str] | tuple[str, ...] | None = None, *, directory: str | Path | None = None

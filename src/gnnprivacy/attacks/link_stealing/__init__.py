@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from gnnprivacy.attacks.link_stealing.features import distances, entropy, pair_ops
     from gnnprivacy.attacks.link_stealing.he import NodeView, attack_features, run_he_attack
     from gnnprivacy.attacks.link_stealing.method import run_link_stealing
-    from gnnprivacy.attacks.link_stealing.models import AttackMLP, kmeans_decisions
+    from gnnprivacy.nn.pair_classifier import AttackMLP, kmeans_decisions
     from gnnprivacy.attacks.link_stealing.pipeline import LinkStealingSettings, run_experiment
 
 __all__ = ["AttackMLP", "LinkStealingSettings", "NodeView", "attack_features", "distances",

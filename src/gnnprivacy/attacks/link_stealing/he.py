@@ -31,7 +31,7 @@ from gnnprivacy._validation import check_choice, check_int
 from gnnprivacy.attacks.base import AttackOutcome, outcome_metrics
 from gnnprivacy.attacks.link_stealing.features import (DISTANCES, distances, entropy_ops,
                                                         pair_ops)
-from gnnprivacy.attacks.link_stealing.models import AttackMLP, kmeans_decisions
+from gnnprivacy.nn.pair_classifier import AttackMLP, kmeans_decisions
 from gnnprivacy.datasets.link_splits import PairSet
 from gnnprivacy.errors import InvalidParameterError
 

@@ -1,7 +1,7 @@
 """The ``link-stealing`` experiment as a registered method, so that runs are recorded, swept and
 reported exactly like ``train`` runs (``gnnprivacy attack link-stealing``, sweeps with
 ``imports: [gnnprivacy.attacks.link_stealing.method]`` and `run_link_stealing` all go
-through `gnnprivacy.experiments.runner.run`).
+through `gnnprivacy.method.runner.run`).
 
 Privacy: none claimed. The target model is non-private; GRID and the other defences are
 empirical (epsilon = infinity in the record; ``privacy.scope`` says so).
@@ -53,6 +53,14 @@ class LinkStealingParams:
         "help": "none | infiltrator: Link-Infiltrator (node injection) instead (gat, sage, gin)"})
     query_node: str = field(default="w", metadata={
         "help": "Link-Infiltrator's queried node: a (paper, needs >= 3 layers) | w (2 layers)"})
+    protocol: str = field(default="d1", metadata={
+        "help": "d1 (spec 003 §6.1: target on D1, tested on 20% of D1's edges) | he-full (He et "
+                "al.: target on the full graph with its public split; pairs = all edges plus as "
+                "many non-edges, the attacker knows the first half, tested on the last tenth)"})
+    reference_label_frac: float | None = field(default=None, metadata={
+        "help": "share of the target graph's nodes whose labels train the attacker's reference "
+                "MLP (attacks 2, 5, 6, 7), in (0, 1]; unset: the target model's own training "
+                "labels (70% of D1; the public split with he-full)"})
 
     def settings(self):
         from gnnprivacy.attacks.link_stealing.pipeline import LinkStealingSettings
@@ -98,7 +106,7 @@ def run_link_stealing(dataset: str = "cora", *, seed: int = 0, data_root: str | 
         runs_dir: where the JSON record is written (when ``save``).
         save: write the record (and the split) to ``runs_dir``.
         progress: optional ``progress(description, total)`` returning a task with ``update(n)``
-            (what ``gnnprivacy.cli.progress.progress_factory`` yields): the models' epochs.
+            (what ``gnnprivacy.experiments.progress.progress_factory`` yields): the models' epochs.
         **params: `LinkStealingParams` fields (``model``, ``attack``, ``defense``,
             ``theta``, ``n_hop`` ...).
 

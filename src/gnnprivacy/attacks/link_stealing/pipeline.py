@@ -4,9 +4,11 @@ models, a defence on the released posteriors, one attack, metrics.
 Protocol (spec §6.1-6.2): D1 trains the target model (GCN transductively with 20% of D1's labels
 masked for the model accuracy; GAT / GraphSAGE / GIN inductively, accuracy on D3's graph); D2
 trains the attacker's shadow model (same architecture) and shadow reference MLP; the attack is
-tested on D4 (20% of D1's edges plus as many non-edges). Everything the attacker gets from the
-target API -- D4 *and* the A* training pairs -- is the defended output (spec §9 A14); shadow and
-reference posteriors are the attacker's own and clean.
+tested on D4 (20% of D1's edges plus as many non-edges). ``protocol="he-full"`` is He et al.'s
+pipeline instead: the target trains on the full graph with its loaded (public) split, and the
+pairs are every edge plus as many non-edges (`gnnprivacy.attacks.link_stealing.protocols`).
+Everything the attacker gets from the target API -- D4 *and* the A* training pairs -- is the
+defended output (spec §9 A14); shadow and reference posteriors are the attacker's own and clean.
 
 Defences: ``none``; ``grid`` (`GRID`, post-hoc, the model is
 unchanged); ``l2`` (retrain with an L2 penalty ``lambda * sum |W|^2``, i.e. Adam weight decay
@@ -84,8 +86,12 @@ class LinkStealingSettings:
     ils: str = "none"
     influence: str = "none"
     query_node: str = "w"
+    protocol: str = "d1"
+    reference_label_frac: float | None = None
 
     def __post_init__(self):
+        from gnnprivacy.attacks.link_stealing.protocols import PROTOCOLS
+
         check_choice("model", self.model, MODELS)
         check_int("attack", self.attack, low=0, high=7)
         check_choice("defense", self.defense, DEFENSES)
@@ -96,6 +102,17 @@ class LinkStealingSettings:
         check_choice("influence", self.influence, ("none", "infiltrator"))
         check_choice("query_node", self.query_node, ("a", "w"))
         check_choice("attacker_training", self.attacker_training, ATTACKER_TRAINING)
+        check_choice("protocol", self.protocol, PROTOCOLS)
+        if self.reference_label_frac is not None:
+            object.__setattr__(self, "reference_label_frac", check_real(
+                "reference_label_frac", self.reference_label_frac, low=0.0, high=1.0, low_open=True))
+            if self.attack not in (2, 5, 6, 7) or self.ils != "none" or self.influence != "none":
+                raise InvalidParameterError(
+                    "reference_label_frac", "unset unless a He et al. attack with the reference "
+                    "MLP runs (attack 2, 5, 6 or 7)", self.reference_label_frac)
+        if self.protocol == "he-full" and (self.ils != "none" or self.influence != "none"):
+            raise InvalidParameterError("protocol", "'d1' for the inductive ILS and influence "
+                                        "attacks (they query D1's graph)", self.protocol)
         if (self.ils != "none" or self.influence != "none") and self.model == "gcn":
             raise InvalidParameterError("model", "an inductive model (gat, sage, gin) for ILS and "
                                         "influence attacks", self.model)
@@ -187,28 +204,15 @@ def _accuracy(probs: np.ndarray, y, mask) -> float:
     return float((probs[mask].argmax(1) == y[mask]).mean()) if mask.any() else float("nan")
 
 
-def _nhop_pairs(edge_index, num_nodes: int, n: int, count: int, exclude, rng) -> np.ndarray:
-    """Up to ``count`` distinct pairs ``u < w`` at distance exactly ``n`` in the graph, not in
-    ``exclude`` (a set of ``(u, w)``)."""
-    from gnnprivacy.datasets.link_splits import undirected_edges
-    from gnnprivacy.defenses.grid.nhop import adjacency, nhop_rows
-
-    adj = adjacency(undirected_edges(np.asarray(edge_index)), num_nodes)
-    q = nhop_rows(adj, np.arange(num_nodes), n).tocoo()
-    keep = q.row < q.col
-    pairs = np.stack([q.row[keep], q.col[keep]], 1)
-    pairs = pairs[[tuple(p) not in exclude for p in pairs.tolist()]] if len(pairs) else pairs
-    return pairs[rng.permutation(len(pairs))[:count]]
-
-
 def _with_nhop_positives(known, d4, edge_index, num_nodes, n, seed):
     """A* plus n-hop pairs labelled 1 (as many as A*'s true edges): the adaptive attacker's
     training set of Table IX. Test pairs are excluded."""
+    from gnnprivacy.attacks.link_stealing.protocols import nhop_pairs
     from gnnprivacy.datasets.link_splits import PairSet
 
     exclude = set(zip(d4.u.tolist(), d4.w.tolist())) | set(zip(known.u.tolist(), known.w.tolist()))
     rng = np.random.default_rng(np.random.SeedSequence([seed, 9]))
-    extra = _nhop_pairs(edge_index, num_nodes, n, int(known.label.sum()), exclude, rng)
+    extra = nhop_pairs(edge_index, num_nodes, n, int(known.label.sum()), exclude, rng)
     add = PairSet(extra[:, 0], extra[:, 1], np.ones(len(extra), np.int64))
     return PairSet.concat(known, add), len(extra)
 
@@ -216,11 +220,12 @@ def _with_nhop_positives(known, d4, edge_index, num_nodes, n, seed):
 def _auc_nhop(clean, d4, edge_index, num_nodes, n, seed, metric) -> float:
     """Diagnostic floor of spec §8 #14: Attack-0 AUC of clean n-hop pairs vs D4's negatives."""
     from gnnprivacy.attacks.link_stealing.features import DISTANCES, distances
+    from gnnprivacy.attacks.link_stealing.protocols import nhop_pairs
     from gnnprivacy.attacks.metrics import attack_metrics
 
     rng = np.random.default_rng(np.random.SeedSequence([seed, 10]))
     neg = d4.label == 0
-    pairs = _nhop_pairs(edge_index, num_nodes, n, int(neg.sum()), set(), rng)
+    pairs = nhop_pairs(edge_index, num_nodes, n, int(neg.sum()), set(), rng)
     if len(pairs) == 0:
         return float("nan")
     k = DISTANCES.index(metric)
@@ -233,8 +238,10 @@ def _auc_nhop(clean, d4, edge_index, num_nodes, n, seed, metric) -> float:
 def _auc_label_only(released, d4) -> float:
     """AUC of the score ``1[top-1(u) == top-1(w)]`` on D4: what the released labels alone give.
 
-    GRID and MemGuard keep every top-1 label by design, so no attack against them needs to do
-    worse than this (a diagnostic, not one of the paper's attacks).
+    GRID and MemGuard keep every top-1 label by design, so an attacker who compares the released
+    labels gets this whatever they do (a diagnostic, not one of the paper's attacks). It is no
+    floor for a fixed attack such as Attack-0's distance, which a defence can push below it; see
+    `_label_only_strict`.
     """
     from gnnprivacy.attacks.metrics import attack_metrics
 
@@ -242,11 +249,21 @@ def _auc_label_only(released, d4) -> float:
     return attack_metrics((top[d4.u] == top[d4.w]).astype(np.float64), d4.label)["auc"]
 
 
+def _label_only_strict(released, d4) -> float:
+    """``P(same top-1 | linked) x P(different top-1 | unlinked)`` on D4: the share of
+    (linked, unlinked) couples that the label-only score orders strictly, i.e. its AUC with
+    every tie counted against it (``auc_label_only`` counts ties as half)."""
+    top = np.asarray(released).argmax(1)
+    same = top[d4.u] == top[d4.w]
+    pos = np.asarray(d4.label) == 1
+    return float(same[pos].mean() * (~same[~pos]).mean()) if pos.any() and (~pos).any() else float("nan")
+
+
 def _low_similarity_attack(kind, released, d4, *, metric, delta_hat, seed):
     """The adaptive scores of spec §3.5 (1) on Attack-0's inputs (the released posteriors)."""
     from gnnprivacy.attacks.base import AttackOutcome
     from gnnprivacy.attacks.link_stealing.features import DISTANCES, distances
-    from gnnprivacy.attacks.link_stealing.models import kmeans_decisions
+    from gnnprivacy.nn.pair_classifier import kmeans_decisions
     from gnnprivacy.defenses.grid.similarity import similarity
 
     if kind == "reversed":
@@ -308,26 +325,31 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
         Two controls bound what any defence of the released posteriors can achieve:
         ``auc_label_only`` (the released top-1 labels alone) and, for the attacks that use
         node attributes (2, 5, 6, 7), ``auc_output_blind`` (the same attack with every
-        target-model output replaced by a constant vector).
+        target-model output replaced by a constant vector). Every run also has ``auc_vs_nhop``,
+        GRID's own goal (Attack-0's raw AUC on the graph's linked pairs against pairs at
+        distance exactly ``n_hop``; with GRID or MemGuard ``auc_vs_nhop_clean`` on the same pairs
+        without the defence), see `gnnprivacy.attacks.link_stealing.protocols.auc_vs_nhop`.
+        ``settings.protocol`` picks the graphs and pairs (``d1`` or He et al.'s ``he-full``).
     """
     from gnnprivacy.attacks.link_stealing.he import NodeView, run_he_attack
-    from gnnprivacy.datasets.link_splits import attack_splits
+    from gnnprivacy.attacks.link_stealing.protocols import attack_graphs, auc_vs_nhop, reference_graph
 
     st = settings
     t0 = time.perf_counter()
-    setting = "transductive" if st.model == "gcn" else "inductive"
-    splits = attack_splits(data, seed=seed, setting=setting)
+    splits = attack_graphs(data, st.protocol, seed=seed,
+                           setting="transductive" if st.model == "gcn" else "inductive")
+    setting = splits.setting
     normalize = row_normalize_features(data.x)
     hp = dict(TARGET_HPARAMS[st.model])
     if st.defense == "l2":
         hp["weight_decay"] = 2.0 * st.defense_param
     elif st.defense == "dropout":
         hp["dropout"] = st.defense_param
-    d1, d2, d3 = splits.d1.to_data(), splits.d2.to_data(), splits.d3.to_data()
+    d1, d2, d3 = splits.target, splits.d2, splits.d3  # d1: the target's graph (D1 or the full graph)
     train = dict(epochs=st.epochs, patience=st.patience, normalize=normalize, device=device,
                  progress=progress)
     metrics: dict[str, float] = {}
-    info: dict = {"splits": splits.sizes(), "setting": setting}
+    info: dict = {"splits": splits.sizes, "setting": setting, "protocol": st.protocol}
     if st.defense == "gap":
         from gnnprivacy.training.gap import GAPTrainer
 
@@ -379,6 +401,9 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
         metrics["gan"] = float(np.abs(released - clean).sum(1).mean())
         metrics["als"] = float((released.argmax(1) != clean.argmax(1)).mean())
     t_def = time.perf_counter()
+    metrics.update(auc_vs_nhop(released, d1.edge_index.numpy(), d1.num_nodes, st.n_hop,
+                               metric=st.distance, seed=seed,
+                               clean=clean if st.defense in ("grid", "memguard") else None))
 
     if setting == "transductive":
         metrics["model_test_accuracy"] = _accuracy(released, d1.y, d1.test_mask)
@@ -424,7 +449,8 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
     ref_hp = dict(REFERENCE_HPARAMS)
     view = NodeView(target=released)
     if needs_ref:
-        ref = _train("mlp", d1, ref_hp, seed=_seed(seed, "reference"), **train)
+        ref = _train("mlp", reference_graph(d1, st.reference_label_frac, seed=seed), ref_hp,
+                     seed=_seed(seed, "reference"), **train)
         view = NodeView(target=released, reference=_softmax(ref, d1), attributes=d1.x.numpy())
     known_view = None
     if st.attacker_training == "clean":
@@ -458,6 +484,7 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
     metrics.update(outcome.metrics)
     metrics.pop("threshold", None)
     metrics["auc_label_only"] = _auc_label_only(released, splits.d4)
+    metrics["auc_label_only_strict"] = _label_only_strict(released, splits.d4)
     if st.attack in (2, 5, 6, 7):
         # The same attack with every target-model output replaced by a constant: what the
         # attacker's own knowledge (F, rho, A*, D') gives without the API, so an attacker

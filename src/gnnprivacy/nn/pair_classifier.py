@@ -1,4 +1,5 @@
-"""The attack classifier of He et al. and the K-means decision rule of the unsupervised attacks.
+"""The pair classifier of He et al.'s link-stealing attacks (also MemGuard's defender classifier) and the
+K-means decision rule of the unsupervised attacks.
 
 * `AttackMLP`: Dense(32, ReLU) -> Dropout(0.5) -> Dense(32, ReLU) -> Dropout(0.5) ->
   Dense(2), cross-entropy, Adam (lr 1e-3), 50 epochs, batch 128 (64 for Attack-6), features

@@ -1,0 +1,135 @@
+"""Verdicts beside the papers and the combined reproduction report (synthetic records, no training)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from gnnprivacy.reporting.aggregate import group_rows
+from gnnprivacy.reporting.reference_values import load_references
+from gnnprivacy.reporting.reproduction import Part, build_reproduction, render_html, render_markdown
+from gnnprivacy.reporting.verdicts import UNEXPLAINED, Reason, compare, count_verdicts, judge, load_reasons
+
+
+@pytest.mark.parametrize("diff, tol, better, want", [
+    (0.0, 2.0, "higher", "reproduced"),
+    (2.0, 2.0, "higher", "reproduced"),      # the boundary is inside
+    (-2.0, 2.0, "higher", "reproduced"),
+    (2.01, 2.0, "higher", "beaten"),
+    (-2.01, 2.0, "higher", "not reproduced"),
+    (-5.0, 2.0, "lower", "beaten"),
+    (5.0, 2.0, "lower", "not reproduced"),
+    (5.0, 2.0, None, "not reproduced"),      # an attack AUC measured: never "beaten"
+    (-5.0, 2.0, None, "not reproduced"),
+    (5.0, 8.4, "higher", "reproduced"),      # within the paper's spread
+])
+def test_judge(diff, tol, better, want):
+    assert judge(diff, tol, better) == want
+
+
+def _rows(runs):
+    from gnnprivacy.records.store import ResultStore
+
+    return ResultStore(runs).rows()
+
+
+def _runs(tmp_path, write_run, hp_mean, mlp_mean, seeds=3):
+    runs = tmp_path / "runs"
+    for seed in range(seeds):
+        write_run(runs, method="heterpoisson", dataset="computers", seed=seed, acc=hp_mean + 0.002 * (seed - 1),
+                  epsilon=8, backbone="gcn")
+        write_run(runs, method="dpmlp", dataset="computers", seed=seed, acc=mlp_mean + 0.002 * (seed - 1),
+                  epsilon=8)
+    return runs
+
+
+def test_cells_are_judged_against_the_published_values(tmp_path, write_run):
+    # paper (Amazon, eps 8): heterpoisson 82.6 ± 0.1, naive DP-SGD 37.4 ± 0.9
+    runs = _runs(tmp_path, write_run, hp_mean=0.80, mlp_mean=0.83)
+    cells = compare(group_rows(_rows(runs)), load_references(["000-table2"]), reasons=[])
+    by_method = {c.attrs["method"]: c for c in cells}
+    assert set(by_method) == {"heterpoisson", "dpmlp"}
+    hp = by_method["heterpoisson"]
+    assert hp.paper_mean == 82.6 and hp.ours_mean == pytest.approx(80.0)
+    assert hp.diff == pytest.approx(-2.6) and hp.verdict == "not reproduced"
+    assert hp.reason is UNEXPLAINED  # no reason given: the fallback, never silence
+    assert hp.ci_half > 0 and hp.ours.n == 3
+    assert by_method["dpmlp"].verdict == "beaten"
+    assert count_verdicts(cells) == {"000": {"reproduced": 0, "beaten": 1, "not reproduced": 1}}
+
+
+def test_a_reason_covers_the_cells_it_names(tmp_path, write_run):
+    runs = _runs(tmp_path, write_run, hp_mean=0.70, mlp_mean=0.37)
+    reason = Reason("amazon", "Amazon", "why", ("python why.py",), ({"table": "000-table2", "dataset": "computers"},))
+    other = Reason("fb", "Facebook", "no", (), ({"table": "000-table2", "dataset": "facebook"},))
+    cells = compare(group_rows(_rows(runs)), load_references(["000-table2"]), reasons=[other, reason])
+    hp = next(c for c in cells if c.attrs["method"] == "heterpoisson")
+    assert hp.verdict == "not reproduced" and hp.reason is reason
+    mlp = next(c for c in cells if c.attrs["method"] == "dpmlp")
+    assert mlp.verdict == "reproduced" and mlp.reason is None
+
+
+def test_packaged_reasons_have_commands_and_valid_scopes():
+    from gnnprivacy.reporting.reference_values import load_references
+
+    reasons = load_reasons()
+    assert reasons and len({r.id for r in reasons}) == len(reasons)
+    tables = {t.id for t in load_references()}
+    for r in reasons:
+        assert r.commands, r.id
+        assert r.text and "PLACEHOLDER" not in r.text, r.id
+        assert r.applies and all(m.get("table") in tables for m in r.applies), r.id
+
+
+def test_the_report_links_each_not_reproduced_cell_to_its_reason(tmp_path, write_run):
+    runs = _runs(tmp_path, write_run, hp_mean=0.70, mlp_mean=0.83)
+    reason = Reason("amazon", "Amazon is different", "Measured: because.", ("python why.py --data-root data",),
+                    ({"table": "000-table2", "dataset": "computers"},))
+    part = Part("000-table2", "HeterPoisson", "notes", ("000-table2",), ("test_accuracy",), str(runs))
+    missing = Part("004-table2", "RGNN", "notes", ("004-table2",), ("test_accuracy",), str(tmp_path / "none"),
+                   ("dblp (raw files missing)",))
+    report = build_reproduction([part, missing], command="gnnprivacy reproduce --all", reasons=[reason])
+    md = render_markdown(report)
+    line = next(ln for ln in md.splitlines() if ln.startswith("| GCN column: 8 / Ours (HeterPoisson) / Amazon"))
+    link = re.search(r"not reproduced: \[Amazon is different\]\(#([a-z0-9-]+)\)", line)
+    assert link, line
+    target = md.index(f'<a id="{link.group(1)}"></a>')
+    section = md[target:]
+    assert "Measured: because." in section and "```bash\npython why.py --data-root data\n```" in section
+    assert "gnnprivacy reproduce --all" in md
+    assert "004-table2: no finished run" in md and "dblp (raw files missing)" in md
+    # summary counts: one beaten (dpmlp 83.0 vs 37.4), one not reproduced
+    summary = next(ln for ln in md.splitlines() if ln.startswith("| 000:"))
+    assert summary.endswith("| 2 | 0 | 1 | 1 |"), summary
+    # the naive-baseline section: our gap and the paper's, and its figure
+    assert "## The naive baseline, configured properly" in md
+    assert report.plots and any(p.filename.startswith("naive-") for p in report.plots)
+    page = render_html(report)
+    assert f'href="#{link.group(1)}"' in page and f'id="{link.group(1)}"' in page
+    assert "data:image/png;base64," in page
+
+
+def test_reproduce_all_report_only_on_synthetic_runs(tmp_path, write_run):
+    """The driver: one runs directory per reproduction, report and docs page written, counts."""
+    from gnnprivacy.experiments.reproduce import reproduce_all
+
+    root = tmp_path / "runs"
+    root.mkdir()
+    _runs(tmp_path / "x", write_run, hp_mean=0.826, mlp_mean=0.60).rename(root / "000-table2")
+    run = reproduce_all(runs_root=root, out_dir=tmp_path / "report", docs_page=tmp_path / "docs" / "repro.md",
+                        names=["000-table2"], report_only=True)
+    assert run.ok and run.results == {"000-table2": None}
+    assert run.report.counts == {"000": {"reproduced": 1, "beaten": 1, "not reproduced": 0}}
+    assert (tmp_path / "report" / "report.md").is_file() and (tmp_path / "report" / "report.html").is_file()
+    page = (tmp_path / "docs" / "repro.md").read_text()
+    assert "![" in page and "](repro/naive-" in page
+    assert any((tmp_path / "docs" / "repro").glob("naive-*.png"))
+
+
+def test_reproduce_all_refuses_an_unknown_name(tmp_path):
+    from gnnprivacy.errors import UnknownNameError
+    from gnnprivacy.experiments.reproduce import reproduce_all
+
+    with pytest.raises(UnknownNameError, match="000-table2"):
+        reproduce_all(runs_root=tmp_path, out_dir=tmp_path / "r", names=["nope"], report_only=True)
