@@ -86,13 +86,9 @@ def datasets(data_root: str | None = None) -> list[dict[str, Any]]:
         One dict per dataset: ``name``, ``available`` (bool), ``missing`` (file names) and
         the registry's description.
     """
-    from gnnprivacy.datasets import dataset_status, list_datasets
+    from gnnprivacy.datasets.status import datasets_table
 
-    out = []
-    for name in list_datasets():
-        status = dataset_status(name, root=data_root)
-        out.append({k: v for k, v in dataclasses.asdict(status).items()})
-    return out
+    return datasets_table(data_root)
 
 
 @dataclass

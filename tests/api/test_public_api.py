@@ -190,3 +190,21 @@ def test_a_split_under_500_training_nodes_warns_in_output_and_record():
         warnings.simplefilter("error", SmallSplitWarning)
         large = gp.train("csbm", method="gcn", epochs=2, dataset_args="num_nodes=1200")
     assert large.record.warnings == [] and "warnings" not in large.record.summary()
+
+
+def test_gp_datasets_stays_callable_once_the_subpackage_is_imported(tmp_path):
+    """Importing gnnprivacy.datasets rebinds the package attribute `datasets` to the module;
+    `gp.datasets()` must still list the datasets (it failed with 'module' object is not callable)."""
+    import subprocess
+    import sys
+
+    code = ("import gnnprivacy as gp\n"
+            "first = gp.datasets()\n"
+            "import gnnprivacy.datasets\n"
+            "second = gp.datasets()\n"
+            "assert first == second and {'name', 'available'} <= set(first[0])\n"
+            "assert gnnprivacy.datasets.load_dataset is not None\n"
+            "print(len(second))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) >= 10

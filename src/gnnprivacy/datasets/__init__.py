@@ -11,6 +11,9 @@ Names that need torch (``load_dataset``, ``inductive_train_graph``, ``generate_c
 
 from __future__ import annotations
 
+import sys
+import types
+
 from typing import TYPE_CHECKING
 
 from gnnprivacy._lazy import lazy_exports
@@ -44,3 +47,16 @@ __all__ = [
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, __file__, globals())
+
+
+class _CallableDatasets(types.ModuleType):
+    """Importing this subpackage makes it the attribute ``gnnprivacy.datasets``, in place of the
+    top-level function ``gp.datasets()``; so the module answers a call the same way."""
+
+    def __call__(self, data_root: str | None = None) -> list[dict]:
+        from gnnprivacy.datasets.status import datasets_table
+
+        return datasets_table(data_root)
+
+
+sys.modules[__name__].__class__ = _CallableDatasets

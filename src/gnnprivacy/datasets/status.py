@@ -126,3 +126,11 @@ def all_statuses(root: str | os.PathLike | DataRoot | None = None) -> list[Datas
     """`dataset_status` of every registered dataset (root resolved once)."""
     data_root = root if isinstance(root, DataRoot) else resolve_root(root)
     return [dataset_status(name, data_root) for name in list_datasets()]
+
+
+def datasets_table(data_root: str | os.PathLike | None = None) -> list[dict[str, Any]]:
+    """One dict per registered dataset: ``name``, ``available``, ``missing`` and the rest of
+    its `DatasetStatus` (``gp.datasets()``)."""
+    import dataclasses
+
+    return [dataclasses.asdict(dataset_status(name, root=data_root)) for name in list_datasets()]
