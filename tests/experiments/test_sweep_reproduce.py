@@ -42,16 +42,16 @@ def test_the_grids_are_the_papers():
     assert not any("preset" in r for r in runs)  # every method at its defaults
     assert t2.full.seeds == 3 and t2.full.base["train_frac"] == 0.8 and t2.full.base["test_frac"] == 0.2
     t4 = get_reproduction("004-table2")
-    assert t4.full.grid["eps_x"] == (1,) and t4.full.grid["eps_y"] == (3, 1)
+    assert t4.full.grid["eps_x"] == (1, 0.1) and t4.full.grid["eps_y"] == (3, 2, 1, 0.5)
     assert [m["method"] for m in t4.full.grid["method"]] == ["rgnn", "lpgnn", "ldp-naive"] and t4.full.seeds == 3
     assert t4.full.grid["dataset"] == ("cora", "citeseer", "german")
     assert "facebook" in {c["dataset"] for c in t4.quick.cells()}
     t3 = get_reproduction("003-tables")
     cells = t3.full.cells()
     assert {(c["model"], c["attack"]) for c in cells if c["protocol"] == "d1"} == {
-        ("gcn", 0), ("gcn", 1), ("gcn", 6), ("sage", 0)}
-    assert {(c["model"], c["attack"]) for c in cells if c["protocol"] == "he-full"} == {("gcn", 0)}
-    assert {c["defense"] for c in cells} == {"none", "grid"} and t3.full.seeds == 2
+        (m, a) for m in ("gcn", "sage") for a in (0, 1, 6)}
+    assert {(c["model"], c["attack"]) for c in cells if c["protocol"] == "he-full"} == {("gcn", 0), ("gcn", 6)}
+    assert {c["defense"] for c in cells} == {"none", "grid"} and t3.full.seeds == 3
     assert t4.quick.seeds == 1 and t2.quick.seeds == 1 and t3.quick.seeds == 1
 
 

@@ -370,9 +370,13 @@ def _rows(runs_dir: str) -> list[dict[str, Any]]:
         return ResultStore(runs_dir).rows()
 
 
+_CELL_KEYS = ["dataset", "method", "backbone", "model", "attack", "defense", "protocol", "epsilon", "eps_x",
+              "eps_y", "eps_f", "eps_e"]
+
+
 def _rerun_command(part: Part, attrs: dict[str, Any], quick: bool) -> str:
-    return f"gnnprivacy reproduce {part.name.removesuffix('-quick')}{' --quick' if quick else ''}   # cell: " \
-           + _attrs_label(attrs)
+    return (f"gnnprivacy reproduce {part.name.removesuffix('-quick')}{' --quick' if quick else ''} "
+            f"--data-root data   # cell: {_attrs_label(attrs, _CELL_KEYS)}")
 
 
 def render_markdown(report: ReproductionReport, plot_dir: str = "plots", *, anchors: str = "html") -> str:

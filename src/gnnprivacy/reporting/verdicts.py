@@ -12,8 +12,10 @@ spread or 2 points"):
 - ``not reproduced`` otherwise, with the `Reason` (``reporting/reasons.yaml``) that explains
   it: a section with the measured cause and the commands that show it.
 
-A cell without a known reason gets the fallback reason ``unexplained``, whose commands rerun
-that cell; the reproduction test requires that no committed full report has one.
+A cell without a known reason gets ``within-seed-spread`` when the paper's value lies inside
+the 95% t-interval of our mean (the seeds cannot tell the two apart), else the fallback
+``unexplained``; the commands of both rerun the cells. The reproduction test requires that no
+committed full report has an unexplained cell.
 """
 
 from __future__ import annotations
@@ -46,6 +48,13 @@ class Reason:
     def covers(self, table: str, attrs: dict[str, Any]) -> bool:
         return any(values_match(m, {"table": table, **attrs}) for m in self.applies)
 
+
+WITHIN_SPREAD = Reason(
+    "within-seed-spread", "Outside the tolerance, inside our seeds' spread",
+    "For these cells the difference exceeds max(2 points, the paper's std), but the paper's value "
+    "lies inside the 95% t-interval of our mean over seeds: the seeds we ran cannot tell the two "
+    "apart, and more seeds would narrow the interval. The commands rerun each cell (add seeds in "
+    "the reproduction's config, `seeds:`).", (), ())
 
 UNEXPLAINED = Reason(
     "unexplained", "Not reproduced, cause not yet measured",
@@ -137,7 +146,11 @@ def compare(groups: list[Group], references: list[ReferenceTable], *,
                             summary, ref.scale, dict(g.attrs), better)
                 cell.verdict = judge(cell.diff, cell.tolerance, better)
                 if cell.verdict == "not reproduced":
-                    cell.reason = next((r for r in reasons if r.covers(ref.id, g.attrs)), UNEXPLAINED)
+                    cell.reason = next((r for r in reasons if r.covers(ref.id, g.attrs)), None)
+                    if cell.reason is None:
+                        inside = (not math.isnan(summary.ci_low)
+                                  and summary.ci_low * ref.scale <= value.mean <= summary.ci_high * ref.scale)
+                        cell.reason = WITHIN_SPREAD if inside else UNEXPLAINED
                 cells.append(cell)
     return cells
 
