@@ -149,3 +149,17 @@ def test_a_cell_inside_our_interval_is_explained_by_the_spread(tmp_path, write_r
                                                      reasons=[])}
     assert cells[8].verdict == "not reproduced" and cells[8].reason is WITHIN_SPREAD
     assert cells[4].verdict == "not reproduced" and cells[4].reason is UNEXPLAINED
+
+
+def test_the_dpmlp_configuration_is_read_from_the_records(tmp_path):
+    import json
+
+    from gnnprivacy.reporting.reproduction import _dpmlp_configuration
+
+    for i, batch in enumerate((1375, 2048)):
+        (tmp_path / f"dpmlp-x-{i}.json").write_text(json.dumps({"method": "dpmlp", "info": {"hparams": {
+            "batch_size": batch, "steps": 201, "num_layers": 2, "hidden_channels": 128, "lr": 0.01}}}))
+    (tmp_path / "gcn-x.json").write_text(json.dumps({"method": "gcn", "info": {"hparams": {"lr": 0.5}}}))
+    text = _dpmlp_configuration(str(tmp_path))
+    assert "batch_size 1375–2048" in text and "steps 201" in text and "num_layers 2" in text
+    assert "lr 0.01" in text and "0.5" not in text

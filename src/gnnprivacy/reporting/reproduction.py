@@ -231,12 +231,16 @@ def _dpmlp_configuration(runs_dir: str) -> str:
     import json
 
     seen: dict[str, set] = {}
-    for path in sorted(Path(runs_dir).glob("*-dpmlp-*.json")):
+    for path in sorted(Path(runs_dir).glob("*.json")):
         try:
-            hp = (json.loads(path.read_text()).get("info") or {}).get("hparams") or {}
+            record = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        for key in ("batch_size", "steps", "layers", "hidden", "lr", "optimizer", "clip_norm"):
+        if not isinstance(record, dict) or record.get("method") != "dpmlp":
+            continue
+        hp = (record.get("info") or {}).get("hparams") or {}
+        for key in ("batch_size", "steps", "num_layers", "hidden_channels", "optimizer", "lr", "clip_norm",
+                    "activation"):
             if key in hp and hp[key] is not None:
                 seen.setdefault(key, set()).add(hp[key])
     parts = []
