@@ -151,15 +151,20 @@ def test_a_cell_inside_our_interval_is_explained_by_the_spread(tmp_path, write_r
     assert cells[4].verdict == "not reproduced" and cells[4].reason is UNEXPLAINED
 
 
-def test_the_dpmlp_configuration_is_read_from_the_records(tmp_path):
-    import json
+def test_the_dpmlp_configuration_is_read_from_the_records(tmp_path, write_run):
+    from gnnprivacy.records.record import read_record
+    from gnnprivacy.reporting.reproduction import _dpmlp_hparams, _hparams_ranges
 
-    from gnnprivacy.reporting.reproduction import _dpmlp_configuration
-
+    runs = tmp_path / "runs"
     for i, batch in enumerate((1375, 2048)):
-        (tmp_path / f"dpmlp-x-{i}.json").write_text(json.dumps({"method": "dpmlp", "info": {"hparams": {
-            "batch_size": batch, "steps": 201, "num_layers": 2, "hidden_channels": 128, "lr": 0.01}}}))
-    (tmp_path / "gcn-x.json").write_text(json.dumps({"method": "gcn", "info": {"hparams": {"lr": 0.5}}}))
-    text = _dpmlp_configuration(str(tmp_path))
+        rec = write_run(runs, method="dpmlp", dataset="computers", seed=i, acc=0.8, epsilon=8)
+        rec.info["hparams"] = {"batch_size": batch, "steps": 201, "num_layers": 2, "hidden_channels": 128,
+                               "lr": 0.01}
+        rec.save(runs)
+    gcn = write_run(runs, method="gcn", dataset="computers", seed=0, acc=0.9)
+    gcn.info["hparams"] = {"lr": 0.5}
+    gcn.save(runs)
+    assert read_record(runs / f"{gcn.run_id}.json").info["hparams"] == {"lr": 0.5}
+    text = _hparams_ranges(_dpmlp_hparams(str(runs), group_rows(_rows(runs))))
     assert "batch_size 1375–2048" in text and "steps 201" in text and "num_layers 2" in text
     assert "lr 0.01" in text and "0.5" not in text

@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from gnnprivacy.cli.sweep_cmd import executor_options, pick_runs_dir, run_and_summarise, runs_dir_option
+from gnnprivacy.cli.sweep_cmd import (echo_sweep_result, executor_options, pick_runs_dir, run_and_summarise,
+                                      runs_dir_option, sweep_progress)
 from gnnprivacy.errors import GnnPrivacyError
 
 
@@ -95,30 +96,17 @@ def reproduce_command(name, list_only, run_all, quick, report_only, docs_page, r
 
 def _reproduce_all(quick, report_only, docs_page, runs_root, report_dir, executor, address, workers, data_root,
                    quiet):
-    import os
-
-    from gnnprivacy.experiments.progress import progress_factory, quiet_mode
     from gnnprivacy.experiments.reproduce import reproduce_all
-    from gnnprivacy.experiments.sweep import STEP_PROGRESS_ENV
 
-    log = (lambda m: None) if quiet else (lambda m: click.echo(m, err=True))
-    if not quiet and not sys.stderr.isatty():
-        os.environ[STEP_PROGRESS_ENV] = "1"
     command = ("gnnprivacy reproduce --all" + (" --quick" if quick else "")
                + (f" --data-root {data_root}" if data_root else "") + (f" --docs {docs_page}" if docs_page else ""))
-    try:
-        with quiet_mode(quiet), progress_factory(enabled=not quiet) as progress:
-            run = reproduce_all(quick=quick, runs_root=runs_root, out_dir=report_dir, docs_page=docs_page,
-                                report_only=report_only, executor=executor, workers=workers, address=address,
-                                data_root=data_root, progress=progress, log=log, command=command)
-    except (GnnPrivacyError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from None
+    with sweep_progress(quiet) as (progress, log):
+        run = reproduce_all(quick=quick, runs_root=runs_root, out_dir=report_dir, docs_page=docs_page,
+                            report_only=report_only, executor=executor, workers=workers, address=address,
+                            data_root=data_root, progress=progress, log=log, command=command)
     for name, result in run.results.items():
         if result is not None:
-            click.echo(f"{name}: {result.total} runs; {result.skipped} already finished, "
-                       f"{len(result.succeeded)} ran, {len(result.failed)} failed")
-            for run_id, error in result.failed:
-                click.echo(f"  FAILED {run_id}: {error}", err=True)
+            echo_sweep_result(result, name)
         elif name in run.skipped:
             click.echo(f"{name}: skipped, {run.skipped[name]}")
     for paper, counts in run.report.counts.items():

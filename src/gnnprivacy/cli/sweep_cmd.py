@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from contextlib import contextmanager
 
 import click
 
@@ -45,14 +47,12 @@ def executor_options(command):
     return command
 
 
-def run_and_summarise(spec, *, runs_dir: str, executor: str, address, workers, data_root, quiet: bool):
-    """Run ``spec`` with progress on stderr (a bar on a terminal, log lines otherwise), print a
-    summary; returns the SweepResult."""
+@contextmanager
+def sweep_progress(quiet: bool):
+    """``(progress, log)`` for running sweeps: progress on stderr (a bar on a terminal, log lines
+    otherwise, with the workers' step lines), nothing with ``quiet``; the library's errors become
+    one-line click errors."""
     from gnnprivacy.experiments.progress import progress_factory, quiet_mode
-    from gnnprivacy.experiments.sweep import run_sweep
-
-    import os
-
     from gnnprivacy.experiments.sweep import STEP_PROGRESS_ENV
 
     log = (lambda m: None) if quiet else (lambda m: click.echo(m, err=True))
@@ -60,19 +60,34 @@ def run_and_summarise(spec, *, runs_dir: str, executor: str, address, workers, d
         os.environ[STEP_PROGRESS_ENV] = "1"
     try:
         with quiet_mode(quiet), progress_factory(enabled=not quiet) as progress:
-            result = run_sweep(spec, runs_dir=runs_dir, executor=executor, workers=workers, address=address,
-                               data_root=data_root, progress=progress, log=log)
+            yield progress, log
     except (GnnPrivacyError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def echo_sweep_result(result, label: str, runs_dir: str | None = None) -> None:
+    """One summary line for a `SweepResult` (``label: N runs; ...``), then its failed runs and
+    the runs another process still holds, on stderr."""
     others = f", {len(result.elsewhere)} being run by another process" if result.elsewhere else ""
-    click.echo(f"sweep {result.name}: {result.total} runs; {result.skipped} already finished, "
-               f"{len(result.succeeded)} ran, {len(result.failed)} failed{others} (records in {runs_dir})")
+    where = f" (records in {runs_dir})" if runs_dir is not None else ""
+    click.echo(f"{label}: {result.total} runs; {result.skipped} already finished, "
+               f"{len(result.succeeded)} ran, {len(result.failed)} failed{others}{where}")
     for run_id, error in result.failed:
         click.echo(f"  FAILED {run_id}: {error}", err=True)
     if result.elsewhere:
         holders = ", ".join(sorted(set(result.holders)))
         click.echo(f"  NOT FINISHED here: {len(result.elsewhere)} run(s) claimed by {holders}; run this "
                    "sweep again once that process has ended to count them", err=True)
+
+
+def run_and_summarise(spec, *, runs_dir: str, executor: str, address, workers, data_root, quiet: bool):
+    """Run ``spec`` with progress (`sweep_progress`), print a summary; returns the SweepResult."""
+    from gnnprivacy.experiments.sweep import run_sweep
+
+    with sweep_progress(quiet) as (progress, log):
+        result = run_sweep(spec, runs_dir=runs_dir, executor=executor, workers=workers, address=address,
+                           data_root=data_root, progress=progress, log=log)
+    echo_sweep_result(result, f"sweep {result.name}", runs_dir)
     return result
 
 

@@ -14,6 +14,7 @@ Each file ``experiments/configs/<name>.yaml`` is a sweep file (see
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -152,8 +153,7 @@ def _available(spec: SweepSpec, missing: list[str]) -> SweepSpec | None:
         keep = tuple(d for d in spec.grid["dataset"] if str(d) not in names)
         if not keep:
             return None
-        return SweepSpec(spec.name, dict(spec.base), {**spec.grid, "dataset": keep}, spec.seeds, spec.seed,
-                         spec.imports, spec.description)
+        return dataclasses.replace(spec, grid={**spec.grid, "dataset": keep})
     return None
 
 

@@ -53,6 +53,7 @@ class Report:
     failures: list[dict] = field(default_factory=list)
     references: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    groups: list = field(default_factory=list)  #: the aggregated configurations behind the tables
     created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
 
@@ -90,7 +91,7 @@ def build_report(runs_dir: str | os.PathLike, *, title: str = "gnnprivacy report
     datasets = {g.get("dataset") for g in groups}
     refs = [r for r in load_references(reference_ids) if _concerns(r, datasets)]
     report = Report(title, str(runs_dir), len(rows), len(groups), failures=store.failures(),
-                    references=[f"{r.id}: {r.citation}" for r in refs])
+                    references=[f"{r.id}: {r.citation}" for r in refs], groups=groups)
     for path, problem in store.skipped:
         report.notes.append(f"Skipped unreadable run record {path}: {problem}.")
     left_out = data_notes(groups)
@@ -204,12 +205,28 @@ def render_html(report: Report) -> str:
 
 
 def _plots_html(plots: list[Plot]) -> list[str]:
-    out = ['<h2>Privacy-utility plots</h2><div class="plots">']
+    return ["<h2>Privacy-utility plots</h2>"] + figures_html(plots)
+
+
+def figures_html(plots: list[Plot]) -> list[str]:
+    """The plots as one ``<div class="plots">`` of figures with embedded PNGs."""
+    out = ['<div class="plots">']
     for p in plots:
         data = base64.b64encode(p.png).decode("ascii")
         out.append(f'<figure><img alt="{html.escape(p.title)}" src="data:image/png;base64,{data}">'
                    f"<figcaption>{html.escape(p.title)}</figcaption></figure>")
     return out + ["</div>"]
+
+
+def write_plots(folder: Path, plots: list[Plot]) -> None:
+    """Write each plot's PNG into ``folder`` (atomically) and drop the PNGs of an earlier report there."""
+    for p in plots:
+        _write_atomic(folder / p.filename, p.png)
+    current = {p.filename for p in plots}
+    if folder.is_dir():
+        for old in folder.glob("*.png"):
+            if old.name not in current:
+                old.unlink()
 
 
 def _write_atomic(path: Path, data: bytes) -> Path:
@@ -242,13 +259,7 @@ def write_report(runs_dir: str | os.PathLike, out_dir: str | os.PathLike, *, tit
                           missing_metrics_ok=missing_metrics_ok, plots=plots)
     out = Path(out_dir)
     try:
-        for p in report.plots:
-            _write_atomic(out / "plots" / p.filename, p.png)
-        current = {p.filename for p in report.plots}
-        if (out / "plots").is_dir():  # drop figures of an earlier report in the same folder
-            for old in (out / "plots").glob("*.png"):
-                if old.name not in current:
-                    old.unlink()
+        write_plots(out / "plots", report.plots)
         md_text, html_text = render_markdown(report), render_html(report)
         cards = _card_sections(runs_dir)
         if cards:

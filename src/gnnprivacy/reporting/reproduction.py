@@ -22,7 +22,7 @@ folder beside it).
 
 from __future__ import annotations
 
-import base64
+import dataclasses
 import html
 import math
 import os
@@ -35,7 +35,8 @@ from typing import Any
 
 from gnnprivacy.reporting.plots import Plot
 from gnnprivacy.reporting.tables import QUICK_BADGE, Table, fmt_number, to_html, to_markdown
-from gnnprivacy.reporting.verdicts import UNEXPLAINED, VERDICTS, Cell, Reason, compare, count_verdicts
+from gnnprivacy.reporting.verdicts import (UNEXPLAINED, VERDICTS, Cell, Reason, compare, count_verdicts,
+                                           paper_of)
 
 PAPERS = {
     "000": "HeterPoisson (node-level DP GNN)",
@@ -61,7 +62,7 @@ class Part:
 
     @property
     def paper(self) -> str:
-        return self.name.split("-", 1)[0]
+        return paper_of(self.name)
 
 
 @dataclass
@@ -157,8 +158,7 @@ def summary_table(cells: list[Cell], parts: list[Part], runnable: dict[str, int]
         published = runnable.get(paper)
         rows.append([f"{paper}: {PAPERS.get(paper, '')}", str(published if published is not None else "–"),
                      str(compared)] + [str(n[v]) for v in VERDICTS])
-    total = count_verdicts(cells)
-    sums = [sum(t[v] for t in total.values()) for v in VERDICTS]
+    sums = [sum(t[v] for t in counts.values()) for v in VERDICTS]
     rows.append(["all", str(sum(runnable.values())), str(sum(sums))] + [str(s) for s in sums])
     return Table("Verdicts per paper", ["paper", "published cells on data held here", "cells compared"]
                  + list(VERDICTS), rows,
@@ -179,35 +179,31 @@ def _naive_section(parts: list[Part], groups_by_part: dict[str, list], refs_by_p
         return None
     sec = Section("The naive baseline, configured properly", "naive-baseline")
     refs = refs_by_part[part.name]
-    rows = []
-    for ds in sorted({str(g.get("dataset")) for g in groups}):
-        for eps in sorted({float(g.get("epsilon")) for g in groups if g.get("dataset") == ds}):
-            def mean(method: str, source: str) -> float | None:
-                if source == "ours":
-                    hit = [g for g in groups if g.get("dataset") == ds and g.get("method") == method
-                           and float(g.get("epsilon")) == eps and "test_accuracy" in g.metrics]
-                    return hit[0].metrics["test_accuracy"].mean * 100 if hit else None
-                vals = [v.mean for r in refs for v in r.values()
-                        if v.block == "GCN column" and v.match is not None and v.mean is not None
-                        and v.match.get("method") == method and v.match.get("dataset") == ds
-                        and float(v.match.get("epsilon", -1)) == eps]
-                return vals[0] if vals else None
-            ours_h, ours_m, ours_d = (mean(m, "ours") for m in ("heterpoisson", "dpmlp", "dpgnn"))
-            pap_h, pap_m, pap_d = (mean(m, "paper") for m in ("heterpoisson", "dpmlp", "dpgnn"))
-            if ours_h is None or ours_m is None:
-                continue
-            rows.append([ds, fmt_number(eps, 0), fmt_number(ours_h), fmt_number(ours_m), fmt_number(ours_d),
-                         fmt_number(ours_h - ours_m),
-                         fmt_number(pap_h), fmt_number(pap_m), fmt_number(pap_d),
-                         fmt_number(None if pap_h is None or pap_m is None else pap_h - pap_m)])
+    ours = {(str(g.get("dataset")), g.get("method"), float(g.get("epsilon"))): g.metrics["test_accuracy"].mean * 100
+            for g in groups if "test_accuracy" in g.metrics}
+    paper: dict[tuple, float] = {}
+    for v in (v for r in refs for v in r.values()):
+        if v.block == "GCN column" and v.match is not None and v.mean is not None and "epsilon" in v.match:
+            paper.setdefault((v.match.get("dataset"), v.match.get("method"), float(v.match["epsilon"])), v.mean)
+    rows, gaps, pgaps = [], [], []
+    for ds, eps in sorted({(k[0], k[2]) for k in ours}):
+        ours_h, ours_m, ours_d = (ours.get((ds, m, eps)) for m in ("heterpoisson", "dpmlp", "dpgnn"))
+        pap_h, pap_m, pap_d = (paper.get((ds, m, eps)) for m in ("heterpoisson", "dpmlp", "dpgnn"))
+        if ours_h is None or ours_m is None:
+            continue
+        gaps.append(ours_h - ours_m)
+        pgap = None if pap_h is None or pap_m is None else pap_h - pap_m
+        if pgap is not None:
+            pgaps.append(pgap)
+        rows.append([ds, fmt_number(eps, 0), fmt_number(ours_h), fmt_number(ours_m), fmt_number(ours_d),
+                     fmt_number(gaps[-1]), fmt_number(pap_h), fmt_number(pap_m), fmt_number(pap_d),
+                     fmt_number(pgap)])
     sec.tables.append(Table("HeterPoisson against naive DP-SGD (dpmlp) and DP-GNN: ours and the paper's (GCN column, %)",
                             ["dataset", "ε", "heterpoisson", "dpmlp", "dpgnn", "gap to dpmlp",
                              "paper heterpoisson", "paper naive DP-SGD", "paper NDP", "paper gap"], rows,
                             "Ours: mean over seeds at each method's defaults (preset auto). The paper's naive "
                             "DP-SGD is a 4-layer, 32-unit MLP trained with its own (weak) setting."))
-    config = _dpmlp_configuration(part.runs_dir)
-    gaps = [float(r[5]) for r in rows if r[5] != "–"]
-    pgaps = [float(r[9]) for r in rows if r[9] != "–"]
+    config = _hparams_ranges(_dpmlp_hparams(part.runs_dir, groups))
     if gaps and pgaps:
         sec.paragraphs.append(
             f"**Finding.** The paper's headline gain over naive DP-SGD comes mostly from a weak baseline: "
@@ -220,28 +216,30 @@ def _naive_section(parts: list[Part], groups_by_part: dict[str, list], refs_by_p
                               "and accountant as HeterPoisson (node-level, add-or-remove, sound accounting).")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        sec.plots = [p for p in privacy_utility_plots(groups, "test_accuracy", refs)]
-    for p in sec.plots:
-        object.__setattr__(p, "filename", f"naive-{p.filename}")
+        sec.plots = _prefixed("naive-", privacy_utility_plots(groups, "test_accuracy", refs))
     return sec
 
 
-def _dpmlp_configuration(runs_dir: str) -> str:
-    """The resolved dpmlp hyper-parameters of the 000 runs, as text (ranges where they vary)."""
-    import json
+def _prefixed(prefix: str, plots: list[Plot]) -> list[Plot]:
+    """The plots with ``prefix`` before their file names (several reports' figures in one folder)."""
+    return [dataclasses.replace(p, filename=f"{prefix}{p.filename}") for p in plots]
 
+
+def _dpmlp_hparams(runs_dir: str, groups: list) -> list[dict[str, Any]]:
+    """``info.hparams`` of every dpmlp run among ``groups`` (read through `read_record`)."""
+    from gnnprivacy.records.record import read_record
+
+    return [read_record(Path(runs_dir) / f"{run_id}.json").info.get("hparams") or {}
+            for g in groups if g.get("method") == "dpmlp" for run_id in g.run_ids]
+
+
+def _hparams_ranges(hparams: list[dict[str, Any]]) -> str:
+    """The resolved DP-MLP hyper-parameters as text (ranges where they vary between runs)."""
     seen: dict[str, set] = {}
-    for path in sorted(Path(runs_dir).glob("*.json")):
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if not isinstance(record, dict) or record.get("method") != "dpmlp":
-            continue
-        hp = (record.get("info") or {}).get("hparams") or {}
+    for hp in hparams:
         for key in ("batch_size", "steps", "num_layers", "hidden_channels", "optimizer", "lr", "clip_norm",
                     "activation"):
-            if key in hp and hp[key] is not None:
+            if hp.get(key) is not None:
                 seen.setdefault(key, set()).add(hp[key])
     parts = []
     for key, values in seen.items():
@@ -263,11 +261,10 @@ def _reason_section(reason: Reason, cells: list[Cell]) -> Section:
 def build_reproduction(parts: list[Part], *, command: str, quick: bool = False,
                        reasons: list[Reason] | None = None) -> ReproductionReport:
     """Assemble the report from each part's runs directory (a part without finished runs is listed)."""
-    from gnnprivacy.reporting.aggregate import group_rows
-    from gnnprivacy.reporting.html import build_report
     from gnnprivacy.reporting.reference_values import load_references
-    from gnnprivacy.reporting.verdicts import runnable_cells
+    from gnnprivacy.reporting.verdicts import load_reasons, runnable_cells
 
+    reasons = load_reasons() if reasons is None else reasons
     title = "Reproduction of the five papers" + (f" {QUICK_BADGE}" if quick else "")
     cells: list[Cell] = []
     detail: list[Section] = []
@@ -277,26 +274,22 @@ def build_reproduction(parts: list[Part], *, command: str, quick: bool = False,
     datasets: set[str] = set()
     all_refs: dict[str, Any] = {}
     for part in parts:
-        rows = _rows(part.runs_dir)
         refs = load_references(list(part.references)) if part.references else []
         for r in refs:
             all_refs[r.id] = r
         refs_by_part[part.name] = refs
-        if not rows:
+        rep = _part_report(part)
+        if rep is None:
             not_run.append(f"{part.name}: no finished run in `{part.runs_dir}`"
                            + (f" (datasets unavailable: {', '.join(part.missing)})" if part.missing else ""))
             continue
-        groups = group_rows(rows)
+        groups = rep.groups
         groups_by_part[part.name] = groups
         datasets |= {str(g.get("dataset")) for g in groups}
         part_cells = compare(groups, refs, reasons=reasons)
         for c in part_cells:
             c.commands = [_rerun_command(part, c.attrs, quick)]
         cells += part_cells
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            rep = build_report(part.runs_dir, title=part.name, metrics=part.metrics,
-                               reference_ids=list(part.references), missing_metrics_ok=True)
         sec = Section(f"{part.name}: {part.description}", anchor(f"detail-{part.name}"), level=3)
         sec.paragraphs.append(f"{rep.n_records} finished runs, {rep.n_groups} configurations, in "
                               f"`{part.runs_dir}`. Protocol: {part.notes}")
@@ -305,9 +298,7 @@ def build_reproduction(parts: list[Part], *, command: str, quick: bool = False,
         sec.paragraphs += [n for n in rep.notes if not n.startswith("QUICK")]
         for _heading, tables in rep.sections:
             sec.tables += tables
-        for p in rep.plots:
-            object.__setattr__(p, "filename", f"{part.name}-{p.filename}")
-        sec.plots = rep.plots
+        sec.plots = _prefixed(f"{part.name}-", rep.plots)
         if rep.failures:
             sec.paragraphs.append("Failed runs: " + "; ".join(f"`{f['run_id']}`: {f.get('error', '')}"
                                                              for f in rep.failures))
@@ -363,15 +354,23 @@ def build_reproduction(parts: list[Part], *, command: str, quick: bool = False,
     return ReproductionReport(title, command, cells, sections, quick)
 
 
-def _rows(runs_dir: str) -> list[dict[str, Any]]:
-    """The finished runs' index rows of ``runs_dir`` (none when it does not exist)."""
-    from gnnprivacy.records.store import ResultStore, UnreadableRecordWarning
+def _part_report(part: Part):
+    """The part's own `gnnprivacy.reporting.html.Report`, or None when its runs directory holds
+    no finished run (or does not exist)."""
+    from gnnprivacy.errors import InvalidParameterError
+    from gnnprivacy.reporting.html import build_report
 
-    if not Path(runs_dir).is_dir():
-        return []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnreadableRecordWarning)
-        return ResultStore(runs_dir).rows()
+    if not Path(part.runs_dir).is_dir():
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return build_report(part.runs_dir, title=part.name, metrics=part.metrics,
+                                reference_ids=list(part.references), missing_metrics_ok=True)
+    except InvalidParameterError as exc:
+        if exc.name != "runs_dir":  # only "no finished run" means not run
+            raise
+        return None
 
 
 _CELL_KEYS = ["dataset", "method", "backbone", "model", "attack", "defense", "protocol", "epsilon", "eps_x",
@@ -400,7 +399,7 @@ def render_markdown(report: ReproductionReport, plot_dir: str = "plots", *, anch
 
 
 def render_html(report: ReproductionReport) -> str:
-    from gnnprivacy.reporting.html import _CSS
+    from gnnprivacy.reporting.html import _CSS, figures_html
 
     esc = html.escape
     body = [f"<h1>{esc(report.title)}</h1>"]
@@ -412,12 +411,7 @@ def render_html(report: ReproductionReport) -> str:
             body.append("<pre><code>" + esc("\n".join(s.code)) + "</code></pre>")
         body += [_html_links(to_html(t)) for t in s.tables]
         if s.plots:
-            body.append('<div class="plots">')
-            for p in s.plots:
-                data = base64.b64encode(p.png).decode("ascii")
-                body.append(f'<figure><img alt="{esc(p.title)}" src="data:image/png;base64,{data}">'
-                            f"<figcaption>{esc(p.title)}</figcaption></figure>")
-            body.append("</div>")
+            body += figures_html(s.plots)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{esc(report.title)}</title><style>{_CSS}</style></head>\n<body>\n"
             + "\n".join(body) + "\n</body></html>\n")
@@ -441,15 +435,10 @@ def _html_links(table_html: str) -> str:
 def write_reproduction(report: ReproductionReport, out_dir: str | os.PathLike) -> list[Path]:
     """``report.md`` + ``plots/`` and ``report.html`` in ``out_dir``; returns their paths."""
     from gnnprivacy._files import atomic_write
+    from gnnprivacy.reporting.html import write_plots
 
     out = Path(out_dir)
-    for p in report.plots:
-        atomic_write(out / "plots" / p.filename, p.png, what="report file")
-    current = {p.filename for p in report.plots}
-    if (out / "plots").is_dir():
-        for old in (out / "plots").glob("*.png"):
-            if old.name not in current:
-                old.unlink()
+    write_plots(out / "plots", report.plots)
     md = atomic_write(out / "report.md", render_markdown(report).encode("utf-8"), what="report file")
     page = atomic_write(out / "report.html", render_html(report).encode("utf-8"), what="report file")
     return [md, page]
@@ -458,14 +447,10 @@ def write_reproduction(report: ReproductionReport, out_dir: str | os.PathLike) -
 def write_docs_page(report: ReproductionReport, page: str | os.PathLike) -> Path:
     """``docs/reproduction.md`` and its figures in ``docs/reproduction/`` (beside the page)."""
     from gnnprivacy._files import atomic_write
+    from gnnprivacy.reporting.html import write_plots
 
     page = Path(page)
     folder = page.with_suffix("")
-    for p in report.plots:
-        atomic_write(folder / p.filename, p.png, what="docs figure")
-    if folder.is_dir():
-        for old in folder.glob("*.png"):
-            if old.name not in {p.filename for p in report.plots}:
-                old.unlink()
+    write_plots(folder, report.plots)
     text = render_markdown(report, plot_dir=folder.name, anchors="attr")
     return atomic_write(page, text.encode("utf-8"), what="docs page")

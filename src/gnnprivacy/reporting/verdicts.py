@@ -83,8 +83,7 @@ class Cell:
 
     @property
     def paper(self) -> str:
-        """The paper id: ``"000"`` for table ``000-table2``."""
-        return self.table.split("-", 1)[0]
+        return paper_of(self.table)
 
     @property
     def ours_mean(self) -> float:
@@ -101,6 +100,11 @@ class Cell:
     @property
     def ci_half(self) -> float:
         return math.nan if math.isnan(self.ours.ci_low) else self.ours.half_width * self.scale
+
+
+def paper_of(table_id: str) -> str:
+    """The paper id of a reference table: ``"000"`` for ``000-table2``."""
+    return table_id.split("-", 1)[0]
 
 
 def judge(diff: float, tolerance: float, better: str | None) -> str:
@@ -161,7 +165,7 @@ def runnable_cells(references: list[ReferenceTable], datasets: set[str]) -> dict
     for ref in references:
         for v in ref.values():
             if v.match is not None and v.mean is not None and v.match.get("dataset") in datasets:
-                out[ref.id.split("-", 1)[0]] = out.get(ref.id.split("-", 1)[0], 0) + 1
+                out[paper_of(ref.id)] = out.get(paper_of(ref.id), 0) + 1
     return out
 
 
