@@ -13,7 +13,8 @@ Cora and CiteSeer under both protocols (``d1``, ``he-full``), mean over ``--seed
 label-only AUC on the same pairs (what a label-preserving defence cannot change), the model's
 test accuracy with and without GRID and the acceptance checks (a drop of at least 5 points at
 theta 0.4, at most 0.60 at theta 1.0):
-``python benchmarks/bench_grid.py --auc-vs-nhop [--seeds 3] [--datasets cora,citeseer]``.
+``python benchmarks/bench_grid.py --auc-vs-nhop [--seeds 3] [--datasets cora,citeseer]``;
+``--objective mean --step normalized`` gives the scale-free variant (see docs/grid.md).
 
 ``--paper-cells`` prints the paper's Table II-IV cells (Attacks 0, 1, 6, GCN, flipped AUC)
 without and with GRID under ``--protocols`` (e.g. ``he-full``), with the label-only and
@@ -41,6 +42,7 @@ def main() -> None:
     parser.add_argument("--datasets", default="cora,citeseer")
     parser.add_argument("--protocols", default="d1,he-full")
     parser.add_argument("--objective", default="paper", help="GRID objective (paper | mean | gap_sq)")
+    parser.add_argument("--step", default="raw", help="GRID step (raw: the paper's | normalized)")
     parser.add_argument("--paper-cells", action="store_true",
                         help="print the paper's Attack-0/1/6 cells (GCN) without and with GRID")
     args = parser.parse_args()
@@ -91,7 +93,8 @@ def auc_vs_nhop_table(args) -> None:
     from gnnprivacy.datasets import load_dataset
 
     print(f"auc_vs_nhop: Attack-0 (correlation distance) AUC, linked vs {args.n_hop}-hop pairs, "
-          f"raw, mean ± sd over seeds 0..{args.seeds - 1}; GRID objective {args.objective!r}")
+          f"raw, mean ± sd over seeds 0..{args.seeds - 1}; GRID objective {args.objective!r}, "
+          f"step {args.step!r}")
     print("| dataset | protocol | no defence | GRID 0.4 | drop (points) | GRID 1.0 | label-only "
           "(same pairs) | same-label pairs only: none / GRID 1.0 | core nodes (0.4) | "
           "model acc. none / GRID | checks |")
@@ -106,7 +109,8 @@ def auc_vs_nhop_table(args) -> None:
                 for key, kw in (("none", {}), ("0.4", {"defense": "grid", "theta": 0.4}),
                                 ("1.0", {"defense": "grid", "theta": 1.0})):
                     if kw:
-                        kw = {**kw, "grid_objective": args.objective, "n_hop": args.n_hop}
+                        kw = {**kw, "grid_objective": args.objective, "grid_step": args.step,
+                              "n_hop": args.n_hop}
                     runs[key], _ = run_experiment(data, LinkStealingSettings(
                         attack=0, protocol=protocol, **kw), seed=seed)
                     rows[key].append(100 * runs[key]["auc_vs_nhop"])

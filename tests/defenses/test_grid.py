@@ -217,6 +217,63 @@ def test_batch_solver_matches_per_node_reference(objective):
         assert diag["D_after"].sum() < diag["D_before"].sum()
 
 
+def _one_row_terms(scale=1.0, seed=5, a=5):
+    rng = np.random.default_rng(seed)
+    v = rng.dirichlet(np.ones(a))
+    vp, vq = rng.dirichlet(np.ones(a), 3), rng.dirichlet(np.ones(a), 20)
+    up, cp = unit_terms(vp)
+    uq, cq = unit_terms(vq)
+    ta, tb = objective_terms(up.sum(0)[None], cp.sum(0)[None], [3], uq.sum(0)[None],
+                             cq.sum(0)[None], [20], "paper")
+    return v[None], scale * ta, scale * tb
+
+
+def test_normalized_step_moves_by_lr_theta_and_ignores_the_objective_scale():
+    v, ta, tb = _one_row_terms()
+    one = SolverSettings(theta=1.0, lr=0.1, max_iter=1, step="normalized")
+    s, _ = solve_batch(v, ta, tb, one)
+    # one iteration from s = 0 moves by lr * theta (before the projection, which may only shorten it)
+    assert 0.0 < np.linalg.norm(s) <= 0.1 + 1e-12
+    cfg = SolverSettings(theta=1.0, lr=0.1, step="normalized")
+    s1, _ = solve_batch(v, ta, tb, cfg)
+    s10, _ = solve_batch(v, 10.0 * ta, 10.0 * tb, cfg)      # the same objective, ten times larger
+    np.testing.assert_allclose(s1, s10, atol=1e-12)
+    # positive control: the paper's raw step depends on the scale
+    raw = SolverSettings(theta=1.0, lr=0.01, step="raw")
+    r1, _ = solve_batch(v, ta, tb, raw)
+    r10, _ = solve_batch(v, 10.0 * ta, 10.0 * tb, raw)
+    assert np.abs(r1 - r10).max() > 1e-3
+
+
+def test_normalized_step_reaches_more_of_a_large_budget_in_k_iterations():
+    """At theta 1 the paper's step (alpha 0.01, K 20) stops short of the optimum it reaches with
+    more iterations; the normalized step gets there (or lower) within K."""
+    v, ta, tb = _one_row_terms(scale=0.05)              # a mean-sized objective (small gradients)
+    d = {}
+    for name, cfg in (("raw", SolverSettings(theta=1.0, objective="paper")),
+                      ("raw_long", SolverSettings(theta=1.0, objective="paper", max_iter=2000)),
+                      ("normalized", SolverSettings(theta=1.0, lr=0.1, step="normalized"))):
+        _, diag = solve_batch(v, ta, tb, cfg)
+        d[name] = float(diag["D_after"][0])
+    assert d["raw_long"] < d["raw"] - 1e-3                # K = 20 raw steps stop short
+    assert d["normalized"] <= d["raw_long"] + 0.05 * abs(d["raw_long"])
+
+
+def test_grid_step_parameter():
+    assert GRID().settings.step == "raw" and GRID().settings.lr == 0.01
+    g = GRID(step="normalized")
+    assert g.settings.lr == 0.1 and g.get_params()["lr"] is None
+    assert GRID(step="normalized", lr=0.3).settings.lr == 0.3
+    assert g.with_params(step="raw").settings.lr == 0.01      # the default follows the step
+    with pytest.raises(InvalidParameterError, match="step"):
+        GRID(step="adam")
+    edge_index, probs = _graph_posteriors()
+    res = GRID(theta=1.0, step="normalized", objective="mean").fit(edge_index, probs)
+    assert res.max_l1_distortion <= 1.0 + 1e-9 and res.als == 0
+    assert all(x == 0 for x in res.violations.values())
+    assert res.diagnostics["objective_after"] < res.diagnostics["objective_before"]
+
+
 # --- GRID end to end (§8 check 11) -------------------------------------------------------------
 
 def test_grid_release_invariants_and_objective():

@@ -20,6 +20,9 @@ _DEFENSES = ("none", "grid", "l2", "dropout", "gap", "memguard", "minmax")
               help="GRID ConstraintCheck (paper: the literal, defective algorithm)")
 @click.option("--grid-objective", type=click.Choice(["paper", "mean", "gap_sq"]), default="paper",
               show_default=True)
+@click.option("--grid-step", type=click.Choice(["raw", "normalized"]), default="raw", show_default=True,
+              help="GRID's gradient step: raw (the paper's alpha grad D) | normalized (every iteration "
+                   "moves by alpha theta whatever the objective's scale)")
 @click.option("--defense-param", type=float, default=None,
               help="l2: lambda (penalty lambda*sum|W|^2, default 0.03); dropout: p (0.45); gap: "
                    "epsilon (node-level GAP, 4); memguard: L1 budget (0.4, GRID's theta); minmax: "
@@ -57,7 +60,7 @@ _DEFENSES = ("none", "grid", "l2", "dropout", "gap", "memguard", "minmax")
 @click.option("--json", "as_json", is_flag=True, help="print the metrics as JSON on stdout")
 @click.option("--quiet", "-q", is_flag=True, help="no progress on stderr")
 def link_stealing_command(dataset, model, attack, defense, theta, n_hop, grid_mode, grid_objective,
-                          defense_param, scaler_mode, attacker_training, adaptive, ils, influence, query_node,
+                          grid_step, defense_param, scaler_mode, attacker_training, adaptive, ils, influence, query_node,
                           protocol, reference_label_frac, seed, data_root, runs_dir, as_json, quiet):
     """Attack a GNN's posteriors to infer its training edges (He et al. 2021), with a defence."""
     from gnnprivacy.attacks.link_stealing.method import run_link_stealing
@@ -71,7 +74,7 @@ def link_stealing_command(dataset, model, attack, defense, theta, n_hop, grid_mo
                                        progress=progress,
                                        model=model, attack=attack, defense=defense, theta=theta,
                                        n_hop=n_hop, grid_mode=grid_mode, grid_objective=grid_objective,
-                                       defense_param=defense_param, scaler_mode=scaler_mode,
+                                       grid_step=grid_step, defense_param=defense_param, scaler_mode=scaler_mode,
                                        attacker_training=attacker_training,
                                        adaptive=adaptive, ils=ils, influence=influence,
                                        query_node=query_node, protocol=protocol,

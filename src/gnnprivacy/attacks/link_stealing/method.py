@@ -32,6 +32,9 @@ class LinkStealingParams:
     n_hop: int = field(default=3, metadata={"help": "GRID hop n (>= 2)"})
     grid_mode: str = field(default="robust", metadata={"help": "GRID ConstraintCheck: robust | paper"})
     grid_objective: str = field(default="paper", metadata={"help": "GRID objective: paper | mean | gap_sq"})
+    grid_step: str = field(default="raw", metadata={
+        "help": "GRID's gradient step: raw (the paper's alpha grad D) | normalized (alpha theta "
+                "grad D / |grad D|: K iterations cover the same share of the budget at any theta)"})
     defense_param: float | None = field(default=None, metadata={
         "help": "l2: lambda of lambda*sum|W|^2 (default 0.03); dropout: p (0.45); gap: epsilon "
                 "(node-level GAP, 4); memguard: L1 budget (0.4, GRID's theta); minmax: lambda (1.5)"})

@@ -75,6 +75,7 @@ class LinkStealingSettings:
     n_hop: int = 3
     grid_mode: str = "robust"
     grid_objective: str = "paper"
+    grid_step: str = "raw"
     defense_param: float | None = None
     scaler_mode: str = "train_only"
     attacker_training: str = "defended"
@@ -97,6 +98,7 @@ class LinkStealingSettings:
         check_choice("defense", self.defense, DEFENSES)
         check_real("theta", self.theta, low=0.0, high=2.0, low_open=True)
         check_int("n_hop", self.n_hop, low=2)
+        check_choice("grid_step", self.grid_step, ("raw", "normalized"))
         check_choice("adaptive", self.adaptive, ADAPTIVE)
         check_choice("ils", self.ils, ("none", "A2", "A9"))
         check_choice("influence", self.influence, ("none", "infiltrator"))
@@ -135,7 +137,8 @@ class LinkStealingSettings:
             raise InvalidParameterError("defense", "none or grid (per-query) for influence attacks",
                                         self.defense)
         if self.defense != "grid":  # GRID's options, given to another defence, would be ignored
-            for name, default in (("theta", 0.4), ("grid_mode", "robust"), ("grid_objective", "paper")):
+            for name, default in (("theta", 0.4), ("grid_mode", "robust"), ("grid_objective", "paper"),
+                                  ("grid_step", "raw")):
                 if getattr(self, name) != default:
                     raise InvalidParameterError(name, f"left at its default {default!r} unless "
                                                 "defense is 'grid' (it sets GRID)", getattr(self, name))
@@ -379,7 +382,7 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
         from gnnprivacy.defenses import GRID
 
         res = GRID(theta=st.theta, n_hop=st.n_hop, mode=st.grid_mode, objective=st.grid_objective,
-                   seed=_seed(seed, "grid")).fit(d1.edge_index, clean)
+                   step=st.grid_step, seed=_seed(seed, "grid")).fit(d1.edge_index, clean)
         released = res.released
         metrics.update({k: float(v) for k, v in res.summary().items()
                         if isinstance(v, (int, float, bool, np.floating, np.integer))})
@@ -422,7 +425,7 @@ def run_experiment(data, settings: LinkStealingSettings, *, seed: int = 0,
             from gnnprivacy.defenses import GRID
 
             grid = GRID(theta=st.theta, n_hop=st.n_hop, mode=st.grid_mode,
-                        objective=st.grid_objective, seed=_seed(seed, "grid"))
+                        objective=st.grid_objective, step=st.grid_step, seed=_seed(seed, "grid"))
         elif st.defense != "none":
             raise InvalidParameterError("defense", "none or grid (per-query) for influence attacks",
                                         st.defense)

@@ -36,7 +36,7 @@ from gnnprivacy.defenses.grid.core import PICKS, edge_weights, select_core_nodes
 from gnnprivacy.defenses.grid.nhop import Q_MODES, adjacency, estimate_delta, nhop_rows
 from gnnprivacy.defenses.grid.projection import MODES, SUM_TOL
 from gnnprivacy.defenses.grid.similarity import SIMILARITIES, unit_terms
-from gnnprivacy.defenses.grid.solver import (NORM_GRADS, OBJECTIVES, SolverSettings,
+from gnnprivacy.defenses.grid.solver import (DEFAULT_LR, NORM_GRADS, OBJECTIVES, STEPS, SolverSettings,
                                              objective_terms, solve_batch)
 from gnnprivacy.errors import InvalidParameterError
 
@@ -166,7 +166,8 @@ class GRID(EstimatorParams):
         theta: L1 distortion budget per node, in (0, 2].
         n_hop: the hop ``n`` (>= 2) whose similarity level linked pairs are pulled to.
         max_iter: Algorithm 2's ``K`` (20).
-        lr: Algorithm 2's primal step ``alpha``.
+        lr: Algorithm 2's primal step ``alpha`` (default 0.01 with ``step="raw"``, 0.1 with
+            ``"normalized"``, where every iteration moves by ``lr * theta``).
         dual_lr: Algorithm 2's dual step ``beta``.
         tol: Algorithm 2's stopping tolerance.
         delta_pairs: at most this many n-hop pairs estimate delta (1,000).
@@ -177,6 +178,8 @@ class GRID(EstimatorParams):
         mode: ConstraintCheck ``"robust"`` (default) or ``"paper"`` (literal, defective).
         top1_margin: robust mode's margin ``tau``.
         norm_grad: ``"l1_sign"`` (sign subgradient) or ``"paper_l2"`` (s/|s|).
+        step: ``"raw"`` (the paper's Algorithm 2: ``alpha grad D``) or ``"normalized"``
+            (``alpha theta grad D / |grad D|``, scale-free; see `gnnprivacy.defenses.grid.solver`).
         pick: Algorithm 1 adds the ``"higher"`` (paper) or ``"lower"`` wdeg endpoint.
         use_core_selection: ``False`` solves every node with degree > 0 (Table VII ablation).
         seed: seeds delta's sampling and the Q subsampling.
@@ -195,15 +198,19 @@ class GRID(EstimatorParams):
     """
 
     def __init__(self, *, theta: float = 0.4, n_hop: int = 3, max_iter: int = 20,
-                 lr: float = 0.01, dual_lr: float = 0.01, tol: float = 1e-6,
+                 lr: float | None = None, dual_lr: float = 0.01, tol: float = 1e-6,
                  delta_pairs: int = 1000, similarity: str = "corr+cos", objective: str = "paper",
                  q_mode: str = "exact", q_max: int | None = None, mode: str = "robust",
                  top1_margin: float = 1e-6, norm_grad: str = "l1_sign", pick: str = "higher",
-                 use_core_selection: bool = True, seed: int = 0, chunk_size: int = 1024):
+                 use_core_selection: bool = True, seed: int = 0, chunk_size: int = 1024,
+                 step: str = "raw"):
         self.theta = check_real("theta", theta, low=0.0, high=2.0, low_open=True)
         self.n_hop = check_int("n_hop", n_hop, low=2)
+        step = check_choice("step", step, STEPS)
+        self._lr = None if lr is None else check_positive("lr", lr)
         self.settings = SolverSettings(
-            theta=self.theta, lr=check_positive("lr", lr), dual_lr=check_real("dual_lr", dual_lr, low=0.0),
+            theta=self.theta, lr=DEFAULT_LR[step] if lr is None else self._lr, step=step,
+            dual_lr=check_real("dual_lr", dual_lr, low=0.0),
             tol=check_real("tol", tol, low=0.0), max_iter=check_int("max_iter", max_iter, low=1),
             top1_margin=check_real("top1_margin", top1_margin, low=0.0),
             mode=check_choice("mode", mode, MODES),
@@ -224,7 +231,8 @@ class GRID(EstimatorParams):
         s = self.settings
         return (f"GRID(theta={self.theta}, n_hop={self.n_hop}, mode={s.mode!r}, "
                 f"objective={s.objective!r}, similarity={s.similarity!r}, max_iter={s.max_iter}, "
-                f"lr={s.lr}, q_mode={self.q_mode!r}, use_core_selection={self.use_core_selection})")
+                f"lr={s.lr}, step={s.step!r}, q_mode={self.q_mode!r}, "
+                f"use_core_selection={self.use_core_selection})")
 
     # -- aggregation of the P and Q terms ---------------------------------------------------
     def _terms(self, adj, nodes, unit, cunit, rng):
@@ -326,7 +334,8 @@ class GRID(EstimatorParams):
     def with_params(self, **changes) -> "GRID":
         """A copy with some parameters changed."""
         params = {"theta": self.theta, "n_hop": self.n_hop, "max_iter": self.settings.max_iter,
-                  "lr": self.settings.lr, "dual_lr": self.settings.dual_lr, "tol": self.settings.tol,
+                  "lr": self._lr, "step": self.settings.step, "dual_lr": self.settings.dual_lr,
+                  "tol": self.settings.tol,
                   "delta_pairs": self.delta_pairs, "similarity": self.settings.similarity,
                   "objective": self.settings.objective, "q_mode": self.q_mode, "q_max": self.q_max,
                   "mode": self.settings.mode, "top1_margin": self.settings.top1_margin,
