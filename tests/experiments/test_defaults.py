@@ -52,14 +52,51 @@ def test_heterpoisson_auto_rate_and_steps():
     assert kw["q_b"] == pytest.approx(4096 / 13_752) and kw["steps"] == defaults.MIN_STEPS
     kw = kwargs("heterpoisson", 27_594, 34_493)  # physics: the paper's rate, 25 epochs
     assert kw["q_b"] == pytest.approx(4096 / 34_493) and kw["steps"] == math.ceil(25 * 34_493 / 4096)
-    kw = kwargs("heterpoisson", 2_166, 2_708)  # cora 80/20: the paper rate would be 1
-    assert kw["q_b"] == defaults.MAX_RATE_HETERPOISSON
+    kw = kwargs("heterpoisson", 2_166, 2_708)  # cora 80/20: the paper's rate, 1 (not capped)
+    assert kw["q_b"] == 1.0
     kw = kwargs("heterpoisson", 140, 2_708)  # cora's public split: full batches
     assert kw["q_b"] == 1.0 and kw["steps"] == defaults.MIN_STEPS
     kw = kwargs("heterpoisson", 140, 2_708, epochs=9)  # explicit epochs: the paper's T
     assert kw["steps"] == 9
     kw = kwargs("heterpoisson", 11_001, 13_752, preset="paper")
     assert kw["q_b"] is None and kw["steps"] is None and kw["epochs"] == 9
+
+
+def sized(method, n_train, n_nodes, features, classes, **values):
+    _, params = resolve_config({"method": method, **values})
+    return params.trainer_kwargs(num_train=n_train, num_nodes=n_nodes, num_features=features,
+                                 num_classes=classes)
+
+
+def test_heterpoisson_steps_count_the_model_dimension():
+    """Issue 27 (a default that lost 2.3-3.7 points on Coauthor CS): the noise on the whole
+    averaged update, sqrt(P) nu(T), stays under RHO_TARGET; high-dimensional feature sets get
+    fewer steps, low-dimensional ones keep the epoch rule."""
+    cs = sized("heterpoisson", 14_666, 18_333, 6_805, 15, epsilon=8.0)
+    computers = sized("heterpoisson", 11_001, 13_752, 767, 10, epsilon=8.0)
+    assert cs["q_b"] == pytest.approx(4096 / 18_333)
+    assert cs["steps"] == defaults.FLOOR_STEPS                  # 112 without the dimension term
+    assert computers["steps"] == defaults.MIN_STEPS             # unchanged
+    for kw, (n, v, f, c) in ((cs, (14_666, 18_333, 6_805, 15)), (computers, (11_001, 13_752, 767, 10))):
+        p = defaults.star_num_params(f, c)
+        rho = math.sqrt(p) * defaults.noise_scale(kw["steps"], epsilon=8.0, delta=v ** -1.1, num_train=n)
+        assert rho <= defaults.RHO_TARGET_HETERPOISSON or kw["steps"] == defaults.FLOOR_STEPS
+    fb = sized("heterpoisson", 17_976, 22_470, 4_714, 4, epsilon=8.0)     # between the two
+    assert defaults.FLOOR_STEPS < fb["steps"] < math.ceil(25 * 22_470 / 4096)
+    # a smaller epsilon never gets more steps; explicit steps or epochs win
+    assert sized("heterpoisson", 11_001, 13_752, 767, 10, epsilon=1.0)["steps"] <= computers["steps"]
+    assert sized("heterpoisson", 14_666, 18_333, 6_805, 15, steps=300)["steps"] == 300
+    assert sized("heterpoisson", 14_666, 18_333, 6_805, 15, epochs=9)["steps"] == math.ceil(9 / cs["q_b"])
+
+
+@pytest.mark.parametrize("backbone,layers,hidden", [("gcn", 1, 128), ("sage", 2, 64), ("gin", 1, 32)])
+def test_star_num_params_counts_the_model(backbone, layers, hidden):
+    from gnnprivacy.nn import StarGNN
+
+    model = StarGNN(37, 5, aggregator=backbone, hidden_channels=hidden, update_layers=layers)
+    count = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert defaults.star_num_params(37, 5, hidden=hidden, update_layers=layers,
+                                    gin=backbone == "gin") == count
 
 
 def test_paper_preset_and_unknown_preset():

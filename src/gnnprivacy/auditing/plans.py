@@ -104,7 +104,9 @@ def _calibrate(builder: str, params: tuple, steps: int, epsilon: float, delta: f
 def trainer_kwargs(params, facts: GraphFacts) -> dict:
     """The trainer arguments ``params`` resolve to on a graph with ``facts`` (presets)."""
     try:
-        kw = params.trainer_kwargs(num_train=facts.num_train, num_nodes=facts.num_nodes)
+        kw = params.trainer_kwargs(num_train=facts.num_train, num_nodes=facts.num_nodes,
+                                   num_features=facts.num_features,
+                                   num_classes=facts.num_classes)
     except TypeError:
         kw = params.trainer_kwargs()
     return kw

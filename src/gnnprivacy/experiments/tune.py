@@ -179,14 +179,16 @@ def _orders() -> np.ndarray:
     return np.concatenate([np.arange(2.0, 129.0), [160.0, 256.0, 512.0, 1024.0]])
 
 
-def _trial_plan(values: dict[str, Any], *, num_train: int, num_nodes: int):
+def _trial_plan(values: dict[str, Any], *, num_train: int, num_nodes: int,
+                num_features: int | None = None, num_classes: int | None = None):
     """``(event factory, steps, accountant kind, relation)`` of one setting's training."""
     from gnnprivacy.accounting.units import NeighboringRelation
     from gnnprivacy.method.config import resolve_config
     from gnnprivacy.training import _privacy
 
     config, params = resolve_config(values)
-    kw = params.trainer_kwargs(num_train=num_train, num_nodes=num_nodes)
+    kw = params.trainer_kwargs(num_train=num_train, num_nodes=num_nodes,
+                               num_features=num_features, num_classes=num_classes)
     method = config.method
     if method == "dpmlp":
         q = min(1.0, kw["batch_size"] / num_train)
@@ -215,11 +217,11 @@ def _trial_plan(values: dict[str, Any], *, num_train: int, num_nodes: int):
     raise InvalidParameterError("method", "one of " + ", ".join(TUNABLE_METHODS), method)
 
 
-def _plans_at(settings, epsilon: float, *, num_train: int, num_nodes: int) -> list:
+def _plans_at(settings, epsilon: float, **sizes) -> list:
     """The distinct plans of ``settings`` trained at ``epsilon`` (what each trial runs)."""
     plans: dict = {}
     for s in settings:
-        plan = _trial_plan({**s, "epsilon": epsilon}, num_train=num_train, num_nodes=num_nodes)
+        plan = _trial_plan({**s, "epsilon": epsilon}, **sizes)
         plans.setdefault((plan[0], plan[1]), plan)
     return list(plans.values())
 
@@ -347,8 +349,11 @@ def plan_spec(spec: TuneSpec | Mapping[str, Any] | str | Path, *,
         base.setdefault("split_seed", spec.seed)  # one split shared by every trial
         settings = [{**base, **s} for s in spec.settings()]
     config, _ = resolve_config({**settings[0], "epsilon": spec.epsilon})
+    from gnnprivacy.training.defaults import graph_sizes
+
     data = load_run_data(config)
-    num_train, num_nodes = int(data.train_mask.sum()), int(data.num_nodes)
+    sizes = graph_sizes(data)
+    num_train, num_nodes = sizes["num_train"], sizes["num_nodes"]
     num_val = int(data.val_mask.sum()) if getattr(data, "val_mask", None) is not None else 0
     if num_val == 0:
         raise InvalidParameterError("val_frac", "> 0 (selection needs validation nodes)",
@@ -357,7 +362,7 @@ def plan_spec(spec: TuneSpec | Mapping[str, Any] | str | Path, *,
     delta = spec.delta if spec.delta is not None else method.default_delta(
         num_nodes if config.method == "heterpoisson" else num_train)
     def plans(eps_t):
-        return _plans_at(settings, eps_t, num_train=num_train, num_nodes=num_nodes)
+        return _plans_at(settings, eps_t, **sizes)
 
     at_target = plans(spec.epsilon)
     if spec.score_sensitivity is not None:
@@ -372,6 +377,7 @@ def plan_spec(spec: TuneSpec | Mapping[str, Any] | str | Path, *,
     return {"training_epsilon": budget["training_epsilon"],
             "total_epsilon": budget["total_epsilon"], "delta": delta, "settings": settings,
             "score_sensitivity": sens, "num_train": num_train, "num_nodes": num_nodes,
+            "num_features": sizes["num_features"], "num_classes": sizes["num_classes"],
             "num_val": num_val, "config": config, "distribution": dist, "budget": budget}
 
 
@@ -533,7 +539,7 @@ def _run_tune(spec: TuneSpec, *, runs_dir: str | Path, data_root: str | None,
         seed = rng.integers(2 ** 31)
         rec = run({**settings[j], "epsilon": eps_t, "delta": delta, "seed": seed,
                    "runs_dir": str(trial_dir)}, log=None, save=True)
-        _check_noise(rec, {**settings[j], "epsilon": eps_t}, eps_t, delta, num_train, num_nodes)
+        _check_noise(rec, {**settings[j], "epsilon": eps_t}, eps_t, delta, _plan_sizes(plan))
         correct = float(rec.metrics.get("val_accuracy", 0.0)) * num_val
         noisy = correct + rng.normal(0.0, spec.score_noise * sens)
         trials.append({"trial": i, "setting": j, "seed": seed, "run_id": rec.run_id,
@@ -625,7 +631,7 @@ def executed_total(trials, settings, plan: dict[str, Any], spec: TuneSpec) -> fl
     drawn = {t["setting"] for t in trials}
     undrawn = [s for j, s in enumerate(settings) if j not in drawn]
     if undrawn:
-        at = _plans_at(undrawn, eps_t, num_train=plan["num_train"], num_nodes=plan["num_nodes"])
+        at = _plans_at(undrawn, eps_t, **_plan_sizes(plan))
         curve = np.maximum(curve, _trial_rdp(at, eps_t, delta, orders, 0.0 * orders)[0])
     curve = curve + orders / (2.0 * spec.score_noise ** 2)
     total = tuned_epsilon(orders, curve, plan["distribution"], delta)
@@ -636,11 +642,17 @@ def executed_total(trials, settings, plan: dict[str, Any], spec: TuneSpec) -> fl
     return total
 
 
-def _check_noise(rec, values, eps_t, delta, num_train, num_nodes) -> None:
+def _plan_sizes(plan: dict) -> dict:
+    """The graph sizes a tuning plan was made for (feature/class counts: None in old plans)."""
+    return {"num_train": plan["num_train"], "num_nodes": plan["num_nodes"],
+            "num_features": plan.get("num_features"), "num_classes": plan.get("num_classes")}
+
+
+def _check_noise(rec, values, eps_t, delta, sizes) -> None:
     """The trial must have used (at least) the noise the budget was planned with."""
     from gnnprivacy.training import _privacy
 
-    factory, steps, kind, _ = _trial_plan(values, num_train=num_train, num_nodes=num_nodes)
+    factory, steps, kind, _ = _trial_plan(values, **sizes)
     planned = _privacy.calibrate(factory, steps=steps, epsilon=eps_t, delta=delta, kind=kind)
     used = float(rec.privacy.get("noise_multiplier", math.nan))
     if not used >= planned * (1 - 1e-9) or int(rec.privacy.get("steps", steps)) > steps:

@@ -24,14 +24,14 @@ _DELTA_OVER_ALL_NODES = frozenset({"heterpoisson"})
 
 def resolved_values(config: RunConfig, params: Any, data: Any) -> dict[str, Any]:
     """Flat config (run fields then method params) with the defaults resolved for ``data``."""
-    from gnnprivacy.training.defaults import PAPER, resolve_hparams
+    from gnnprivacy.training.defaults import PAPER, graph_sizes, resolve_hparams
 
     spec = get_method(config.method)
     values = dataclasses.asdict(params)
     num_train = int(data.train_mask.sum())
     num_nodes = int(data.num_nodes)
     if spec.name in PAPER:
-        values = resolve_hparams(spec.name, values, num_train=num_train, num_nodes=num_nodes)
+        values = resolve_hparams(spec.name, values, **graph_sizes(data))
         _fill_trainer_rules(spec.name, values, num_train=num_train, num_nodes=num_nodes)
     if "delta" in values and values["delta"] is None and spec.default_delta is not None:
         count = num_nodes if spec.name in _DELTA_OVER_ALL_NODES else num_train

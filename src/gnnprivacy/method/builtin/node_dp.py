@@ -26,11 +26,13 @@ PRESET_HELP = ("defaults of unset hyperparameters: auto (adapt batch/steps/lr/wi
                "graph size and epsilon, see gnnprivacy.training.defaults) | paper")
 
 
-def _resolved_kwargs(method: str, params, num_train, num_nodes) -> dict:
+def _resolved_kwargs(method: str, params, num_train, num_nodes, num_features=None,
+                     num_classes=None) -> dict:
     """The params as a dict with unset fields filled by the preset (``preset`` removed)."""
     from gnnprivacy.training.defaults import resolve_hparams
 
-    kw = resolve_hparams(method, asdict(params), num_train=num_train, num_nodes=num_nodes)
+    kw = resolve_hparams(method, asdict(params), num_train=num_train, num_nodes=num_nodes,
+                         num_features=num_features, num_classes=num_classes)
     kw.pop("preset")
     return kw
 
@@ -80,11 +82,11 @@ class HeterPoissonParams:
 
         HeterPoissonTrainer(**self.trainer_kwargs())  # validates everything
 
-    def trainer_kwargs(self, num_train: int | None = None,
-                       num_nodes: int | None = None) -> dict:
+    def trainer_kwargs(self, num_train: int | None = None, num_nodes: int | None = None,
+                       num_features: int | None = None, num_classes: int | None = None) -> dict:
         """Trainer arguments; unset fields resolved by ``preset`` for a graph with
         ``num_train`` training nodes of ``num_nodes`` (``None``: paper values)."""
-        kw = _resolved_kwargs('heterpoisson', self, num_train, num_nodes)
+        kw = _resolved_kwargs('heterpoisson', self, num_train, num_nodes, num_features, num_classes)
         kw["hidden_channels"] = kw.pop("hidden")
         kw["fanout"] = kw.pop("test_fanout")
         return kw
@@ -134,11 +136,11 @@ class DPGNNParams:
 
         DPGNNTrainer(**self.trainer_kwargs())
 
-    def trainer_kwargs(self, num_train: int | None = None,
-                       num_nodes: int | None = None) -> dict:
+    def trainer_kwargs(self, num_train: int | None = None, num_nodes: int | None = None,
+                       num_features: int | None = None, num_classes: int | None = None) -> dict:
         """Trainer arguments; unset fields resolved by ``preset`` for a graph with
         ``num_train`` training nodes of ``num_nodes`` (``None``: paper values)."""
-        kw = _resolved_kwargs('dpgnn', self, num_train, num_nodes)
+        kw = _resolved_kwargs('dpgnn', self, num_train, num_nodes, num_features, num_classes)
         kw["hidden_channels"] = kw.pop("hidden")
         return kw
 
@@ -178,11 +180,11 @@ class DPMLPParams:
 
         DPMLPTrainer(**self.trainer_kwargs())
 
-    def trainer_kwargs(self, num_train: int | None = None,
-                       num_nodes: int | None = None) -> dict:
+    def trainer_kwargs(self, num_train: int | None = None, num_nodes: int | None = None,
+                       num_features: int | None = None, num_classes: int | None = None) -> dict:
         """Trainer arguments; unset fields resolved by ``preset`` for a graph with
         ``num_train`` training nodes of ``num_nodes`` (``None``: paper values)."""
-        kw = _resolved_kwargs('dpmlp', self, num_train, num_nodes)
+        kw = _resolved_kwargs('dpmlp', self, num_train, num_nodes, num_features, num_classes)
         kw["hidden_channels"] = kw.pop("hidden")
         kw["num_layers"] = kw.pop("layers")
         kw["batch_size"] = 2048 if kw["batch_size"] is None else kw["batch_size"]
@@ -206,8 +208,9 @@ def _result(trainer, ctx: RunContext) -> MethodResult:
 
 
 def _fit(trainer_cls, ctx: RunContext) -> MethodResult:
-    kwargs = ctx.params.trainer_kwargs(num_train=int(ctx.data.train_mask.sum()),
-                                       num_nodes=int(ctx.data.num_nodes))
+    from gnnprivacy.training.defaults import graph_sizes
+
+    kwargs = ctx.params.trainer_kwargs(**graph_sizes(ctx.data))
     trainer = trainer_cls(**kwargs, generator=ctx.seed_for("train"),
                           progress=ctx.progress, device=ctx.device,
                           checkpoint_path=getattr(ctx, "checkpoint_path", None),

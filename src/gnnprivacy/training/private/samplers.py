@@ -186,12 +186,9 @@ class HeterPoissonSubgraphs(SubgraphSampler):
         self.accounting = check_choice("accounting", accounting, ("sound", "paper"))
 
     def default_batch_size(self) -> int:
-        from gnnprivacy.training.defaults import (MAX_RATE_HETERPOISSON,
-                                                     MIN_BATCH_HETERPOISSON)
+        from gnnprivacy.training.defaults import heterpoisson_rate
 
-        rate = min(MAX_RATE_HETERPOISSON, 4096.0 / self.num_nodes)
-        q_b = min(1.0, max(rate, MIN_BATCH_HETERPOISSON / self.num_train))
-        return max(1, round(q_b * self.num_train))
+        return max(1, round(heterpoisson_rate(self.num_nodes, self.num_train) * self.num_train))
 
     def plan(self, *, batch_size: int | None) -> SamplerPlan:
         from gnnprivacy.sampling import HeterPoissonSampler
