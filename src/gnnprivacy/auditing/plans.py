@@ -51,7 +51,7 @@ class GraphFacts:
     def from_data(cls, data) -> GraphFacts:
         import torch
 
-        from gnnprivacy.training.nonprivate import training_graph
+        from gnnprivacy.training.nonprivate import num_classes_of, training_graph
 
         graph = training_graph(data)
         deg = torch.bincount(graph.edge_index[0], minlength=graph.num_nodes)
@@ -59,7 +59,7 @@ class GraphFacts:
                    max_out_degree=int(deg.max()) if deg.numel() else 0,
                    median_degree=int(deg.median()) if deg.numel() else 0,
                    num_features=int(data.x.shape[1]),
-                   num_classes=int(getattr(data, "num_classes", int(data.y.max()) + 1)),
+                   num_classes=num_classes_of(data),
                    dataset=str(getattr(data, "name", "")).lower())
 
 

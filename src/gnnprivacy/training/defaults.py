@@ -169,10 +169,10 @@ def heterpoisson_steps(num_train: int, q_b: float, *, epsilon: float, delta: flo
     """HeterPoisson's auto ``T``: 25 epochs clamped to ``[MIN_STEPS, MAX_STEPS_HETERPOISSON]``,
     lowered (not below ``FLOOR_STEPS``) until ``sqrt(num_params) nu(T) <=
     RHO_TARGET_HETERPOISSON``; without ``num_params``, until ``nu(T) <= NOISE_TARGET``."""
-    steps = min(max(math.ceil(EPOCHS / q_b), MIN_STEPS), MAX_STEPS_HETERPOISSON)
     if num_params is None:
         return min(adaptive_steps(num_train, q_b * num_train, epsilon=epsilon, delta=delta),
                    MAX_STEPS_HETERPOISSON)
+    steps = min(max(math.ceil(EPOCHS / q_b), MIN_STEPS), MAX_STEPS_HETERPOISSON)
     per_coordinate = RHO_TARGET_HETERPOISSON / math.sqrt(num_params)
     budget = (per_coordinate * epsilon * num_train) ** 2 / (2.0 * math.log(1.0 / delta))
     return int(max(FLOOR_STEPS, min(steps, math.floor(budget))))

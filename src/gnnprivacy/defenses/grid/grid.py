@@ -207,9 +207,9 @@ class GRID(EstimatorParams):
         self.theta = check_real("theta", theta, low=0.0, high=2.0, low_open=True)
         self.n_hop = check_int("n_hop", n_hop, low=2)
         step = check_choice("step", step, STEPS)
-        self._lr = None if lr is None else check_positive("lr", lr)
         self.settings = SolverSettings(
-            theta=self.theta, lr=DEFAULT_LR[step] if lr is None else self._lr, step=step,
+            theta=self.theta, lr=DEFAULT_LR[step] if lr is None else check_positive("lr", lr),
+            step=step,
             dual_lr=check_real("dual_lr", dual_lr, low=0.0),
             tol=check_real("tol", tol, low=0.0), max_iter=check_int("max_iter", max_iter, low=1),
             top1_margin=check_real("top1_margin", top1_margin, low=0.0),
@@ -332,18 +332,8 @@ class GRID(EstimatorParams):
         return r
 
     def with_params(self, **changes) -> "GRID":
-        """A copy with some parameters changed."""
-        params = {"theta": self.theta, "n_hop": self.n_hop, "max_iter": self.settings.max_iter,
-                  "lr": self._lr, "step": self.settings.step, "dual_lr": self.settings.dual_lr,
-                  "tol": self.settings.tol,
-                  "delta_pairs": self.delta_pairs, "similarity": self.settings.similarity,
-                  "objective": self.settings.objective, "q_mode": self.q_mode, "q_max": self.q_max,
-                  "mode": self.settings.mode, "top1_margin": self.settings.top1_margin,
-                  "norm_grad": self.settings.norm_grad, "pick": self.pick,
-                  "use_core_selection": self.use_core_selection, "seed": self.seed,
-                  "chunk_size": self.chunk_size}
-        params.update(changes)
-        return GRID(**params)
+        """A copy with some parameters changed (the others as this one was constructed)."""
+        return GRID(**{**self.get_params(deep=False), **changes})
 
 
 def _subsample_rows(q, q_max: int, rng: np.random.Generator):

@@ -13,6 +13,7 @@ HeterPoisson mixture events (``accounting="sound"`` PLD by default, ``"paper"`` 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
 
 from gnnprivacy.method.context import MethodResult, RunContext
 from gnnprivacy.method.spec import register_method
@@ -26,20 +27,39 @@ PRESET_HELP = ("defaults of unset hyperparameters: auto (adapt batch/steps/lr/wi
                "graph size and epsilon, see gnnprivacy.training.defaults) | paper")
 
 
-def _resolved_kwargs(method: str, params, num_train, num_nodes, num_features=None,
-                     num_classes=None) -> dict:
-    """The params as a dict with unset fields filled by the preset (``preset`` removed)."""
-    from gnnprivacy.training.defaults import resolve_hparams
+class _PresetParams:
+    """`trainer_kwargs` of the methods whose unset fields a preset resolves
+    (`gnnprivacy.training.defaults.resolve_hparams`)."""
 
-    kw = resolve_hparams(method, asdict(params), num_train=num_train, num_nodes=num_nodes,
-                         num_features=num_features, num_classes=num_classes)
-    kw.pop("preset")
-    return kw
+    _method: ClassVar[str]
+    #: param field -> trainer argument
+    _renames: ClassVar[dict[str, str]] = {"hidden": "hidden_channels"}
+    #: trainer arguments still unset after the preset -> the value they take
+    _unset: ClassVar[dict[str, Any]] = {}
+
+    def trainer_kwargs(self, num_train: int | None = None, num_nodes: int | None = None,
+                       num_features: int | None = None, num_classes: int | None = None) -> dict:
+        """Trainer arguments; unset fields resolved by ``preset`` for a graph of these sizes
+        (`gnnprivacy.training.defaults.graph_sizes`; ``None``: paper values)."""
+        from gnnprivacy.training.defaults import resolve_hparams
+
+        kw = resolve_hparams(self._method, asdict(self), num_train=num_train, num_nodes=num_nodes,
+                             num_features=num_features, num_classes=num_classes)
+        kw.pop("preset")
+        for name, argument in self._renames.items():
+            kw[argument] = kw.pop(name)
+        for name, value in self._unset.items():
+            if kw[name] is None:
+                kw[name] = value
+        return kw
 
 
 @dataclass(frozen=True)
-class HeterPoissonParams:
+class HeterPoissonParams(_PresetParams):
     """Hyperparameters of ``heterpoisson`` (spec 000 §3.0 defaults)."""
+
+    _method = "heterpoisson"
+    _renames = {"hidden": "hidden_channels", "test_fanout": "fanout"}
 
     preset: str = field(default="auto", metadata={"help": PRESET_HELP})
     epsilon: float = field(default=8.0, metadata={"help": "target privacy budget epsilon (> 0)"})
@@ -82,19 +102,12 @@ class HeterPoissonParams:
 
         HeterPoissonTrainer(**self.trainer_kwargs())  # validates everything
 
-    def trainer_kwargs(self, num_train: int | None = None, num_nodes: int | None = None,
-                       num_features: int | None = None, num_classes: int | None = None) -> dict:
-        """Trainer arguments; unset fields resolved by ``preset`` for a graph with
-        ``num_train`` training nodes of ``num_nodes`` (``None``: paper values)."""
-        kw = _resolved_kwargs('heterpoisson', self, num_train, num_nodes, num_features, num_classes)
-        kw["hidden_channels"] = kw.pop("hidden")
-        kw["fanout"] = kw.pop("test_fanout")
-        return kw
-
 
 @dataclass(frozen=True)
-class DPGNNParams:
+class DPGNNParams(_PresetParams):
     """Hyperparameters of ``dpgnn`` (spec 002 §3.0 defaults)."""
+
+    _method = "dpgnn"
 
     preset: str = field(default="auto", metadata={"help": PRESET_HELP})
     epsilon: float = field(default=8.0, metadata={"help": "target privacy budget epsilon (> 0)"})
@@ -136,18 +149,14 @@ class DPGNNParams:
 
         DPGNNTrainer(**self.trainer_kwargs())
 
-    def trainer_kwargs(self, num_train: int | None = None, num_nodes: int | None = None,
-                       num_features: int | None = None, num_classes: int | None = None) -> dict:
-        """Trainer arguments; unset fields resolved by ``preset`` for a graph with
-        ``num_train`` training nodes of ``num_nodes`` (``None``: paper values)."""
-        kw = _resolved_kwargs('dpgnn', self, num_train, num_nodes, num_features, num_classes)
-        kw["hidden_channels"] = kw.pop("hidden")
-        return kw
-
 
 @dataclass(frozen=True)
-class DPMLPParams:
+class DPMLPParams(_PresetParams):
     """Hyperparameters of ``dpmlp`` (spec 000 §3.9 naive DP-SGD defaults)."""
+
+    _method = "dpmlp"
+    _renames = {"hidden": "hidden_channels", "layers": "num_layers"}
+    _unset = {"batch_size": 2048, "lr": 1e-3}
 
     preset: str = field(default="auto", metadata={"help": PRESET_HELP})
     epsilon: float = field(default=8.0, metadata={"help": "target privacy budget epsilon (> 0)"})
@@ -179,17 +188,6 @@ class DPMLPParams:
         from gnnprivacy.training.node_dp import DPMLPTrainer
 
         DPMLPTrainer(**self.trainer_kwargs())
-
-    def trainer_kwargs(self, num_train: int | None = None, num_nodes: int | None = None,
-                       num_features: int | None = None, num_classes: int | None = None) -> dict:
-        """Trainer arguments; unset fields resolved by ``preset`` for a graph with
-        ``num_train`` training nodes of ``num_nodes`` (``None``: paper values)."""
-        kw = _resolved_kwargs('dpmlp', self, num_train, num_nodes, num_features, num_classes)
-        kw["hidden_channels"] = kw.pop("hidden")
-        kw["num_layers"] = kw.pop("layers")
-        kw["batch_size"] = 2048 if kw["batch_size"] is None else kw["batch_size"]
-        kw["lr"] = 1e-3 if kw["lr"] is None else kw["lr"]
-        return kw
 
 
 def _result(trainer, ctx: RunContext) -> MethodResult:
