@@ -497,15 +497,23 @@ def signal_when(condition, sig, *, timeout=120.0):
     assert not late, "the signal arrived after the command had finished"
 
 
-def new_checkpoint(folder: Path, since: float) -> bool:
-    """Whether ``folder`` holds a checkpoint written after ``since`` (a time.time())."""
+def checkpoint_times(folder: Path) -> dict[str, int]:
+    """Each checkpoint in ``folder`` and its modification time (ns)."""
+    out = {}
     for path in folder.glob("*.pt") if folder.is_dir() else ():
         try:
-            if path.stat().st_mtime > since:
-                return True
+            out[path.name] = path.stat().st_mtime_ns
         except FileNotFoundError:
             continue
-    return False
+    return out
+
+
+def new_checkpoint(folder: Path, before: dict[str, int]) -> bool:
+    """Whether ``folder`` holds a checkpoint written since ``before`` (`checkpoint_times`): a new
+    file or a rewritten one. Comparing against a snapshot, not a clock, keeps the previous
+    command's last checkpoint from counting (it may carry a timestamp just past any clock
+    reading taken after it, within the file system's resolution)."""
+    return any(before.get(name) != mtime for name, mtime in checkpoint_times(folder).items())
 
 
 def test_signals_to_train_then_resume(tmp_path):
@@ -514,8 +522,8 @@ def test_signals_to_train_then_resume(tmp_path):
             "--dataset-args", "num_nodes=300,num_features=8,num_classes=3,avg_degree=4",
             "--epochs", "400", "-q", "--runs-dir", runs]
     for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
-        start = time.time() - 0.01
-        with signal_when(lambda: new_checkpoint(runs / "checkpoints", start), sig) as state:
+        before = checkpoint_times(runs / "checkpoints")
+        with signal_when(lambda: new_checkpoint(runs / "checkpoints", before), sig) as state:
             exit_code, text, _ = invoke(args + ["--resume"])
         assert state["sent"] and exit_code == code, text
         assert "Traceback" not in text and "nothing unfinished was published" in text
@@ -534,8 +542,8 @@ def test_signals_to_tune_then_rerun(tmp_path):
     checkpoints = runs / "tune-t-trials" / "checkpoints"
     for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
         # a trial's first checkpoint (step 100 of 400): the signal lands in the middle of a trial
-        start = time.time() - 0.01
-        with signal_when(lambda: new_checkpoint(checkpoints, start), sig) as state:
+        before = checkpoint_times(checkpoints)
+        with signal_when(lambda: new_checkpoint(checkpoints, before), sig) as state:
             exit_code, text, _ = invoke(["tune", "-c", config, "--runs-dir", runs, "-q"])
         assert state["sent"] and exit_code == code, text
         assert "Traceback" not in text
