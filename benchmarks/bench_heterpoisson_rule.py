@@ -75,4 +75,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from gnnprivacy.errors import GnnPrivacyError
+
+    try:
+        main()
+    except GnnPrivacyError as exc:  # an unknown or missing dataset: one line, no traceback
+        raise SystemExit(f"error: {exc}") from None
