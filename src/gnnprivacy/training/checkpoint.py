@@ -78,7 +78,7 @@ def load_checkpoint(path: str | os.PathLike, *, expected_fingerprint: str | None
     if not path.is_file():
         return None
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unpickling failure means a bad file
         raise InvalidParameterError("checkpoint", "a readable training checkpoint",
                                     f"{path} ({type(exc).__name__}: {exc})") from None

@@ -158,7 +158,9 @@ class GAPTrainer(EstimatorParams):
             seeded noise (the default) is for reproducible research only.
 
     Attributes (after fit): ``epsilon_``, ``delta_``, ``noise_multiplier_``, ``steps_``,
-    ``accountant_``, ``ledger_``, ``features_`` (noisy aggregates of the fitted graph),
+    ``accountant_``, ``ledger_``, ``aggregates_`` (the ``K`` noisy aggregates of the fitted
+    graph, ``[num_nodes, K * hidden]``; the hop-0 embeddings are recomputed from the
+    features at prediction and never kept),
     ``privacy_info_``.
     """
 
@@ -277,16 +279,18 @@ class GAPTrainer(EstimatorParams):
                                             generator=gens["edges"])
             self.agg_std_ = self.noise_multiplier_ * plan["aggregation_sensitivity"]
             self._agg_gen = gens["agg"]
-            self.features_ = self._features(x.to(dev), self.edge_index_.to(dev))
+            features = self._features(x.to(dev), self.edge_index_.to(dev))
             for _ in range(self.hops):
                 self.accountant_.compose(e.GaussianDpEvent(self.noise_multiplier_))
             self.classifier_ = _mlp([self.hidden * (self.hops + 1), self.hidden,
                                      self.num_classes_]).to(dev)
-            cls_steps = self._dp_train(self.classifier_, self.features_, y, train, q,
+            cls_steps = self._dp_train(self.classifier_, features, y, train, q,
                                        plan["classifier_steps"], gens, "classifier")
         if dev.type != "cpu":          # the fitted model lives on the CPU, like a loaded one
             self.encoder_, self.classifier_ = self.encoder_.cpu(), self.classifier_.cpu()
-            self.features_ = self.features_.cpu()
+        # kept: the K noisy aggregates only (released, covered by epsilon_); the hop-0 block
+        # (each node's own embedding, no noise) is recomputed from the features at prediction
+        self.aggregates_ = features[:, self.hidden:].cpu()
         self.steps_ = enc_steps + self.hops + cls_steps
         self.epsilon_ = float(self.accountant_.get_epsilon(self.delta_))
         self.privacy_spent_ = (self.epsilon_, self.delta_)
@@ -334,6 +338,12 @@ class GAPTrainer(EstimatorParams):
             "edges_dropped_by_bounding": dropped, "unaccounted": unaccounted,
             "calibrated": self.noise_multiplier is None}
 
+    def _hop0(self, x: Tensor) -> Tensor:
+        """``x̄⁽⁰⁾``: the row-normalised embeddings of ``x`` by the released encoder (the
+        first block of `noisy_aggregate`, which adds no noise to it)."""
+        with torch.no_grad():
+            return F.normalize(self.encoder_(x), dim=1)
+
     def _features(self, x: Tensor, edge_index: Tensor) -> Tensor:
         with torch.no_grad():
             emb = self.encoder_(x)
@@ -345,17 +355,23 @@ class GAPTrainer(EstimatorParams):
     def predict_logits(self, data) -> Tensor:
         """Logits of every node. On the fitted graph: from the released noisy aggregates.
         On another graph (e.g. an audit query), the aggregation is recomputed with fresh
-        noise of the same std — an extra release that ``epsilon_`` does not cover."""
+        noise of the same std — an extra release that ``epsilon_`` does not cover.
+
+        The hop-0 block (each node's own embedding, without noise) is computed here from
+        ``data.x`` by the encoder: the fitted trainer, and a saved model, keep only the noisy
+        aggregates (``aggregates_``), so they hold no node's un-noised features."""
         if not hasattr(self, "classifier_"):
             raise RuntimeError("GAPTrainer is not fitted; call fit(data) first")
-        feats = self.features_
-        if int(data.num_nodes) != feats.size(0):
+        x = data.x.float()
+        if int(data.num_nodes) == self.aggregates_.size(0):
+            feats = torch.cat([self._hop0(x), self.aggregates_.to(x.dtype)], dim=1)
+        else:
             from gnnprivacy.training.nonprivate import training_graph
 
             graph = training_graph(data)
             edges = bound_degree(graph.edge_index, graph.num_nodes, self.max_degree,
                                  generator=torch.Generator().manual_seed(0))
-            feats = self._features(data.x.float(), edges)
+            feats = self._features(x, edges)
         with torch.no_grad():
             return self.classifier_(feats)
 

@@ -18,8 +18,19 @@ trained one did. Methods that are transductive by construction (the local-DP pip
 HeteroRR train on one released graph) are saved as the logits of every node of that graph
 (``trainer: "Predictions"``): they predict on that graph only.
 
-*Privacy.* Saving adds nothing to what the record's epsilon covers: the weights are the
-released model. The ``Predictions`` form holds the method's released outputs on its graph.
+*Privacy.* A saved model holds what the record's epsilon covers, and nothing else: the
+node-DP trainers' files hold their model's parameters (each released through the noisy
+optimizer; no buffers), GAP's the encoder, the classifier and the ``K`` noisy aggregates
+(``aggregates_``), not the hop-0 block of each node's own embedding, which has no noise (it is
+recomputed from the features at prediction; tests/training/test_saved_model_scope.py checks
+that a training node's true feature vector cannot be told from a wrong candidate from the
+file). What the epsilon does not cover is listed in the record's ``privacy.unaccounted``
+(e.g. ``feature_norm="standardize_global"``'s mean and std, stored in ``fitted``). The
+``Predictions`` form holds the method's released outputs on its graph. The non-private
+methods (``gcn`` ...) have no epsilon to cover.
+
+Reading never runs code: ``torch.load(weights_only=True)`` refuses any Python object other
+than tensors and plain values (a planted pickle payload is refused with one line, never run).
 """
 
 from __future__ import annotations
@@ -147,7 +158,7 @@ _TRAINERS = {
     "DPMLPTrainer": ("gnnprivacy.training.node_dp", ("model_",), (), _build_dpmlp),
     "FullBatchTrainer": ("gnnprivacy.training.nonprivate", ("model_",), (), _build_full_batch),
     "MiniBatchTrainer": ("gnnprivacy.training.nonprivate", ("model_",), (), _build_full_batch),
-    "GAPTrainer": ("gnnprivacy.training.gap", ("encoder_", "classifier_"), ("features_",), _build_gap),
+    "GAPTrainer": ("gnnprivacy.training.gap", ("encoder_", "classifier_"), ("aggregates_",), _build_gap),
 }
 
 
@@ -263,6 +274,9 @@ def load_model_file(path: str | Path) -> tuple[Any, dict]:
         module_obj.load_state_dict({k[len(prefix):]: v for k, v in tensors.items()
                                     if k.startswith(prefix)})
         module_obj.eval()
+    if name == "GAPTrainer" and "features_" in tensors:  # written before aggregates_: the
+        # hop-0 block it also held (un-noised embeddings) is dropped, never used again
+        tensors = {**tensors, "aggregates_": tensors["features_"][:, trainer.hidden:]}
     for attr in extra:
         setattr(trainer, attr, tensors[attr])
     trainer.device_ = torch.device("cpu")
