@@ -160,6 +160,28 @@ def _quiet():
     return stack
 
 
+_FORCE_WEIGHTS_ONLY = "TORCH_FORCE_WEIGHTS_ONLY_LOAD"
+
+
+@contextlib.contextmanager
+def weights_only_loads():
+    """Every ``torch.load`` inside reads weights only (torch's ``TORCH_FORCE_WEIGHTS_ONLY_LOAD``).
+
+    PyG re-reads ``processed/pre_transform.pt`` with ``weights_only=False`` each time a dataset
+    opens, and falls back to it for ``data.pt`` when a weights-only read fails: a pickle
+    payload planted in the cache would run. Inside this block such a file fails to load
+    instead, and the entry is rebuilt from the raw files (`CacheRebuiltWarning`)."""
+    old = os.environ.get(_FORCE_WEIGHTS_ONLY)
+    os.environ[_FORCE_WEIGHTS_ONLY] = "1"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(_FORCE_WEIGHTS_ONLY, None)
+        else:
+            os.environ[_FORCE_WEIGHTS_ONLY] = old
+
+
 def _entry_is_current(entry: Path, source: PygSource, fingerprint) -> bool:
     try:
         marker = json.loads((entry / MARKER).read_text())
@@ -205,8 +227,10 @@ def _build(ctx: LoadContext, source: PygSource, entry: Path, linked: bool, finge
                     _link_or_copy(src / name, tmp_entry / name)
             if source.prepare is not None:
                 source.prepare(tmp_entry)
+        if linked:
+            _check_pickles(ctx, src, source.required)
         try:
-            with _quiet():
+            with _quiet(), weights_only_loads():
                 dataset = source.factory(str(tmp))  # holds its data in memory: reused below
         except Exception as exc:
             _raise_build_error(ctx, source, tmp_entry, linked, exc)
@@ -221,6 +245,22 @@ def _build(ctx: LoadContext, source: PygSource, entry: Path, linked: bool, finge
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return dataset
+
+
+def _check_pickles(ctx: LoadContext, folder: Path, required: tuple[str, ...]) -> None:
+    """Before PyG unpickles Planetoid's ``ind.*`` raw files: parse each one's opcodes and refuse
+    a file that names anything but arrays and containers (`check_planetoid_pickle`), so a
+    planted payload is reported, not run."""
+    from gnnprivacy.datasets.pickles import check_planetoid_pickle
+
+    for rel in required:
+        if Path(rel).name.startswith("ind.") and not rel.endswith(".index"):
+            try:
+                check_planetoid_pickle(folder / rel)
+            except (OSError, ValueError) as exc:
+                raise CorruptDatasetError(
+                    f"dataset {ctx.name!r}: raw file {folder / rel} is corrupt or unsafe ({exc}); "
+                    "replace it with an intact copy") from None
 
 
 def _cache_write_fault(folder: Path, exc: BaseException) -> OSError | None:
@@ -300,22 +340,24 @@ def load_pyg_dataset(ctx: LoadContext, source: PygSource):
                 if source.reuse_built:
                     return dataset
     try:
-        with _quiet():
+        with _quiet(), weights_only_loads():
             return source.factory(str(ctx.cache_base))
     except Exception as exc:  # noqa: BLE001 - a processed file that does not load is rebuilt once
-        reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+        from gnnprivacy.datasets.pickles import load_error_line
+
+        reason = load_error_line(exc)
     warnings.warn(f"dataset {ctx.name!r}: the processed cache {entry} is damaged ({reason}); "
                   "rebuilding it from the raw files", CacheRebuiltWarning, stacklevel=2)
     with _entry_lock(ctx, source):
         try:  # another process may have rebuilt it while we waited for the lock
-            with _quiet():
+            with _quiet(), weights_only_loads():
                 return source.factory(str(ctx.cache_base))
         except Exception:  # noqa: BLE001
             _remove_entry(entry)
         dataset = _build(ctx, source, entry, linked=not missing, fingerprint=fingerprint)
     if source.reuse_built:
         return dataset
-    with _quiet():
+    with _quiet(), weights_only_loads():
         return source.factory(str(ctx.cache_base))
 
 

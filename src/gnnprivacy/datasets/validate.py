@@ -1,9 +1,11 @@
 """Pinpoint which raw file is corrupt after a loader failed to parse a dataset.
 
 Used only on the failure path, so a successful load pays nothing. Each check reads a file
-the way its format requires (zip CRCs for ``.npz``, gzip stream for ``.gz``, latin-1
-pickles for Planetoid's ``ind.*`` files, numeric text for ``.txt``/``test.index``, a
-rectangular table for ``.csv``) and raises on the first problem.
+the way its format requires (zip CRCs for ``.npz``, gzip stream for ``.gz``, the pickle
+opcodes of Planetoid's ``ind.*`` files, numeric text for ``.txt``/``test.index``, a
+rectangular table for ``.csv``) and raises on the first problem. Planetoid's ``ind.*`` pickles
+are parsed, never unpickled (`gnnprivacy.datasets.pickles`): a file that names anything but
+arrays and containers is refused without running it.
 
 `validate_data` checks the in-memory graph a method is about to train on (shapes, dtypes,
 masks, NaN/inf, classes); the runner calls it for every dataset, and so does ``gnnprivacy.train``.
@@ -13,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import pickle
 import zipfile
 from pathlib import Path
 
@@ -40,9 +41,10 @@ def check_raw_file(path: Path) -> None:
         with open(path, encoding="utf-8") as stream:  # TU files separate columns with ", "
             delimiter = "," if "," in stream.readline() else None
         np.loadtxt(path, ndmin=2, delimiter=delimiter)
-    elif name.startswith("ind."):
-        with open(path, "rb") as stream:
-            pickle.load(stream, encoding="latin1")  # Planetoid's own format, as PyG reads it
+    elif name.startswith("ind."):  # a pickle: parsed for what it names, never unpickled
+        from gnnprivacy.datasets.pickles import check_planetoid_pickle
+
+        check_planetoid_pickle(path)
     elif name.endswith(".csv"):
         _check_csv(path)
 

@@ -14,6 +14,11 @@ On resume the accountant is rebuilt by composing the recorded per-step event exa
 ``step`` times and checked against the saved ledger, so no executed step is lost or
 counted twice; steps run after the last checkpoint and before the kill were never
 released and are executed again (with the same randomness) after the resume.
+
+*Reading runs no code.* A checkpoint holds tensors and plain values only and is read with
+``torch.load(weights_only=True)`` (`read_weights_only`) before any other check: a crafted file
+with a pickled object (``os.system`` ...) is refused with one line naming that object, never
+run, and not blamed on the fingerprint.
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ import torch
 
 from gnnprivacy.errors import InvalidParameterError
 
-__all__ = ["CHECKPOINT_VERSION", "CheckpointWarning", "fingerprint", "load_checkpoint", "save_checkpoint"]
+__all__ = ["CHECKPOINT_VERSION", "CheckpointWarning", "fingerprint", "load_checkpoint", "read_weights_only",
+           "save_checkpoint"]
 
 CHECKPOINT_VERSION = 1
 
@@ -62,6 +68,29 @@ def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> Path | No
         return None
 
 
+def read_weights_only(path: str | os.PathLike, *, name: str, expected: str) -> Any:
+    """``torch.load(path, weights_only=True)`` on the CPU: tensors, containers and plain values
+    only, so a planted pickle payload is refused and never runs.
+
+    Raises:
+        InvalidParameterError: ``name`` must be ``expected``; received the path and one line
+            saying why it did not load (the code object it names, a torn archive ...).
+    """
+    import warnings
+
+    from gnnprivacy.datasets.pickles import load_error_line
+
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidParameterError(name, expected, f"{path} (not a regular file)")
+    try:
+        with warnings.catch_warnings():  # "protocol N" notices: the error says what matters
+            warnings.simplefilter("ignore")
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file gets one clear line
+        raise InvalidParameterError(name, expected, f"{path}: {load_error_line(exc, path)}") from None
+
+
 class CheckpointWarning(UserWarning):
     """A checkpoint could not be written; training continued without it."""
 
@@ -77,11 +106,8 @@ def load_checkpoint(path: str | os.PathLike, *, expected_fingerprint: str | None
     path = Path(path)
     if not path.is_file():
         return None
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - any unpickling failure means a bad file
-        raise InvalidParameterError("checkpoint", "a readable training checkpoint",
-                                    f"{path} ({type(exc).__name__}: {exc})") from None
+    state = read_weights_only(path, name="checkpoint", expected="a readable training checkpoint "
+                              "written by gnnprivacy (tensors and plain values only)")
     if not isinstance(state, dict) or state.get("version") != CHECKPOINT_VERSION:
         raise InvalidParameterError("checkpoint", f"a version-{CHECKPOINT_VERSION} checkpoint",
                                     str(path))

@@ -246,11 +246,10 @@ def load_model_file(path: str | Path) -> tuple[Any, dict]:
     if not path.is_file():
         raise InvalidParameterError("path", "a saved model file (<run_id>.model.pt)",
                                     str(path))
-    try:
-        blob = torch.load(path, weights_only=True, map_location="cpu")
-    except Exception as exc:  # noqa: BLE001 - any unreadable file gets one clear message
-        raise InvalidParameterError("path", "a saved model written by gnnprivacy",
-                                    f"{path} ({type(exc).__name__}: {exc})") from exc
+    from gnnprivacy.training.checkpoint import read_weights_only
+
+    blob = read_weights_only(path, name="path", expected="a saved model written by gnnprivacy "
+                             "(tensors and plain values only)")
     if not isinstance(blob, dict) or blob.get("format") != FORMAT:
         raise InvalidParameterError("path", f"a saved model of format {FORMAT}", str(path))
     record = json.loads(blob["record"])
