@@ -169,3 +169,39 @@ def test_no_trial_drawn_records_the_plans_total(tmp_path):
     t = out["tuning"]
     assert out["epsilon"] == t["total_epsilon"] == pytest.approx(t["planned_total_epsilon"])
     assert t["total_epsilon"] <= 8.0 and t["selection"]["selection public"] is True
+
+
+# ------------------------------------------------------------- issue 32 part 3
+def _released_and_retrained(tmp_path, name, **kw):
+    """The tuned model's weights, and those of a model retrained from its published config."""
+    import torch
+
+    from gnnprivacy.method.runner import run
+
+    out = tune(spec(name=name, compare=False, grid={"lr": [0.05]}, **kw), runs_dir=tmp_path / name)
+    (model,) = [f for f in out["files"] if f.endswith(".model.pt")]
+    released = torch.load(tmp_path / name / f"tune-{name}-trials" / model, weights_only=True)
+    again = run({**out["config"], "runs_dir": str(tmp_path / f"{name}-again")}, log=None, save=True)
+    (model2,) = [f for f in again.files if f.endswith(".model.pt")]
+    retrained = torch.load(tmp_path / f"{name}-again" / model2, weights_only=True)
+    same = all(torch.equal(released["tensors"][k], retrained["tensors"][k])
+               for k in released["tensors"])
+    return out, same
+
+
+def test_tuned_model_noise_cannot_be_regenerated_from_the_record(tmp_path):
+    """Secret selection: the trials train with secure noise, so retraining from the published
+    config (seed included) does not give the released model back."""
+    out, same = _released_and_retrained(tmp_path, "secret")
+    assert out["privacy"]["secure_mode"] is True and out["config"]["secure_mode"] is True
+    assert not same
+    assert not any("training noise public" in u for u in out["privacy"]["unaccounted"])
+
+
+def test_seeded_trial_noise_is_regenerable_and_listed(tmp_path):
+    """Control: with seeded trial noise (base secure_mode false) the published config gives
+    the released model back bit for bit, and the record lists it as unaccounted."""
+    out, same = _released_and_retrained(tmp_path, "seeded",
+                                        base={**BASE, "secure_mode": False})
+    assert out["privacy"]["secure_mode"] is False and same
+    assert any("training noise public" in u for u in out["privacy"]["unaccounted"])

@@ -25,6 +25,13 @@ true`` (CLI ``--reproducible-selection``) derives them from ``seed`` instead, wh
 the public split seed: the record then says the selection is public and that the total
 epsilon does not hold against anyone who knows the seed.
 
+Training noise: the released record carries the chosen trial's configuration, seed included,
+so a trial trained with seeded noise could be retrained bit for bit from it, noise and all.
+The trials therefore draw their training noise from the OS CSPRNG (``secure_mode: true``)
+whenever the selection is secret; ``base.secure_mode: false``, or a reproducible selection,
+keeps seeded noise and the record lists "training noise public" under
+``privacy.unaccounted``.
+
 The YAML file:
 
 ```
@@ -531,6 +538,7 @@ def _run_tune(spec: TuneSpec, *, runs_dir: str | Path, data_root: str | None,
     public = spec.reproducible_selection if reproducible_selection is None else bool(
         reproducible_selection)
     rng = SelectionRandomness(spec.seed if public else None)
+    secure = _trial_secure_mode(spec, public)
     k = dist.sample(rng)
     trial_dir = Path(runs_dir) / f"tune-{spec.name}-trials"
     trials = []
@@ -538,6 +546,7 @@ def _run_tune(spec: TuneSpec, *, runs_dir: str | Path, data_root: str | None,
         j = rng.integers(len(settings))
         seed = rng.integers(2 ** 31)
         rec = run({**settings[j], "epsilon": eps_t, "delta": delta, "seed": seed,
+                   "secure_mode": settings[j].get("secure_mode", secure),
                    "runs_dir": str(trial_dir)}, log=None, save=True)
         _check_noise(rec, {**settings[j], "epsilon": eps_t}, eps_t, delta, _plan_sizes(plan))
         correct = float(rec.metrics.get("val_accuracy", 0.0)) * num_val
@@ -558,6 +567,11 @@ def _run_tune(spec: TuneSpec, *, runs_dir: str | Path, data_root: str | None,
                             "noise: reproducible from the seed)")
         unaccounted.append("selection public: the Papernot-Steinke total assumes secret "
                            "selection randomness (reproducible_selection)")
+    if not all(t["record"].privacy.get("secure_mode") for t in trials):
+        unaccounted.append("training noise public: the trials ran with seeded noise "
+                           "(secure_mode false), so the released model's config (its seed) "
+                           "regenerates its noise and the model bit for bit; set base "
+                           "secure_mode: true (the default when the selection is secret)")
     tuning = {
         "name": spec.name, "target_epsilon": spec.epsilon, "delta": delta,
         "total_epsilon": total, "planned_total_epsilon": budget["total_epsilon"],
@@ -609,6 +623,14 @@ def _run_tune(spec: TuneSpec, *, runs_dir: str | Path, data_root: str | None,
         f"{chosen['metrics'].get('test_accuracy', float('nan')):.4f}, total epsilon "
         f"{total:.4g} (training {eps_t:.4g})")
     return out
+
+
+def _trial_secure_mode(spec: TuneSpec, public: bool) -> bool:
+    """Whether the trials draw their training noise from the OS CSPRNG: ``base.secure_mode``
+    when the spec sets it, else whenever the selection is secret. Seeded trial noise would be
+    regenerable from the seed the released record carries (``config.seed``)."""
+    given = spec.base.get("secure_mode", spec.base.get("secure-mode"))
+    return (not public) if given is None else bool(given)
 
 
 def executed_total(trials, settings, plan: dict[str, Any], spec: TuneSpec) -> float:
