@@ -11,7 +11,9 @@ misses the cache instead of reading a stale value.
 
 Writes are atomic (a temporary file in the same directory, then ``os.replace``), so
 concurrent processes never read a partial entry; two writers of one key write the same
-content. An unreadable entry is ignored (and recomputed), never trusted.
+content. An unreadable entry is ignored (and recomputed), never trusted. Entries are JSON
+and ``.npz`` read with ``allow_pickle=False``: an entry holding a pickled object is refused
+with a warning (nothing in it runs) and recomputed.
 
 Every entry carries a SHA-256 checksum of its key and content (issue 22 item 7). An entry
 whose checksum does not match (a damaged or hand-edited file) is deleted and recomputed,
@@ -145,7 +147,10 @@ def load_arrays(key: str) -> Optional[dict]:
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {name: data[name] for name in data.files}
-    except (OSError, ValueError, KeyError, EOFError):
+    except (OSError, KeyError, EOFError):
+        return None
+    except ValueError as exc:  # e.g. an object array: read without unpickling, so refused
+        _reject(path, f"does not read as plain arrays ({str(exc).splitlines()[0][:120]})")
         return None
     digest = arrays.pop("_sha256", None)
     if digest is None or str(digest) != _arrays_digest(key, arrays):
