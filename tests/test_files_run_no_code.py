@@ -93,9 +93,9 @@ def test_train_resume_refuses_a_checkpoint_with_a_payload(tmp_path, marker):
     from gnnprivacy.method.runner import checkpoint_path_for
 
     runs = tmp_path / "runs"
-    args = ["train", "--method", "heterpoisson", "--dataset", "csbm", "--dataset-args", SMALL,
+    args = ["train", "--method", "dpmlp", "--dataset", "csbm", "--dataset-args", SMALL,
             "--steps", "2", "-q", "--runs-dir", runs, "--resume"]
-    config, params = resolve_config({"method": "heterpoisson", "dataset": "csbm",
+    config, params = resolve_config({"method": "dpmlp", "dataset": "csbm",
                                      "dataset_args": SMALL, "steps": 2, "runs_dir": str(runs)})
     ckpt = checkpoint_path_for(config, params)
     ckpt.parent.mkdir(parents=True)
