@@ -22,6 +22,8 @@ use instead.
 from __future__ import annotations
 
 import inspect
+import time
+import warnings
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,10 +32,16 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from gnnprivacy.training.dp.flat_rules import Call, Contribution, exact_fallback, flat_rule_for
+from gnnprivacy.training.dp.flat_rules import (Call, Contribution, Probe, exact_fallback,
+                                                flat_probe_for, flat_rule_for)
 from gnnprivacy.training.dp.rules import UnsupportedModuleError
 
-__all__ = ["BatchLayout", "FlatCapture", "SubgraphMixingError"]
+__all__ = ["BatchLayout", "FallbackWarning", "FlatCapture", "SubgraphMixingError"]
+
+
+class FallbackWarning(UserWarning):
+    """A module's per-subgraph gradients come from the exact (slow) fallback: announced
+    when the capture is built, and again with the measured cost after the first step."""
 
 
 class SubgraphMixingError(UnsupportedModuleError):
@@ -124,15 +132,17 @@ def _detach(value):
 
 
 class _Record:
-    __slots__ = ("args", "kwargs", "shape", "dtype", "device", "grad", "rng")
+    __slots__ = ("args", "kwargs", "shape", "dtype", "device", "grad", "rng", "extra", "watched")
 
-    def __init__(self, args, kwargs, output: Tensor, rng):
+    def __init__(self, args, kwargs, output: Tensor, rng, extra=None):
         self.args, self.kwargs, self.rng = args, kwargs, rng
+        # what a rule's probe kept (values) and the keys whose values are gradients
+        self.extra, self.watched = extra if extra is not None else ({}, set())
         self.shape, self.dtype, self.device = output.shape, output.dtype, output.device
         self.grad: Tensor | None = None
 
 
-class FlatCapture:
+class FlatCapture(Probe):
     """Hooks on ``model`` for per-subgraph clipping of a user-driven forward/backward.
 
     Args:
@@ -171,6 +181,17 @@ class FlatCapture:
             if all(m is not module for _, m, _ in self.layers):
                 self.layers.append((name, module, flat_rule_for(module) or exact_fallback))
         self._needs_batch = [(n, m) for n, m in model.named_modules() if _needs_batch_vector(m)]
+        self._fallback_timed = False
+        slow = [f"{n or '<root>'!r} ({type(m).__name__})" for n, m, r in self.layers
+                if r is exact_fallback]
+        if slow:
+            warnings.warn(
+                f"module {', '.join(slow)} has no per-subgraph gradient rule: every DP step "
+                "computes its parameters' per-subgraph gradients with the exact fallback, one "
+                "vector-Jacobian product of the module per subgraph (about one backward pass "
+                "of the module per subgraph of the batch); the first step reports the measured "
+                "cost. The modules with rules are listed in docs/own-model.md",
+                FallbackWarning, stacklevel=4)
         self._edge_modules = _edge_level(model)
         self.records: dict[nn.Module, list[_Record]] = {}
         self.root_calls: list[tuple[tuple, dict]] = []
@@ -178,6 +199,7 @@ class FlatCapture:
         self._active = False
         self._replaying = False
         self._handles: list = []
+        self._open: dict[nn.Module, tuple[dict, set]] = {}    # probed calls in progress
 
     # ------------------------------------------------------------------ hooks
     def attach(self) -> None:
@@ -188,8 +210,12 @@ class FlatCapture:
         self._handles.append(root.register_forward_pre_hook(self._root_pre, with_kwargs=True))
         self._handles.append(root.register_forward_hook(self._root_post, always_call=True))
         for _, module, rule in self.layers:
-            if rule is exact_fallback:
+            probe = None if rule is exact_fallback else flat_probe_for(module)
+            if rule is exact_fallback or probe is not None:     # a probed rule may fall back
                 self._handles.append(module.register_forward_pre_hook(self._rng_pre))
+            if probe is not None:
+                self._handles.append(module.register_forward_pre_hook(self._open_call))
+                self._handles.extend(probe(module, self))
             self._handles.append(module.register_forward_hook(self._hook, with_kwargs=True))
         for _, module in self._needs_batch:
             self._handles.append(module.register_forward_pre_hook(self._batch_pre,
@@ -223,6 +249,34 @@ class FlatCapture:
             self._pending_rng = _rng_state(module)
         return None
 
+    def _open_call(self, module, args):
+        if self._active and not self._replaying:
+            self._open[module] = ({}, set())
+        return None
+
+    def keep(self, module: nn.Module, key: str, value) -> None:
+        """`Probe.keep`: store ``value`` for the call of ``module`` in progress."""
+        slot = self._open.get(module)
+        if slot is not None and self._active and not self._replaying:
+            slot[0][key] = _detach(value)
+
+    def watch(self, module: nn.Module, key: str, tensor: Tensor) -> Tensor:
+        """`Probe.watch`: the gradient with respect to ``tensor`` goes to the call's
+        ``extra[key]`` (a leaf is made when ``tensor`` needs none, as for layer outputs)."""
+        slot = self._open.get(module)
+        if slot is None or not self._active or self._replaying or not isinstance(tensor, Tensor):
+            return tensor
+        extra, watched = slot
+        watched.add(key)
+        if not tensor.requires_grad:
+            tensor = tensor.detach().requires_grad_(True)
+
+        def store(grad):
+            extra[key] = grad.detach() if key not in extra else extra[key] + grad.detach()
+
+        tensor.register_hook(store)
+        return tensor
+
     def _batch_pre(self, module, args, kwargs):
         if not self._active or self._replaying:
             return None
@@ -246,7 +300,7 @@ class FlatCapture:
             output = output.detach().requires_grad_(True)
         rng = getattr(self, "_pending_rng", None)
         self._pending_rng = None
-        rec = _Record(_detach(args), _detach(kwargs), output, rng)
+        rec = _Record(_detach(args), _detach(kwargs), output, rng, self._open.pop(module, None))
         self.records.setdefault(module, []).append(rec)
 
         def store(grad, rec=rec):
@@ -259,6 +313,7 @@ class FlatCapture:
         """Forget the recorded calls (after a step)."""
         self.records = {}
         self.root_calls = []
+        self._open = {}
 
     # ------------------------------------------------------------------ checks
     def check_inputs(self, layout: BatchLayout) -> None:
@@ -355,6 +410,7 @@ class FlatCapture:
         """
         out: dict[nn.Parameter, Contribution] = {}
         buckets: dict[int, Any] = {}             # size buckets per row mapping, shared
+        start, fallback_s = time.perf_counter(), {}
         for name, module, rule in self.layers:
             recs = self.records.get(module, [])
             calls = []
@@ -369,16 +425,30 @@ class FlatCapture:
                         "row of a trained layer must belong to one subgraph of the batch")
                 grad = rec.grad if rec.grad is not None else torch.zeros(
                     rec.shape, dtype=rec.dtype, device=rec.device)
+                extra = dict(rec.extra)
                 if scale != 1.0:
                     grad = grad * scale
+                    extra.update((k, extra[k] * scale) for k in rec.watched if k in extra)
                 calls.append(Call(rec.args, rec.kwargs, grad, seg, layout.num_subgraphs,
-                                  {"rng": rec.rng, "buckets": buckets}))
+                                  {"rng": rec.rng, "buckets": buckets}, extra))
             if not calls:
                 continue
-            if rule is exact_fallback:
-                out.update(self._replay(module, calls))
-            else:
-                out.update(rule(module, calls))
+            found = None if rule is exact_fallback else rule(module, calls)
+            if found is None:
+                began = time.perf_counter()
+                found = self._replay(module, calls)
+                fallback_s[f"{name or '<root>'!r} ({type(module).__name__})"] = (
+                    time.perf_counter() - began)
+            out.update(found)
+        if fallback_s and not self._fallback_timed:
+            self._fallback_timed = True
+            rest = time.perf_counter() - start - sum(fallback_s.values())
+            each = ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in fallback_s.items())
+            warnings.warn(
+                f"exact fallback on the first DP step ({layout.num_subgraphs} subgraphs): "
+                f"{each}, against {rest * 1e3:.0f} ms for the rules of every other module; "
+                "every step pays about this (it grows with the number of subgraphs)",
+                FallbackWarning, stacklevel=2)
         return out
 
     def _replay(self, module: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Contribution]:
