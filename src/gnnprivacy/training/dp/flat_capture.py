@@ -132,12 +132,11 @@ def _detach(value):
 
 
 class _Record:
-    __slots__ = ("args", "kwargs", "shape", "dtype", "device", "grad", "rng", "extra", "watched")
+    __slots__ = ("args", "kwargs", "shape", "dtype", "device", "grad", "rng", "extra")
 
     def __init__(self, args, kwargs, output: Tensor, rng, extra=None):
         self.args, self.kwargs, self.rng = args, kwargs, rng
-        # what a rule's probe kept (values) and the keys whose values are gradients
-        self.extra, self.watched = extra if extra is not None else ({}, set())
+        self.extra = extra if extra is not None else {}    # what a rule's probe kept
         self.shape, self.dtype, self.device = output.shape, output.dtype, output.device
         self.grad: Tensor | None = None
 
@@ -199,7 +198,7 @@ class FlatCapture(Probe):
         self._active = False
         self._replaying = False
         self._handles: list = []
-        self._open: dict[nn.Module, tuple[dict, set]] = {}    # probed calls in progress
+        self._open: dict[nn.Module, dict] = {}    # probed calls in progress: their extras
 
     # ------------------------------------------------------------------ hooks
     def attach(self) -> None:
@@ -251,23 +250,21 @@ class FlatCapture(Probe):
 
     def _open_call(self, module, args):
         if self._active and not self._replaying:
-            self._open[module] = ({}, set())
+            self._open[module] = {}
         return None
 
     def keep(self, module: nn.Module, key: str, value) -> None:
         """`Probe.keep`: store ``value`` for the call of ``module`` in progress."""
-        slot = self._open.get(module)
-        if slot is not None and self._active and not self._replaying:
-            slot[0][key] = _detach(value)
+        extra = self._open.get(module)
+        if extra is not None and self._active and not self._replaying:
+            extra[key] = _detach(value)
 
     def watch(self, module: nn.Module, key: str, tensor: Tensor) -> Tensor:
         """`Probe.watch`: the gradient with respect to ``tensor`` goes to the call's
         ``extra[key]`` (a leaf is made when ``tensor`` needs none, as for layer outputs)."""
-        slot = self._open.get(module)
-        if slot is None or not self._active or self._replaying or not isinstance(tensor, Tensor):
+        extra = self._open.get(module)
+        if extra is None or not self._active or self._replaying or not isinstance(tensor, Tensor):
             return tensor
-        extra, watched = slot
-        watched.add(key)
         if not tensor.requires_grad:
             tensor = tensor.detach().requires_grad_(True)
 
@@ -402,7 +399,9 @@ class FlatCapture(Probe):
         Args:
             layout: the batch.
             scale: factor on every ``δ`` (the realised batch size under a mean loss, so the
-                per-subgraph gradients are those of the per-subgraph losses).
+                per-subgraph gradients are those of the per-subgraph losses). Every rule is
+                linear in ``δ``, so it is applied to the contributions (norms times
+                ``scale²``, clip factors times ``scale``), not to every captured tensor.
 
         Raises:
             SubgraphMixingError: a recorded output's rows match neither the nodes, the
@@ -425,12 +424,8 @@ class FlatCapture(Probe):
                         "row of a trained layer must belong to one subgraph of the batch")
                 grad = rec.grad if rec.grad is not None else torch.zeros(
                     rec.shape, dtype=rec.dtype, device=rec.device)
-                extra = dict(rec.extra)
-                if scale != 1.0:
-                    grad = grad * scale
-                    extra.update((k, extra[k] * scale) for k in rec.watched if k in extra)
                 calls.append(Call(rec.args, rec.kwargs, grad, seg, layout.num_subgraphs,
-                                  {"rng": rec.rng, "buckets": buckets}, extra))
+                                  {"rng": rec.rng, "buckets": buckets}, dict(rec.extra)))
             if not calls:
                 continue
             found = None if rule is exact_fallback else rule(module, calls)
@@ -439,7 +434,8 @@ class FlatCapture(Probe):
                 found = self._replay(module, calls)
                 fallback_s[f"{name or '<root>'!r} ({type(module).__name__})"] = (
                     time.perf_counter() - began)
-            out.update(found)
+            out.update(found if scale == 1.0 else
+                       {p: _scaled(c, scale) for p, c in found.items()})
         if fallback_s and not self._fallback_timed:
             self._fallback_timed = True
             rest = time.perf_counter() - start - sum(fallback_s.values())
@@ -461,6 +457,11 @@ class FlatCapture(Probe):
             return exact_fallback(module, calls)
         finally:
             self._replaying = False
+
+
+def _scaled(c: Contribution, scale: float) -> Contribution:
+    """The contribution of ``scale · δ`` (every rule is linear in ``δ``)."""
+    return Contribution(c.norm_sq * (scale * scale), lambda f, w=c.weighted: w(f * scale))
 
 
 def _tensors_of(value) -> list[Tensor]:

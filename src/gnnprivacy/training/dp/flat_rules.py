@@ -177,12 +177,20 @@ def _linear_rule(layer: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Cont
     out: dict[nn.Parameter, Contribution] = {}
     if layer.weight.requires_grad:
         norms = linear_norms_sq(a, d, _buckets(calls, seg, num), num)
-        out[layer.weight] = Contribution(
-            norms, lambda c: (d * c.to(d.dtype)[seg].unsqueeze(1)).t() @ a)
+        out[layer.weight] = Contribution(norms, lambda c: _scaled_product(d, a, c[seg]))
     bias = getattr(layer, "bias", None)
     if bias is not None and bias.requires_grad:
         out[bias] = _materialised(segment_sum(d, seg, num), bias.shape)
     return out
+
+
+def _scaled_product(d: Tensor, a: Tensor, c_rows: Tensor) -> Tensor:
+    """``(c ⊙ d)ᵀ a``, scaling the narrower of ``d`` and ``a`` (an edge map ``4 -> 767``
+    scales its 4 input columns, not the 767 output columns)."""
+    c_rows = c_rows.to(d.dtype).unsqueeze(1)
+    if a.shape[1] < d.shape[1]:
+        return d.t() @ (a * c_rows)
+    return (d * c_rows).t() @ a
 
 
 register_flat_rule(nn.Linear, _linear_rule)
@@ -331,7 +339,9 @@ def _gin_rule(conv: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Contribu
             continue
         if dh.shape != x_r.shape or dh.shape[0] != call.seg.numel():
             return None
-        per_row = (dh * x_r.to(dh.dtype)).reshape(dh.shape[0], -1).sum(1)
+        rows = dh.shape[0]                   # row dots as one bmm: no (N, F) temporary
+        per_row = torch.bmm(dh.reshape(rows, 1, -1),
+                            x_r.to(dh.dtype).reshape(rows, -1, 1)).view(rows)
         total = total + segment_sum(per_row, call.seg, num).to(total.dtype)
     return {eps: _materialised(total.unsqueeze(1), eps.shape)}
 
