@@ -19,7 +19,7 @@ models included), and the step's own memory, with large allocations switched to 
 Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/bench_module_ratios.py [--data-root data]
-        [--steps 8] [--modules gin,gat] [--hidden 64]
+        [--steps 10] [--modules gin,gat] [--hidden 64] [--batch-size N]
 
 Without the dataset under ``--data-root`` a csbm graph of Computers' size stands in (13,752
 nodes, 767 features, 10 classes, average degree 36). Prints, per module, the median step
@@ -219,7 +219,8 @@ def run(name: str, data, args) -> dict:
         warnings.simplefilter("always")
         opt = torch.optim.Adam(model.parameters(), lr=0.01)
         pt = gp.make_private(model, opt, data, sampler="heterpoisson", noise_multiplier=1.0,
-                             steps=args.warmup + args.steps + MEMORY_STEPS, seed=0)
+                             steps=args.warmup + args.steps + MEMORY_STEPS, seed=0,
+                             batch_size=args.batch_size)
         loader = iter(pt.loader)
         dp, base, sizes = [], [], []
         for _ in range(args.warmup + args.steps):
@@ -243,9 +244,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="computers")
     ap.add_argument("--data-root", default="data")
-    ap.add_argument("--steps", type=int, default=8, help="timed steps per module")
+    ap.add_argument("--steps", type=int, default=10, help="timed steps per module")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--hidden", type=int, default=64)
+    ap.add_argument("--batch-size", type=int, default=None,
+                    help="expected subgraphs per step (default: the sampler's adaptive one)")
     ap.add_argument("--modules", default=",".join(MODULES),
                     help="comma-separated names (prefixes) of: " + ", ".join(MODULES))
     args = ap.parse_args()
@@ -253,7 +256,7 @@ def main() -> None:
     names = [n for n in MODULES if any(n.lower().startswith(w.lower()) for w in wanted)]
     data, where = load(args)
     print(f"{where}: {data.num_nodes} nodes, {data.edge_index.shape[1]} edges; sampler "
-          f"heterpoisson at its default batch; hidden {args.hidden}; medians of {args.steps} "
+          f"heterpoisson, batch size {args.batch_size or 'default'}; hidden {args.hidden}; medians of {args.steps} "
           f"steps after {args.warmup} (DP and non-private alternating), memory over "
           f"{MEMORY_STEPS} more; torch threads {torch.get_num_threads()}", flush=True)
     print(f"{'module':<20}{'DP ms':>8}{'base ms':>8}{'CPU x':>7}{'wall x':>7}{'RSS MB':>8}"
