@@ -57,6 +57,8 @@ RULE_MODELS = {      # name: (model, edge attribute passed to the model or None)
     "gat": (lambda f: Conv2(lambda a, b: GATConv(a, b // 2, heads=2), f), None),
     "gat-mean-heads": (lambda f: Conv2(lambda a, b: GATConv(a, b, heads=3, concat=False), f),
                        None),
+    "gat-residual-no-self-loops": (lambda f: Conv2(lambda a, b: GATConv(
+        a, b // 2, heads=2, residual=True, add_self_loops=False), f), None),
     "gat-edge-dim": (lambda f: EdgeConv2(lambda a, b: GATConv(a, b // 2, heads=2, edge_dim=3),
                                          f), "edge_attr"),
     "gine-edge-attr": (lambda f: EdgeConv2(_gine, f), "edge_attr"),
@@ -130,6 +132,30 @@ def test_batches_carry_every_edge_attribute_of_their_edges(sampler, data):
         assert batch[key].shape[0] == batch.edge_index.shape[1]
         assert torch.equal(batch[key], data[key][torch.tensor(ids, dtype=torch.long)]), key
     assert batch.x.shape[0] == batch.num_nodes            # node tensors are not edge-sliced
+
+
+class BipartiteGat(nn.Module):
+    """GATConv called on a (source, target) pair: its rule falls back to the exact path."""
+
+    def __init__(self, f, h=8):
+        super().__init__()
+        self.pre, self.conv = nn.Linear(f, h), GATConv((h, h), h // 2, heads=2)
+        self.head = nn.Linear(h, C)
+
+    def forward(self, x, edge_index):
+        h = torch.tanh(self.pre(x))
+        return self.head(torch.tanh(self.conv((h, h), edge_index)))
+
+
+def test_a_gat_call_the_rule_cannot_read_falls_back_exactly(data):
+    torch.manual_seed(0)
+    model = BipartiteGat(data.num_features).double()
+    pt, _ = _private(model, data, "heterpoisson", max_grad_norm=0.05, batch_size=24)
+    with pytest.warns(flat_capture.FallbackWarning, match=r"'conv' \(GATConv\) \d+ ms"):
+        batch, sums = _engine_sums(pt, model)
+    naive, _ = _naive_sums(model, batch, 0.05)
+    for n, ref in naive.items():
+        assert torch.allclose(sums[n], ref, rtol=1e-5, atol=1e-9 * (1 + ref.abs().max())), n
 
 
 def test_the_fallback_is_announced_with_its_measured_cost(data):
