@@ -256,8 +256,8 @@ def main() -> None:
     names = [n for n in MODULES if any(n.lower().startswith(w.lower()) for w in wanted)]
     data, where = load(args)
     print(f"{where}: {data.num_nodes} nodes, {data.edge_index.shape[1]} edges; sampler "
-          f"heterpoisson, batch size {args.batch_size or 'default'}; hidden {args.hidden}; medians of {args.steps} "
-          f"steps after {args.warmup} (DP and non-private alternating), memory over "
+          f"heterpoisson, batch size {args.batch_size or 'default'}; hidden {args.hidden}; "
+          f"medians of {args.steps} steps after {args.warmup} (DP and non-private alternating), memory over "
           f"{MEMORY_STEPS} more; torch threads {torch.get_num_threads()}", flush=True)
     print(f"{'module':<20}{'DP ms':>8}{'base ms':>8}{'CPU x':>7}{'wall x':>7}{'RSS MB':>8}"
           f"{'base':>6}{'x':>6}{'step MB':>8}{'base':>6}{'x':>6}  target")

@@ -147,13 +147,15 @@ class FlatCapture(Probe):
     Args:
         model: any ``nn.Module``; modules with trainable parameters of their own get a
             registered rule (`.flat_rules`) or the exact fallback.
+        expected_subgraphs: the plan's expected subgraphs per step, for the fallback's
+            announcement.
 
     Raises:
         UnsupportedModuleError: a module mixes subgraphs, ties a parameter to another
             module, has lazily initialised parameters, or is a cached ``GCNConv``.
     """
 
-    def __init__(self, model: nn.Module):
+    def __init__(self, model: nn.Module, *, expected_subgraphs: float | None = None):
         self.model = model
         self.layers: list[tuple[str, nn.Module, Callable]] = []
         owner: dict[int, nn.Module] = {}
@@ -184,11 +186,13 @@ class FlatCapture(Probe):
         slow = [f"{n or '<root>'!r} ({type(m).__name__})" for n, m, r in self.layers
                 if r is exact_fallback]
         if slow:
+            per_step = ("" if expected_subgraphs is None else
+                        f", about {expected_subgraphs:,.0f} per step at this plan's batch size")
             warnings.warn(
                 f"module {', '.join(slow)} has no per-subgraph gradient rule: every DP step "
                 "computes its parameters' per-subgraph gradients with the exact fallback, one "
-                "vector-Jacobian product of the module per subgraph (about one backward pass "
-                "of the module per subgraph of the batch); the first step reports the measured "
+                f"vector-Jacobian product of the module per subgraph{per_step} (each about "
+                "one backward pass of the module); the first step reports the measured "
                 "cost. The modules with rules are listed in docs/own-model.md",
                 FallbackWarning, stacklevel=4)
         self._edge_modules = _edge_level(model)

@@ -176,7 +176,7 @@ class PrivateTraining:
             self.plan.accountant, PrivacyUnit.NODE, self.plan.relation,
             epsilon=self.target_epsilon if _accounting_target is None else _accounting_target,
             steps=self.steps_planned)
-        self.capture = FlatCapture(model)
+        self.capture = FlatCapture(model, expected_subgraphs=self.plan.expected_batch_size)
         self._original_step = optimizer.step
         self.engine = DPEngine(
             model, optimizer, clip_norm=self.max_grad_norm,

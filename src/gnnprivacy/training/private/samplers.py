@@ -6,8 +6,9 @@ every edge inside one subgraph), ``y``, ``batch`` (subgraph of every row, non-de
 ``center`` (row of each subgraph's centre, in subgraph order), ``n_id`` (node id in the
 input graph of every row) and ``num_subgraphs``, plus every edge-level attribute of the
 input graph (``edge_weight``, ``edge_attr``, any tensor whose first dimension is the number
-of edges), sliced to the batch's edges (`edge_level_keys`; of duplicate edges, the first). A node sampled into several subgraphs of one
-step appears once per subgraph (its own row each time), so the subgraphs are disjoint.
+of edges), sliced to the batch's edges (`edge_level_keys`; of duplicate edges, the first).
+A node sampled into several subgraphs of one step appears once per subgraph (its own row
+each time), so the subgraphs are disjoint.
 
 Samplers (one noisy step per batch):
 
