@@ -178,3 +178,43 @@ def test_modules_with_rules_are_not_announced(data, recwarn):
     model = RULE_MODELS["gat-edge-dim"][0](data.num_features).double()
     _private(model, data, "heterpoisson", batch_size=24)[0].close()
     assert not [w for w in recwarn if issubclass(w.category, flat_capture.FallbackWarning)]
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_parameters_used_behind_a_direct_forward_call_are_refused(k, data):
+    """TAGConv runs its hop maps as lin.forward(x): no hook sees them, so without the check
+    their gradients were silently zero (the naive loop's were not)."""
+    from torch_geometric.nn import TAGConv
+
+    from gnnprivacy.training.dp import UnsupportedModuleError
+
+    model = Conv2(lambda a, b: TAGConv(a, b, K=k), data.num_features).double()
+    pt, opt = _private(model, data, DegreeBoundedSubgraphs(max_degree=3, hops=2), batch_size=24)
+    batch = next(iter(pt.loader))
+    opt.zero_grad()
+    F.cross_entropy(model(batch.x, batch.edge_index)[batch.center],
+                    batch.y[batch.center]).backward()
+    with pytest.raises(UnsupportedModuleError, match=r"'c1.lins.1'.*\.forward\(\) directly"):
+        opt.step()
+    assert pt.steps == 0
+
+
+def test_an_unused_module_is_not_refused(data):
+    """Control: a module that is not called at all has no gradient to lose."""
+
+    class Unused(nn.Module):
+        def __init__(self, f):
+            super().__init__()
+            self.used, self.spare = nn.Linear(f, C), nn.Linear(f, C)
+
+        def forward(self, x, edge_index):
+            return self.used(x)
+
+    model = Unused(data.num_features).double()
+    pt, opt = _private(model, data, "heterpoisson", batch_size=24, steps=1)
+    for batch in pt.loader:
+        opt.zero_grad()
+        F.cross_entropy(model(batch.x, batch.edge_index)[batch.center],
+                        batch.y[batch.center]).backward()
+        opt.step()
+    assert pt.steps == 1

@@ -349,9 +349,18 @@ class FlatCapture(Probe):
         """Re-run the first recorded forward twice in eval mode, once with one subgraph's
         features perturbed, and check that no other subgraph's output moved.
 
+        Also checks, when a module with trainable parameters recorded no call, that the
+        forward does not use them: a parent that calls ``child.forward(x)`` directly (PyG's
+        ``TAGConv``, ``ChebConv`` beyond its first hops) bypasses the hooks, and those
+        parameters would get no gradient at all.
+
         Raises:
             SubgraphMixingError: naming the subgraphs and the largest change.
+            UnsupportedModuleError: a module's parameters are used but its calls were not
+                seen.
         """
+        if self.root_calls:
+            self._check_unseen_calls(*self.root_calls[0])
         if layout.num_subgraphs < 2 or not self.root_calls:
             return
         args, kwargs = self.root_calls[0]
@@ -366,16 +375,9 @@ class FlatCapture(Probe):
         else:
             x2[rows] = x2[rows].flip(0) if rows.sum() > 1 else x2[rows] + 1
         swapped_args, swapped_kwargs = _swap(args, kwargs, layout, x2)
-        was_training = self.model.training
-        self.model.eval()
-        self._replaying = True
-        try:
-            with torch.no_grad():
-                before = self.model(*args, **kwargs)
-                after = self.model(*swapped_args, **swapped_kwargs)
-        finally:
-            self._replaying = False
-            self.model.train(was_training)
+        with self._replay_in_eval(), torch.no_grad():
+            before = self.model(*args, **kwargs)
+            after = self.model(*swapped_args, **swapped_kwargs)
         if not isinstance(before, Tensor):
             return
         seg = _row_segments(before.shape[0], layout, edge=False)
@@ -394,6 +396,38 @@ class FlatCapture(Probe):
                 "forward pass combines rows across the batch (a global mean or pooling "
                 "without batch=batch.batch, a normalisation over all rows, ...); node-level DP "
                 "needs each subgraph's output to depend on that subgraph only")
+
+    @contextmanager
+    def _replay_in_eval(self):
+        """The model in eval mode with the capture's hooks off (restored after)."""
+        was_training = self.model.training
+        self.model.eval()
+        self._replaying = True
+        try:
+            yield
+        finally:
+            self._replaying = False
+            self.model.train(was_training)
+
+    def _check_unseen_calls(self, args, kwargs) -> None:
+        unseen = [(n, m) for n, m, _ in self.layers if m not in self.records]
+        owned = [(p, n, m) for n, m in unseen for p in m.parameters(recurse=False)
+                 if p.requires_grad]
+        if not owned:
+            return
+        with self._replay_in_eval(), torch.enable_grad():
+            out = self.model(*args, **kwargs)
+            if not isinstance(out, Tensor) or not out.requires_grad:
+                return
+            grads = torch.autograd.grad(out.sum(), [p for p, _, _ in owned],
+                                        allow_unused=True)
+        for g, (_, name, module) in zip(grads, owned):
+            if g is not None:
+                raise UnsupportedModuleError(
+                    name, module, "its parameters are used in the forward pass but the "
+                    "module's own calls were not seen (a parent calls its .forward() "
+                    "directly, as PyG's TAGConv and ChebConv do), so they would get no "
+                    "gradient; call the module itself (module(x)) or use another layer")
 
     # ------------------------------------------------------------------ gradients
     def contributions(self, layout: BatchLayout, *, scale: float = 1.0
