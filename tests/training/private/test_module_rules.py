@@ -57,6 +57,8 @@ RULE_MODELS = {      # name: (model, edge attribute passed to the model or None)
     "gat": (lambda f: Conv2(lambda a, b: GATConv(a, b // 2, heads=2), f), None),
     "gat-mean-heads": (lambda f: Conv2(lambda a, b: GATConv(a, b, heads=3, concat=False), f),
                        None),
+    "gat-separate-src-dst-maps": (lambda f: Conv2(lambda a, b: GATConv((a, a), b // 2, heads=2),
+                                                  f), None),
     "gat-residual-no-self-loops": (lambda f: Conv2(lambda a, b: GATConv(
         a, b // 2, heads=2, residual=True, add_self_loops=False), f), None),
     "gat-edge-dim": (lambda f: EdgeConv2(lambda a, b: GATConv(a, b // 2, heads=2, edge_dim=3),
