@@ -220,3 +220,25 @@ def test_an_unused_module_is_not_refused(data):
                         batch.y[batch.center]).backward()
         opt.step()
     assert pt.steps == 1
+
+
+def test_a_parameter_the_rule_does_not_know_falls_back(data, monkeypatch):
+    """A GATConv with an extra trainable parameter (as another PyG version might add) is
+    not given a silently zero gradient: the rule hands it to the exact fallback."""
+    torch.manual_seed(0)
+    model = RULE_MODELS["gat"][0](data.num_features).double()
+    model.c2.extra_scale = nn.Parameter(torch.ones((), dtype=torch.float64))
+    original = GATConv.forward
+
+    def forward(self, x, edge_index, *args, **kwargs):
+        out = original(self, x, edge_index, *args, **kwargs)
+        return out * self.extra_scale if hasattr(self, "extra_scale") else out
+
+    monkeypatch.setattr(GATConv, "forward", forward)
+    pt, _ = _private(model, data, "heterpoisson", max_grad_norm=0.05, batch_size=24)
+    with pytest.warns(flat_capture.FallbackWarning, match=r"'c2' \(GATConv\) \d+ ms"):
+        batch, sums = _engine_sums(pt, model)
+    naive, _ = _naive_sums(model, batch, 0.05)
+    assert naive["c2.extra_scale"].abs() > 0
+    for n, ref in naive.items():
+        assert torch.allclose(sums[n], ref, rtol=1e-5, atol=1e-9 * (1 + ref.abs().max())), n

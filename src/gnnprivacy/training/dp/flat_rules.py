@@ -311,6 +311,13 @@ def exact_fallback(module: nn.Module, calls: list[Call]) -> dict[nn.Parameter, C
 
 
 # ------------------------------------------------------------------------------ GIN's eps
+def _unknown_params(module: nn.Module, known: tuple[str, ...]) -> bool:
+    """Whether ``module`` owns a trainable parameter its rule does not know (another PyG
+    version's): then the rule falls back rather than give it no gradient."""
+    return any(p.requires_grad and n not in known
+               for n, p in module.named_parameters(recurse=False))
+
+
 def _arg(call: Call, pos: int, name: str):
     """The module call's argument ``name`` (positional ``pos`` or keyword)."""
     return call.args[pos] if len(call.args) > pos else call.kwargs.get(name)
@@ -327,6 +334,8 @@ def _gin_probe(conv: nn.Module, probe: Probe) -> list:
 def _gin_rule(conv: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Contribution] | None:
     """``g_i(ε) = Σ_{r∈i} ⟨∂L/∂h_r, x_r⟩`` for ``h = aggr + (1 + ε) x_r``."""
     eps = conv.eps
+    if _unknown_params(conv, ("eps",)):
+        return None
     if not (isinstance(eps, nn.Parameter) and eps.requires_grad):
         return {}
     num = calls[0].num_segments
@@ -376,6 +385,8 @@ def _gat_probe(conv: nn.Module, probe: Probe) -> list:
 def _gat_rule(conv: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Contribution] | None:
     """Attention vectors from ``γ`` (see the module docstring); the bias from ``δ``. Falls
     back (``None``) for bipartite inputs, sparse adjacencies and PyG's non-template path."""
+    if _unknown_params(conv, ("att_src", "att_dst", "att_edge", "bias")):
+        return None
     own = {n: p for n, p in conv.named_parameters(recurse=False) if p.requires_grad}
     num, h, c = calls[0].num_segments, conv.heads, conv.out_channels
     dtype, device = calls[0].grad.dtype, calls[0].grad.device
@@ -393,6 +404,8 @@ def _gat_rule(conv: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Contribu
         gamma = extra.get("alpha_j")
         if gamma is None:                    # no gradient reached the attention
             continue
+        if gamma.shape[0] != ei.shape[1]:
+            return None
         x_src, x_dst = x_src.to(dtype).view(-1, h, c), x_dst.to(dtype).view(-1, h, c)
         for name, end, feats in (("att_src", 0, x_src), ("att_dst", 1, x_dst)):
             if name in per_seg:
