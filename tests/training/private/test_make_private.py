@@ -124,10 +124,11 @@ def _private(model, data, sampler, **kw):
     return gp.make_private(model, opt, data, sampler=sampler, seed=0, **kw), opt
 
 
-def _engine_sums(pt, model):
-    """Draw a batch, run the user's forward/backward, return (batch, clipped sums)."""
+def _engine_sums(pt, model, edge_keys=()):
+    """Draw a batch, run the user's forward/backward, return (batch, clipped sums); the
+    batch's ``edge_keys`` attributes are passed after ``edge_index``."""
     batch = pt._draw()
-    out = model(batch.x, batch.edge_index)
+    out = model(batch.x, batch.edge_index, *(batch[k] for k in edge_keys))
     loss = F.cross_entropy(out[batch.center], batch.y[batch.center])
     loss.backward()
     layout = pt._pending
@@ -137,8 +138,9 @@ def _engine_sums(pt, model):
     return batch, sums
 
 
-def _naive_sums(model, batch, clip):
-    """Run the model on every subgraph alone; clip each whole gradient; sum."""
+def _naive_sums(model, batch, clip, edge_keys=()):
+    """Run the model on every subgraph alone (with its edges' ``edge_keys`` attributes);
+    clip each whole gradient; sum."""
     names = [n for n, p in model.named_parameters() if p.requires_grad]
     params = [p for _, p in model.named_parameters() if p.requires_grad]
     total = [torch.zeros_like(p) for p in params]
@@ -149,7 +151,7 @@ def _naive_sums(model, batch, clip):
         local[rows] = torch.arange(rows.numel())
         keep = (batch.batch[batch.edge_index[0]] == i) & (batch.batch[batch.edge_index[1]] == i)
         ei = local[batch.edge_index[:, keep]]
-        out = model(batch.x[rows], ei)
+        out = model(batch.x[rows], ei, *(batch[k][keep] for k in edge_keys))
         c = int(batch.center[i]) - int(rows[0])
         loss = F.cross_entropy(out[c:c + 1], batch.y[rows][c:c + 1])
         grads = torch.autograd.grad(loss, params, allow_unused=True)

@@ -9,6 +9,7 @@ from gnnprivacy.training.dp.capture import ActivationCapture, check_model
 from gnnprivacy.training.dp.clipping import (ClipGroup, ClippedGradients, clip_factors,
                                              clipped_gradient_sum, effective_clip_norm)
 from gnnprivacy.training.dp.engine import DPEngine, StepInfo, make_optimizer
+from gnnprivacy.training.dp.flat_capture import FallbackWarning
 from gnnprivacy.training.dp.noise import gaussian_noise
 from gnnprivacy.training.dp.rules import GhostRule, UnsupportedModuleError, register_rule
 
@@ -17,6 +18,7 @@ __all__ = [
     "ClipGroup",
     "ClippedGradients",
     "DPEngine",
+    "FallbackWarning",
     "GhostRule",
     "StepInfo",
     "UnsupportedModuleError",

@@ -22,6 +22,8 @@ use instead.
 from __future__ import annotations
 
 import inspect
+import time
+import warnings
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,10 +32,16 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from gnnprivacy.training.dp.flat_rules import Call, Contribution, exact_fallback, flat_rule_for
+from gnnprivacy.training.dp.flat_rules import (Call, Contribution, Probe, exact_fallback,
+                                                flat_probe_for, flat_rule_for)
 from gnnprivacy.training.dp.rules import UnsupportedModuleError
 
-__all__ = ["BatchLayout", "FlatCapture", "SubgraphMixingError"]
+__all__ = ["BatchLayout", "FallbackWarning", "FlatCapture", "SubgraphMixingError"]
+
+
+class FallbackWarning(UserWarning):
+    """A module's per-subgraph gradients come from the exact (slow) fallback: announced
+    when the capture is built, and again with the measured cost after the first step."""
 
 
 class SubgraphMixingError(UnsupportedModuleError):
@@ -124,27 +132,30 @@ def _detach(value):
 
 
 class _Record:
-    __slots__ = ("args", "kwargs", "shape", "dtype", "device", "grad", "rng")
+    __slots__ = ("args", "kwargs", "shape", "dtype", "device", "grad", "rng", "extra")
 
-    def __init__(self, args, kwargs, output: Tensor, rng):
+    def __init__(self, args, kwargs, output: Tensor, rng, extra=None):
         self.args, self.kwargs, self.rng = args, kwargs, rng
+        self.extra = extra if extra is not None else {}    # what a rule's probe kept
         self.shape, self.dtype, self.device = output.shape, output.dtype, output.device
         self.grad: Tensor | None = None
 
 
-class FlatCapture:
+class FlatCapture(Probe):
     """Hooks on ``model`` for per-subgraph clipping of a user-driven forward/backward.
 
     Args:
         model: any ``nn.Module``; modules with trainable parameters of their own get a
             registered rule (`.flat_rules`) or the exact fallback.
+        expected_subgraphs: the plan's expected subgraphs per step, for the fallback's
+            announcement.
 
     Raises:
         UnsupportedModuleError: a module mixes subgraphs, ties a parameter to another
             module, has lazily initialised parameters, or is a cached ``GCNConv``.
     """
 
-    def __init__(self, model: nn.Module):
+    def __init__(self, model: nn.Module, *, expected_subgraphs: float | None = None):
         self.model = model
         self.layers: list[tuple[str, nn.Module, Callable]] = []
         owner: dict[int, nn.Module] = {}
@@ -171,6 +182,19 @@ class FlatCapture:
             if all(m is not module for _, m, _ in self.layers):
                 self.layers.append((name, module, flat_rule_for(module) or exact_fallback))
         self._needs_batch = [(n, m) for n, m in model.named_modules() if _needs_batch_vector(m)]
+        self._fallback_timed = False
+        slow = [f"{n or '<root>'!r} ({type(m).__name__})" for n, m, r in self.layers
+                if r is exact_fallback]
+        if slow:
+            per_step = ("" if expected_subgraphs is None else
+                        f", about {expected_subgraphs:,.0f} per step at this plan's batch size")
+            warnings.warn(
+                f"module {', '.join(slow)} has no per-subgraph gradient rule: every DP step "
+                "computes its parameters' per-subgraph gradients with the exact fallback, one "
+                f"vector-Jacobian product of the module per subgraph{per_step} (each about "
+                "one backward pass of the module); the first step reports the measured "
+                "cost. The modules with rules are listed in docs/own-model.md",
+                FallbackWarning, stacklevel=4)
         self._edge_modules = _edge_level(model)
         self.records: dict[nn.Module, list[_Record]] = {}
         self.root_calls: list[tuple[tuple, dict]] = []
@@ -178,6 +202,7 @@ class FlatCapture:
         self._active = False
         self._replaying = False
         self._handles: list = []
+        self._open: dict[nn.Module, dict] = {}    # probed calls in progress: their extras
 
     # ------------------------------------------------------------------ hooks
     def attach(self) -> None:
@@ -188,8 +213,12 @@ class FlatCapture:
         self._handles.append(root.register_forward_pre_hook(self._root_pre, with_kwargs=True))
         self._handles.append(root.register_forward_hook(self._root_post, always_call=True))
         for _, module, rule in self.layers:
-            if rule is exact_fallback:
+            probe = None if rule is exact_fallback else flat_probe_for(module)
+            if rule is exact_fallback or probe is not None:     # a probed rule may fall back
                 self._handles.append(module.register_forward_pre_hook(self._rng_pre))
+            if probe is not None:
+                self._handles.append(module.register_forward_pre_hook(self._open_call))
+                self._handles.extend(probe(module, self))
             self._handles.append(module.register_forward_hook(self._hook, with_kwargs=True))
         for _, module in self._needs_batch:
             self._handles.append(module.register_forward_pre_hook(self._batch_pre,
@@ -223,6 +252,32 @@ class FlatCapture:
             self._pending_rng = _rng_state(module)
         return None
 
+    def _open_call(self, module, args):
+        if self._active and not self._replaying:
+            self._open[module] = {}
+        return None
+
+    def keep(self, module: nn.Module, key: str, value) -> None:
+        """`Probe.keep`: store ``value`` for the call of ``module`` in progress."""
+        extra = self._open.get(module)
+        if extra is not None and self._active and not self._replaying:
+            extra[key] = _detach(value)
+
+    def watch(self, module: nn.Module, key: str, tensor: Tensor) -> Tensor:
+        """`Probe.watch`: the gradient with respect to ``tensor`` goes to the call's
+        ``extra[key]`` (a leaf is made when ``tensor`` needs none, as for layer outputs)."""
+        extra = self._open.get(module)
+        if extra is None or not self._active or self._replaying or not isinstance(tensor, Tensor):
+            return tensor
+        if not tensor.requires_grad:
+            tensor = tensor.detach().requires_grad_(True)
+
+        def store(grad):
+            extra[key] = grad.detach() if key not in extra else extra[key] + grad.detach()
+
+        tensor.register_hook(store)
+        return tensor
+
     def _batch_pre(self, module, args, kwargs):
         if not self._active or self._replaying:
             return None
@@ -246,7 +301,7 @@ class FlatCapture:
             output = output.detach().requires_grad_(True)
         rng = getattr(self, "_pending_rng", None)
         self._pending_rng = None
-        rec = _Record(_detach(args), _detach(kwargs), output, rng)
+        rec = _Record(_detach(args), _detach(kwargs), output, rng, self._open.pop(module, None))
         self.records.setdefault(module, []).append(rec)
 
         def store(grad, rec=rec):
@@ -259,6 +314,7 @@ class FlatCapture:
         """Forget the recorded calls (after a step)."""
         self.records = {}
         self.root_calls = []
+        self._open = {}
 
     # ------------------------------------------------------------------ checks
     def check_inputs(self, layout: BatchLayout) -> None:
@@ -293,9 +349,18 @@ class FlatCapture:
         """Re-run the first recorded forward twice in eval mode, once with one subgraph's
         features perturbed, and check that no other subgraph's output moved.
 
+        Also checks, when a module with trainable parameters recorded no call, that the
+        forward does not use them: a parent that calls ``child.forward(x)`` directly (PyG's
+        ``TAGConv``, ``ChebConv`` beyond its first hops) bypasses the hooks, and those
+        parameters would get no gradient at all.
+
         Raises:
             SubgraphMixingError: naming the subgraphs and the largest change.
+            UnsupportedModuleError: a module's parameters are used but its calls were not
+                seen.
         """
+        if self.root_calls:
+            self._check_unseen_calls(*self.root_calls[0])
         if layout.num_subgraphs < 2 or not self.root_calls:
             return
         args, kwargs = self.root_calls[0]
@@ -310,16 +375,9 @@ class FlatCapture:
         else:
             x2[rows] = x2[rows].flip(0) if rows.sum() > 1 else x2[rows] + 1
         swapped_args, swapped_kwargs = _swap(args, kwargs, layout, x2)
-        was_training = self.model.training
-        self.model.eval()
-        self._replaying = True
-        try:
-            with torch.no_grad():
-                before = self.model(*args, **kwargs)
-                after = self.model(*swapped_args, **swapped_kwargs)
-        finally:
-            self._replaying = False
-            self.model.train(was_training)
+        with self._replay_in_eval(), torch.no_grad():
+            before = self.model(*args, **kwargs)
+            after = self.model(*swapped_args, **swapped_kwargs)
         if not isinstance(before, Tensor):
             return
         seg = _row_segments(before.shape[0], layout, edge=False)
@@ -339,6 +397,38 @@ class FlatCapture:
                 "without batch=batch.batch, a normalisation over all rows, ...); node-level DP "
                 "needs each subgraph's output to depend on that subgraph only")
 
+    @contextmanager
+    def _replay_in_eval(self):
+        """The model in eval mode with the capture's hooks off (restored after)."""
+        was_training = self.model.training
+        self.model.eval()
+        self._replaying = True
+        try:
+            yield
+        finally:
+            self._replaying = False
+            self.model.train(was_training)
+
+    def _check_unseen_calls(self, args, kwargs) -> None:
+        unseen = [(n, m) for n, m, _ in self.layers if m not in self.records]
+        owned = [(p, n, m) for n, m in unseen for p in m.parameters(recurse=False)
+                 if p.requires_grad]
+        if not owned:
+            return
+        with self._replay_in_eval(), torch.enable_grad():
+            out = self.model(*args, **kwargs)
+            if not isinstance(out, Tensor) or not out.requires_grad:
+                return
+            grads = torch.autograd.grad(out.sum(), [p for p, _, _ in owned],
+                                        allow_unused=True)
+        for g, (_, name, module) in zip(grads, owned):
+            if g is not None:
+                raise UnsupportedModuleError(
+                    name, module, "its parameters are used in the forward pass but the "
+                    "module's own calls were not seen (a parent calls its .forward() "
+                    "directly, as PyG's TAGConv and ChebConv do), so they would get no "
+                    "gradient; call the module itself (module(x)) or use another layer")
+
     # ------------------------------------------------------------------ gradients
     def contributions(self, layout: BatchLayout, *, scale: float = 1.0
                       ) -> dict[nn.Parameter, Contribution]:
@@ -347,7 +437,9 @@ class FlatCapture:
         Args:
             layout: the batch.
             scale: factor on every ``δ`` (the realised batch size under a mean loss, so the
-                per-subgraph gradients are those of the per-subgraph losses).
+                per-subgraph gradients are those of the per-subgraph losses). Every rule is
+                linear in ``δ``, so it is applied to the contributions (norms times
+                ``scale²``, clip factors times ``scale``), not to every captured tensor.
 
         Raises:
             SubgraphMixingError: a recorded output's rows match neither the nodes, the
@@ -355,6 +447,7 @@ class FlatCapture:
         """
         out: dict[nn.Parameter, Contribution] = {}
         buckets: dict[int, Any] = {}             # size buckets per row mapping, shared
+        start, fallback_s = time.perf_counter(), {}
         for name, module, rule in self.layers:
             recs = self.records.get(module, [])
             calls = []
@@ -369,16 +462,27 @@ class FlatCapture:
                         "row of a trained layer must belong to one subgraph of the batch")
                 grad = rec.grad if rec.grad is not None else torch.zeros(
                     rec.shape, dtype=rec.dtype, device=rec.device)
-                if scale != 1.0:
-                    grad = grad * scale
                 calls.append(Call(rec.args, rec.kwargs, grad, seg, layout.num_subgraphs,
-                                  {"rng": rec.rng, "buckets": buckets}))
+                                  {"rng": rec.rng, "buckets": buckets}, dict(rec.extra)))
             if not calls:
                 continue
-            if rule is exact_fallback:
-                out.update(self._replay(module, calls))
-            else:
-                out.update(rule(module, calls))
+            found = None if rule is exact_fallback else rule(module, calls)
+            if found is None:
+                began = time.perf_counter()
+                found = self._replay(module, calls)
+                fallback_s[f"{name or '<root>'!r} ({type(module).__name__})"] = (
+                    time.perf_counter() - began)
+            out.update(found if scale == 1.0 else
+                       {p: _scaled(c, scale) for p, c in found.items()})
+        if fallback_s and not self._fallback_timed:
+            self._fallback_timed = True
+            rest = time.perf_counter() - start - sum(fallback_s.values())
+            each = ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in fallback_s.items())
+            warnings.warn(
+                f"exact fallback on the first DP step ({layout.num_subgraphs} subgraphs): "
+                f"{each}, against {rest * 1e3:.0f} ms for the rules of every other module; "
+                "every step pays about this (it grows with the number of subgraphs)",
+                FallbackWarning, stacklevel=2)
         return out
 
     def _replay(self, module: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Contribution]:
@@ -391,6 +495,11 @@ class FlatCapture:
             return exact_fallback(module, calls)
         finally:
             self._replaying = False
+
+
+def _scaled(c: Contribution, scale: float) -> Contribution:
+    """The contribution of ``scale · δ`` (every rule is linear in ``δ``)."""
+    return Contribution(c.norm_sq * (scale * scale), lambda f, w=c.weighted: w(f * scale))
 
 
 def _tensors_of(value) -> list[Tensor]:

@@ -17,6 +17,12 @@ Rules (a subgraph's gradient is the sum over its rows):
 * ``nn.Embedding``: ``g_i(W) = Σ_r e_{idx_r} δ_rᵀ``; norms from the per-(subgraph, index)
   sums.
 * a bias added to a module's output (``GCNConv.bias``): ``g_i(b) = Σ_r δ_r``.
+* ``GINConv``/``GINEConv``'s trained ``eps`` (``h = aggr + (1 + ε) x``, then ``nn(h)``):
+  ``g_i(ε) = Σ_{r∈i} ⟨∂L/∂h_r, x_r⟩``, with ``∂L/∂h`` caught by a probe on ``nn``'s input.
+* ``GATConv``'s attention vectors: with ``γ_e = ∂L/∂(logit of edge e)`` caught by a probe
+  on the edge update, ``g_i(a_src) = Σ_{n∈i} (Σ_{e: src(e)=n} γ_e) x'_n`` (per head),
+  ``a_dst`` likewise by target, ``g_i(a_edge) = Σ_{e∈i} γ_e lin_edge(attr_e)``: every edge
+  lies inside one subgraph, so its term belongs to that subgraph.
 * anything else with trainable parameters of its own: `exact_fallback`, per-subgraph
   vector-Jacobian products of the module alone (``torch.func.vjp`` under ``vmap``).
 
@@ -37,8 +43,8 @@ from torch.nn import functional as F
 
 from gnnprivacy.training.dp.segments import linear_norms_sq, segment_buckets, segment_sum
 
-__all__ = ["Call", "Contribution", "FlatRule", "exact_fallback", "flat_rule_for",
-           "register_flat_rule"]
+__all__ = ["Call", "Contribution", "FlatRule", "Probe", "exact_fallback", "flat_probe_for",
+           "flat_rule_for", "register_flat_rule"]
 
 
 @dataclass
@@ -58,6 +64,9 @@ class Call:
     seg: Tensor
     num_segments: int
     cache: dict = field(default_factory=dict)
+    #: what the rule's probe kept during this call (values, and the gradients of watched
+    #: tensors, scaled like ``grad``)
+    extra: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -73,16 +82,49 @@ class Contribution:
     weighted: Callable[[Tensor], Tensor]
 
 
-FlatRule = Callable[[nn.Module, list[Call]], dict[nn.Parameter, Contribution]]
+#: a rule returns ``None`` when it cannot handle the calls (then the exact fallback runs)
+FlatRule = Callable[[nn.Module, list[Call]], "dict[nn.Parameter, Contribution] | None"]
+
+
+class Probe:
+    """What a rule's probe may do inside a call of its module (implemented by the capture):
+
+    * ``keep(module, key, value)``: store ``value`` (detached) in the call's ``extra``;
+    * ``watch(module, key, tensor) -> tensor``: use the returned tensor in place of
+      ``tensor``; the gradient of the loss with respect to it lands in ``extra[key]``.
+
+    Both do nothing outside a recorded call of ``module``."""
+
+    def keep(self, module: nn.Module, key: str, value) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def watch(self, module: nn.Module, key: str, tensor: Tensor) -> Tensor:  # pragma: no cover
+        raise NotImplementedError
+
+
+#: ``(module, probe) -> hook handles``: registers the hooks a rule needs inside the module
+ProbeFn = Callable[[nn.Module, Probe], list]
 _RULES: dict[type, FlatRule] = {}
+_PROBES: dict[type, ProbeFn] = {}
 
 
-def register_flat_rule(module_type: type, rule: FlatRule) -> None:
+def register_flat_rule(module_type: type, rule: FlatRule, *, probe: ProbeFn | None = None
+                       ) -> None:
     """Register ``rule`` for exactly ``module_type`` (subclasses are not covered: a subclass
-    may change ``forward``, and a wrong rule would silently break the clipping bound)."""
+    may change ``forward``, and a wrong rule would silently break the clipping bound);
+    ``probe`` registers hooks inside the module that keep what the rule needs."""
     if not (isinstance(module_type, type) and issubclass(module_type, nn.Module)):
         raise TypeError(f"module_type must be an nn.Module subclass; got {module_type!r}")
     _RULES[module_type] = rule
+    if probe is None:
+        _PROBES.pop(module_type, None)
+    else:
+        _PROBES[module_type] = probe
+
+
+def flat_probe_for(module: nn.Module) -> ProbeFn | None:
+    """The probe registered with ``type(module)``'s rule, or ``None``."""
+    return _PROBES.get(type(module))
 
 
 def flat_rule_for(module: nn.Module) -> FlatRule | None:
@@ -135,12 +177,20 @@ def _linear_rule(layer: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Cont
     out: dict[nn.Parameter, Contribution] = {}
     if layer.weight.requires_grad:
         norms = linear_norms_sq(a, d, _buckets(calls, seg, num), num)
-        out[layer.weight] = Contribution(
-            norms, lambda c: (d * c.to(d.dtype)[seg].unsqueeze(1)).t() @ a)
+        out[layer.weight] = Contribution(norms, lambda c: _scaled_product(d, a, c[seg]))
     bias = getattr(layer, "bias", None)
     if bias is not None and bias.requires_grad:
         out[bias] = _materialised(segment_sum(d, seg, num), bias.shape)
     return out
+
+
+def _scaled_product(d: Tensor, a: Tensor, c_rows: Tensor) -> Tensor:
+    """``(c ⊙ d)ᵀ a``, scaling the narrower of ``d`` and ``a`` (an edge map ``4 -> 767``
+    scales its 4 input columns, not the 767 output columns)."""
+    c_rows = c_rows.to(d.dtype).unsqueeze(1)
+    if a.shape[1] < d.shape[1]:
+        return d.t() @ (a * c_rows)
+    return (d * c_rows).t() @ a
 
 
 register_flat_rule(nn.Linear, _linear_rule)
@@ -259,10 +309,124 @@ def exact_fallback(module: nn.Module, calls: list[Call]) -> dict[nn.Parameter, C
     return {p: _materialised(totals[n], p.shape) for n, p in own.items()}
 
 
+
+# ------------------------------------------------------------------------------ GIN's eps
+def _unknown_params(module: nn.Module, known: tuple[str, ...]) -> bool:
+    """Whether ``module`` owns a trainable parameter its rule does not know (another PyG
+    version's): then the rule falls back rather than give it no gradient."""
+    return any(p.requires_grad and n not in known
+               for n, p in module.named_parameters(recurse=False))
+
+
+def _arg(call: Call, pos: int, name: str):
+    """The module call's argument ``name`` (positional ``pos`` or keyword)."""
+    return call.args[pos] if len(call.args) > pos else call.kwargs.get(name)
+
+
+def _gin_probe(conv: nn.Module, probe: Probe) -> list:
+    """Watch the input ``h = aggr + (1 + ε) x`` of ``conv.nn``."""
+    def pre(_, args):
+        return (probe.watch(conv, "h", args[0]), *args[1:]) if args else None
+
+    return [conv.nn.register_forward_pre_hook(pre)]
+
+
+def _gin_rule(conv: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Contribution] | None:
+    """``g_i(ε) = Σ_{r∈i} ⟨∂L/∂h_r, x_r⟩`` for ``h = aggr + (1 + ε) x_r``."""
+    eps = conv.eps
+    if _unknown_params(conv, ("eps",)):
+        return None
+    if not (isinstance(eps, nn.Parameter) and eps.requires_grad):
+        return {}
+    num = calls[0].num_segments
+    total = torch.zeros(num, dtype=calls[0].grad.dtype, device=calls[0].grad.device)
+    for call in calls:
+        x = _arg(call, 0, "x")
+        x_r = x[1] if isinstance(x, (tuple, list)) else x
+        dh = call.extra.get("h")
+        if x_r is None or dh is None:        # ε unused, or no gradient reached h
+            continue
+        if dh.shape != x_r.shape or dh.shape[0] != call.seg.numel():
+            return None
+        rows = dh.shape[0]                   # row dots as one bmm: no (N, F) temporary
+        per_row = torch.bmm(dh.reshape(rows, 1, -1),
+                            x_r.to(dh.dtype).reshape(rows, -1, 1)).view(rows)
+        total = total + segment_sum(per_row, call.seg, num).to(total.dtype)
+    return {eps: _materialised(total.unsqueeze(1), eps.shape)}
+
+
+# ------------------------------------------------------------------------------ GATConv
+def _gat_probe(conv: nn.Module, probe: Probe) -> list:
+    """Keep the projected features ``x'`` (and ``lin_edge``'s output), the edges after
+    self-loops, and watch ``alpha_j`` in the edge update: its gradient is ``γ``, the
+    gradient of every edge's attention logit."""
+    def keep(key):
+        return lambda _, args, out: probe.keep(conv, key, out)
+
+    handles = []
+    for name in ("lin", "lin_src", "lin_dst", "lin_edge"):
+        child = getattr(conv, name, None)
+        if isinstance(child, nn.Module):
+            handles.append(child.register_forward_hook(keep(name)))
+
+    def pre(_, inputs):
+        edge_index, size, kwargs = inputs
+        if "alpha_j" not in kwargs:          # PyG's non-template path: the rule falls back
+            return None
+        probe.keep(conv, "edge_index", edge_index)
+        kwargs = dict(kwargs)
+        kwargs["alpha_j"] = probe.watch(conv, "alpha_j", kwargs["alpha_j"])
+        return edge_index, size, kwargs
+
+    handles.append(conv.register_edge_update_forward_pre_hook(pre))
+    return handles
+
+
+def _gat_rule(conv: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Contribution] | None:
+    """Attention vectors from ``γ`` (see the module docstring); the bias from ``δ``. Falls
+    back (``None``) for bipartite inputs, sparse adjacencies and PyG's non-template path."""
+    if _unknown_params(conv, ("att_src", "att_dst", "att_edge", "bias")):
+        return None
+    own = {n: p for n, p in conv.named_parameters(recurse=False) if p.requires_grad}
+    num, h, c = calls[0].num_segments, conv.heads, conv.out_channels
+    dtype, device = calls[0].grad.dtype, calls[0].grad.device
+    per_seg = {n: torch.zeros(num, p.numel(), dtype=dtype, device=device)
+               for n, p in own.items() if n != "bias"}
+    for call in calls:
+        x, extra, seg = _arg(call, 0, "x"), call.extra, call.seg
+        ei = extra.get("edge_index")
+        if not isinstance(x, Tensor) or not isinstance(ei, Tensor) or ei.dim() != 2:
+            return None
+        x_src = extra.get("lin", extra.get("lin_src"))
+        x_dst = extra.get("lin", extra.get("lin_dst"))
+        if x_src is None or x_dst is None or x_src.shape[0] != seg.numel():
+            return None
+        gamma = extra.get("alpha_j")
+        if gamma is None:                    # no gradient reached the attention
+            continue
+        if gamma.shape[0] != ei.shape[1]:
+            return None
+        x_src, x_dst = x_src.to(dtype).view(-1, h, c), x_dst.to(dtype).view(-1, h, c)
+        for name, end, feats in (("att_src", 0, x_src), ("att_dst", 1, x_dst)):
+            if name in per_seg:
+                d_node = torch.zeros(seg.numel(), h, dtype=dtype, device=device)
+                d_node.index_add_(0, ei[end], gamma)
+                per_seg[name] += segment_sum((d_node.unsqueeze(-1) * feats).flatten(1),
+                                             seg, num)
+        emb = extra.get("lin_edge")
+        if "att_edge" in per_seg and emb is not None:
+            terms = (gamma.unsqueeze(-1) * emb.to(dtype).view(-1, h, c)).flatten(1)
+            per_seg["att_edge"] += segment_sum(terms, seg[ei[1]], num)
+    out = {own[n]: _materialised(t, own[n].shape) for n, t in per_seg.items()}
+    if "bias" in own:
+        out.update(output_bias_rule(conv, calls))
+    return out
+
+
 def _register_pyg() -> None:
     """Rules for the PyG types (imported lazily so this module does not need PyG at import)."""
     try:
-        from torch_geometric.nn import GCNConv
+        from torch_geometric.nn import GATConv, GCNConv, GINConv, GINEConv
         from torch_geometric.nn import LayerNorm as PygLayerNorm
         from torch_geometric.nn.dense.linear import Linear as PygLinear
     except ImportError:  # pragma: no cover - PyG is a dependency
@@ -270,6 +434,9 @@ def _register_pyg() -> None:
     register_flat_rule(PygLinear, _linear_rule)
     register_flat_rule(PygLayerNorm, _layer_norm_rule)
     register_flat_rule(GCNConv, output_bias_rule)
+    for gin in (GINConv, GINEConv):
+        register_flat_rule(gin, _gin_rule, probe=_gin_probe)
+    register_flat_rule(GATConv, _gat_rule, probe=_gat_probe)
 
 
 _register_pyg()

@@ -176,7 +176,7 @@ class PrivateTraining:
             self.plan.accountant, PrivacyUnit.NODE, self.plan.relation,
             epsilon=self.target_epsilon if _accounting_target is None else _accounting_target,
             steps=self.steps_planned)
-        self.capture = FlatCapture(model)
+        self.capture = FlatCapture(model, expected_subgraphs=self.plan.expected_batch_size)
         self._original_step = optimizer.step
         self.engine = DPEngine(
             model, optimizer, clip_norm=self.max_grad_norm,
@@ -390,10 +390,12 @@ def make_private(model: nn.Module, optimizer: torch.optim.Optimizer, data, *,
 
     Args:
         model: any ``nn.Module`` taking the batch's tensors (e.g. ``model(x, edge_index)``);
-            PyG ``GCNConv``, ``SAGEConv``, ``GraphConv``, ``GINConv``/``GINEConv``, torch and
-            PyG ``Linear``, ``LayerNorm``, ``Embedding``, ``Dropout`` have exact rules; any
-            other differentiable module an exact per-subgraph fallback. Modules that mix
-            the rows of a batch (``BatchNorm``, attention across rows) are refused.
+            PyG ``GCNConv``, ``SAGEConv``, ``GraphConv``, ``GINConv``/``GINEConv`` (trained
+            ``eps`` included), ``GATConv``, torch and PyG ``Linear``, ``LayerNorm``,
+            ``Embedding``, ``Dropout`` have exact rules; any other differentiable module an
+            exact per-subgraph fallback (slow: announced by a ``FallbackWarning``). Modules
+            that mix the rows of a batch (``BatchNorm``, attention across rows) are refused.
+            The batches carry the graph's edge attributes (``batch.edge_attr``, ...).
         optimizer: a ``torch.optim`` optimizer over the model's parameters; its ``step``
             becomes the DP step (SGD gives DP-SGD, Adam DP-Adam).
         data: the PyG ``Data`` graph with ``x``, ``y``, ``edge_index`` and ``train_mask``.

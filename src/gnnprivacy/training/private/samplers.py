@@ -4,8 +4,11 @@ one step and knows the privacy event of that draw.
 A batch is a PyG `Data` with ``x``, ``edge_index`` (local ids,
 every edge inside one subgraph), ``y``, ``batch`` (subgraph of every row, non-decreasing),
 ``center`` (row of each subgraph's centre, in subgraph order), ``n_id`` (node id in the
-input graph of every row) and ``num_subgraphs``. A node sampled into several subgraphs of one
-step appears once per subgraph (its own row each time), so the subgraphs are disjoint.
+input graph of every row) and ``num_subgraphs``, plus every edge-level attribute of the
+input graph (``edge_weight``, ``edge_attr``, any tensor whose first dimension is the number
+of edges), sliced to the batch's edges (`edge_level_keys`; of duplicate edges, the first).
+A node sampled into several subgraphs of one step appears once per subgraph (its own row
+each time), so the subgraphs are disjoint.
 
 Samplers (one noisy step per batch):
 
@@ -145,9 +148,29 @@ class SubgraphSampler:
             nodes, seg = nodes[rows], new_seg[rows]
             centre_first = where[centre_first[order]]
             edges = (where[edges[0]], where[edges[1]])
-        return Data(x=g.x[nodes], edge_index=torch.stack(edges), y=g.y[nodes], batch=seg,
-                    center=centre_first, n_id=nodes, num_subgraphs=int(num),
-                    num_nodes=int(nodes.numel()))
+        out = Data(x=g.x[nodes], edge_index=torch.stack(edges), y=g.y[nodes], batch=seg,
+                   center=centre_first, n_id=nodes, num_subgraphs=int(num),
+                   num_nodes=int(nodes.numel()))
+        keys = edge_level_keys(g)
+        if keys:
+            ids = self._edge_ids(nodes[edges[0]], nodes[edges[1]])
+            for key in keys:
+                out[key] = g[key][ids]
+        return out
+
+    def _edge_ids(self, src: Tensor, dst: Tensor) -> Tensor:
+        """The id in the input graph of each edge ``src -> dst`` (the first of duplicates)."""
+        g = self.graph
+        lookup = getattr(self, "_edge_lookup", None)
+        if lookup is None:
+            key = g.edge_index[1] * self.num_nodes + g.edge_index[0]
+            lookup = self._edge_lookup = torch.sort(key, stable=True)
+        sorted_keys, perm = lookup
+        query = dst * self.num_nodes + src
+        pos = torch.searchsorted(sorted_keys, query).clamp_max(max(sorted_keys.numel() - 1, 0))
+        if query.numel() and not bool((sorted_keys[pos] == query).all()):  # pragma: no cover
+            raise RuntimeError("a sampled edge is not an edge of the input graph")
+        return perm[pos]
 
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in vars(self).items()
@@ -446,6 +469,16 @@ def make_sampler(sampler: str | SubgraphSampler) -> SubgraphSampler:
         return SAMPLERS[sampler]()
     raise InvalidParameterError("sampler", f"one of {sorted(SAMPLERS)} or a SubgraphSampler",
                                 sampler)
+
+
+def edge_level_keys(graph: Data) -> list[str]:
+    """The graph's edge-level tensor attributes: first dimension the number of edges (a name
+    with ``edge`` in it when there are as many nodes as edges), ``edge_index`` excepted."""
+    n_edges = int(graph.edge_index.shape[1])
+    ambiguous = n_edges == graph.num_nodes
+    return [k for k in graph.keys() if k != "edge_index" and isinstance(graph[k], Tensor)
+            and graph[k].dim() >= 1 and graph[k].shape[0] == n_edges
+            and (not ambiguous or "edge" in k)]
 
 
 def _message_passing_depth(model: torch.nn.Module | None) -> int:
