@@ -224,7 +224,7 @@ def test_the_honest_loop_moves_no_other_subgraph_and_trains(data):
     torch.manual_seed(0)
     model = Sage(data.num_features).double()
     pt = _run(model, data, honest, {})
-    assert pt.steps == 2 and pt.guard.verified
+    assert pt.steps == 2 and len(pt.guard.verified) == 1
 
 
 BYPASSES = {
@@ -316,3 +316,34 @@ def test_nothing_is_released_before_the_refusal(data):
     assert pt.steps == 0 and pt.epsilon == 0.0
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert torch._C._len_torch_function_stack() == 0     # the recording mode is gone
+
+
+def test_a_loop_that_changes_after_the_checked_step_is_refused(data):
+    """Only the first step is replayed; every later step must run the same operations."""
+    torch.manual_seed(0)
+    model = Sage(data.num_features).double()
+    calls = []
+
+    def body(model, batch, ctx):
+        (honest if not calls else loss_mixing)(model, batch, ctx)
+        calls.append(1)
+
+    with pytest.raises(SubgraphMixingError, match="other torch operations"):
+        _run(model, data, body, {}, steps=3)
+    assert len(calls) == 2
+
+
+def test_logging_after_the_step_is_not_part_of_the_loop_check(data):
+    torch.manual_seed(0)
+    model = Sage(data.num_features).double()
+    pt, opt = _make(model, data)
+    seen = []
+    for i, batch in enumerate(pt.loader):
+        opt.zero_grad()
+        out = model(batch.x, batch.edge_index)
+        loss = F.cross_entropy(out[batch.center], batch.y[batch.center])
+        loss.backward()
+        opt.step()
+        if i % 2 == 0:                   # logging on some steps only, after the step
+            seen.append((out.argmax(1) == batch.y).double().mean().item() + loss.item())
+    assert pt.steps == 3 and len(seen) == 2

@@ -48,7 +48,7 @@ __all__ = ["LoopGuard", "LoopTrace"]
 
 #: operations that run backward passes or register hooks: never replayed
 _NEVER = frozenset({"register_hook", "register_post_accumulate_grad_hook", "backward", "grad",
-                    "share_memory_"})
+                    "share_memory_", "__set__", "__delete__"})
 #: operations that set autograd metadata (replayed only on the replay's own tensors)
 _META = _NEVER | {"requires_grad_", "retain_grad"}
 #: in-place dunders (the other in-place ops end in "_")
@@ -63,6 +63,12 @@ _RANDOM_WORDS = ("rand", "dropout", "bernoulli", "normal", "uniform", "multinomi
                  "poisson", "exponential", "rrelu", "gumbel", "cauchy", "geometric")
 #: the most operations one recorded step may hold
 MAX_OPS = 200_000
+#: reads of metadata and autograd bookkeeping: left out of a step's signature (they vary
+#: with state that is not data, e.g. whether ``p.grad`` is set yet)
+_UNSIGNED = _META | {"__get__", "__set__", "__delete__", "dim", "size", "numel", "stride",
+                     "is_contiguous", "data_ptr", "element_size", "__len__", "nelement",
+                     "ndimension", "storage_offset", "is_floating_point", "is_complex",
+                     "__hash__", "__repr__", "__format__"}
 
 
 def _name(func) -> str:
@@ -97,16 +103,22 @@ class _Op:
 
 class LoopTrace(TorchFunctionMode):
     """Records every torch operation (function, arguments, result, the RNG state of random
-    ones, the value an in-place one overwrote) while it is entered."""
+    ones, the value an in-place one overwrote) while it is entered; with ``light=True`` only
+    the functions called (a step's signature, at a few microseconds per operation)."""
 
-    def __init__(self):
+    def __init__(self, *, light: bool = False):
         super().__init__()
+        self.light = light
         self.ops: list[_Op] = []
+        self.funcs: list = []
         self.overflow = False
         self.entered = False
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if self.light:
+            self.funcs.append(func)
+            return func(*args, **kwargs)
         if self.overflow or len(self.ops) >= MAX_OPS:
             self.overflow = True
             return func(*args, **kwargs)
@@ -120,7 +132,12 @@ class LoopTrace(TorchFunctionMode):
                 op.before = target.detach().clone()
         op.result = func(*args, **kwargs)
         self.ops.append(op)
+        self.funcs.append(func)
         return op.result
+
+    def signature(self) -> tuple:
+        """The functions called, without metadata reads and autograd bookkeeping."""
+        return tuple(f for f in self.funcs if _name(f) not in _UNSIGNED)
 
     def start(self) -> None:
         self.__enter__()
@@ -259,18 +276,17 @@ class LoopGuard:
                     self.private.append(t)
         self.per_node_rows = {int(r) for r in per_node_rows if int(r) > 1}
         self.trace: LoopTrace | None = None
-        self.verified = False
+        self.verified: set[tuple] = set()          # signatures of the checked steps
         self._buffers: dict[str, tuple[int, int]] = {}
 
     # ------------------------------------------------------------------ lifecycle
     def begin(self) -> None:
-        """At the draw of a batch: note the buffers; trace the loop until one step is
-        verified."""
+        """At the draw of a batch: note the buffers; record the loop in full until one step
+        is checked, then only the functions it calls."""
         self.stop()
         self._buffers = {n: (id(b), b._version) for n, b in self.model.named_buffers()}
-        if not self.verified:
-            self.trace = LoopTrace()
-            self.trace.start()
+        self.trace = LoopTrace(light=bool(self.verified))
+        self.trace.start()
 
     def stop(self) -> None:
         if self.trace is not None:
@@ -287,6 +303,14 @@ class LoopGuard:
         self._check_buffers()
         if trace is None:
             return
+        if trace.light:
+            if trace.signature() not in self.verified:
+                raise SubgraphMixingError(
+                    "the loop ran other torch operations between the draw and "
+                    "optimizer.step() than on the checked step: every step must run the same "
+                    "code there (evaluate or log after optimizer.step()), since the check "
+                    "that it keeps the subgraphs apart ran on that code")
+            return
         if trace.overflow:
             raise SubgraphMixingError(
                 f"the first step ran more than {MAX_OPS} torch operations between the draw "
@@ -300,7 +324,7 @@ class LoopGuard:
         self._check_leaves(losses, produced | batch)
         if layout.num_subgraphs >= 2:
             self._check_mixing(trace, layout, losses)
-            self.verified = True
+            self.verified.add(trace.signature())
 
     @property
     def unaccounted(self) -> list[str]:
