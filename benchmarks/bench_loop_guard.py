@@ -24,32 +24,15 @@ import statistics
 import time
 
 import torch
-from torch import nn
-from torch.nn import functional as F
-from torch_geometric.nn import SAGEConv
+from bench_user_model import Net, step
 
 import gnnprivacy as gp
-
-
-class Net(nn.Module):
-    def __init__(self, in_channels, hidden, classes):
-        super().__init__()
-        self.conv1, self.norm = SAGEConv(in_channels, hidden), nn.LayerNorm(hidden)
-        self.conv2, self.head = SAGEConv(hidden, hidden), nn.Linear(hidden, classes)
-
-    def forward(self, x, edge_index):
-        h = self.norm(F.relu(self.conv1(x, edge_index)))
-        h = h + F.relu(self.conv2(h, edge_index))
-        return self.head(h)
 
 
 def timed_step(model, opt, loader) -> tuple[float, float]:
     batch = next(loader)
     t, c = time.perf_counter(), time.process_time()
-    opt.zero_grad()
-    out = model(batch.x, batch.edge_index)
-    F.cross_entropy(out[batch.center], batch.y[batch.center]).backward()
-    opt.step()
+    step(model, opt, batch)
     return time.perf_counter() - t, time.process_time() - c
 
 

@@ -27,6 +27,9 @@ engine enforces what the analysis assumes:
 * no ``edge_index`` passed to the model may join two subgraphs; on the first step the model
   is probed once for mixing (one subgraph's features perturbed, every other subgraph's
   output must stay put);
+* the loop around the model is checked too (`.guards.LoopGuard`): the first step's torch
+  operations are replayed with one subgraph changed, later steps must run the same ones, and
+  no buffer may change during a step;
 * the loader stops at the planned number of steps; an empty batch is still a noisy step.
 """
 
