@@ -347,3 +347,49 @@ def test_logging_after_the_step_is_not_part_of_the_loop_check(data):
         if i % 2 == 0:                   # logging on some steps only, after the step
             seen.append((out.argmax(1) == batch.y).double().mean().item() + loss.item())
     assert pt.steps == 3 and len(seen) == 2
+
+
+class Dropped(Sage):
+    """Dropout on the input and between the layers: the replay redraws the same masks."""
+
+    def forward(self, x, edge_index):
+        h = torch.tanh(self.c1(F.dropout(x, 0.5, self.training), edge_index))
+        return self.head(F.dropout(torch.tanh(self.c2(h, edge_index)), 0.3, self.training))
+
+
+def _gat(f):
+    from torch_geometric.nn import GATConv
+
+    class Gat(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.head = GATConv(f, 8, heads=2, dropout=0.2), nn.Linear(16, C)
+
+        def forward(self, x, edge_index):
+            return self.head(torch.tanh(self.c1(x, edge_index)))
+
+    return Gat()
+
+
+def _honest_models():
+    from tests.training.private.test_make_private import MODELS
+
+    return {**MODELS, "dropout-0.5": Dropped, "gat": _gat}
+
+
+@pytest.mark.parametrize("sampler", ["heterpoisson", "degree_bounded", "nodes"])
+@pytest.mark.parametrize("name", sorted(_honest_models()))
+def test_honest_loops_of_every_supported_module_pass_the_check(name, sampler, data):
+    """No false refusal: every module of the per-subgraph correctness tests, dropout and
+    attention included, on each sampler."""
+    torch.manual_seed(0)
+    model = _honest_models()[name](data.num_features).double()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    pt = gp.make_private(model, opt, data, sampler=sampler, noise_multiplier=1.0, steps=2,
+                         batch_size=24, seed=0)
+    for batch in pt.loader:
+        opt.zero_grad()
+        out = model(batch.x, batch.edge_index)
+        F.cross_entropy(out[batch.center], batch.y[batch.center]).backward()
+        opt.step()
+    assert pt.steps == 2 and len(pt.guard.verified) == 1
