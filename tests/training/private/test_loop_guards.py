@@ -393,3 +393,28 @@ def test_honest_loops_of_every_supported_module_pass_the_check(name, sampler, da
         F.cross_entropy(out[batch.center], batch.y[batch.center]).backward()
         opt.step()
     assert pt.steps == 2 and len(pt.guard.verified) == 1
+
+
+def test_a_parameter_changed_in_the_loop_is_refused(data):
+    """Writing data into a parameter between the draw and the step bypasses the noise."""
+    torch.manual_seed(0)
+    model = Sage(data.num_features).double()
+
+    def body(model, batch, ctx):
+        honest(model, batch, ctx)
+        with torch.no_grad():
+            model.head.bias.copy_(batch.x[:, :C].mean(0))
+
+    with pytest.raises(SubgraphMixingError, match="parameter 'head.bias'.*changed"):
+        _run(model, data, body, {})
+
+
+def test_parameters_outside_the_optimizer_are_listed(data):
+    torch.manual_seed(0)
+    model = Sage(data.num_features).double()
+    opt = torch.optim.SGD(model.head.parameters(), lr=0.1)
+    pt = gp.make_private(model, opt, data, sampler="heterpoisson", noise_multiplier=1.0,
+                         steps=2, seed=0)
+    notes = pt.privacy["unaccounted"]
+    assert any("parameters outside the optimizer (c1." in n for n in notes)
+    assert not any("buffers" in n for n in notes)

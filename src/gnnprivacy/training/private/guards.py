@@ -10,8 +10,9 @@ that mixes subgraphs, a teacher run on the whole graph, a buffer that records th
 parameter outside the model trained by another optimizer, train-mode batch statistics, a
 forward that returns a tuple. `LoopGuard` checks the loop instead:
 
-* on every step (cheap): no buffer of the model was changed between the draw and the step
-  (``state_dict`` would release it without noise);
+* on every step (cheap): no buffer or parameter of the model was changed between the draw
+  and the step (``state_dict`` would release it without noise), and the loop called the same
+  torch functions as on the checked step;
 * on the first step (the loop body is Python: the same code runs every step), a
   `torch.overrides.TorchFunctionMode` records every torch operation from the draw to the
   step. It then refuses
@@ -263,10 +264,12 @@ class LoopGuard:
         model: the user's model.
         graphs: the private graphs (what the user passed and the sampler's training graph).
         per_node_rows: row counts that mark a tensor as per node of the graph.
+        optimizer: the DP step's optimizer (its parameters are the ones it updates).
     """
 
-    def __init__(self, model: nn.Module, graphs: list, per_node_rows: set[int]):
-        self.model = model
+    def __init__(self, model: nn.Module, graphs: list, per_node_rows: set[int],
+                 optimizer: torch.optim.Optimizer | None = None):
+        self.model, self.optimizer = model, optimizer
         self.params = {id(p): n for n, p in model.named_parameters()}
         self.private = []
         for g in graphs:
@@ -277,14 +280,14 @@ class LoopGuard:
         self.per_node_rows = {int(r) for r in per_node_rows if int(r) > 1}
         self.trace: LoopTrace | None = None
         self.verified: set[tuple] = set()          # signatures of the checked steps
-        self._buffers: dict[str, tuple[int, int]] = {}
+        self._state: dict[tuple[str, str], tuple[int, int]] = {}
 
     # ------------------------------------------------------------------ lifecycle
     def begin(self) -> None:
         """At the draw of a batch: note the buffers; record the loop in full until one step
         is checked, then only the functions it calls."""
         self.stop()
-        self._buffers = {n: (id(b), b._version) for n, b in self.model.named_buffers()}
+        self._state = self._versions()
         self.trace = LoopTrace(light=bool(self.verified))
         self.trace.start()
 
@@ -300,7 +303,7 @@ class LoopGuard:
         """
         self.stop()
         trace, self.trace = self.trace, None
-        self._check_buffers()
+        self._check_state()
         if trace is None:
             return
         if trace.light:
@@ -336,22 +339,44 @@ class LoopGuard:
             notes.append(f"the model's buffers ({', '.join(buffers[:5])}"
                          f"{', ...' if len(buffers) > 5 else ''}) are released by state_dict "
                          "as set before training (changing them in a step is refused)")
+        stepped = ({id(p) for g in self.optimizer.param_groups for p in g["params"]}
+                   if self.optimizer is not None else set())
+        idle = [n for n, p in self.model.named_parameters()
+                if p.requires_grad and id(p) not in stepped]
+        if self.optimizer is not None and idle:
+            notes.append(f"parameters outside the optimizer ({', '.join(idle[:5])}"
+                         f"{', ...' if len(idle) > 5 else ''}) get the noised gradient but no "
+                         "update from the DP step; whatever sets them outside it is not covered")
+        notes.append("what the loop does with a batch after optimizer.step() (until the next "
+                     "batch is drawn) is not checked")
         return notes
 
     # ------------------------------------------------------------------ checks
-    def _check_buffers(self) -> None:
-        now = {n: (id(b), b._version) for n, b in self.model.named_buffers()}
-        for name, before in self._buffers.items():
-            if now.get(name) != before:
+    def _versions(self) -> dict[tuple[str, str], tuple[int, int]]:
+        out = {("buffer", n): (id(b), b._version) for n, b in self.model.named_buffers()}
+        out.update({("parameter", n): (id(p), p._version)
+                    for n, p in self.model.named_parameters()})
+        return out
+
+    def _check_state(self) -> None:
+        """No buffer or parameter was changed, replaced or added since the draw."""
+        now = self._versions()
+        for (kind, name), before in self._state.items():
+            if now.get((kind, name)) != before:
+                if kind == "parameter":
+                    raise SubgraphMixingError(
+                        f"parameter {name!r} of the model was changed between the draw and "
+                        "optimizer.step(): only the DP step may update parameters (a change "
+                        "made in the loop is released without noise)")
                 raise SubgraphMixingError(
                     f"buffer {name!r} of the model changed during the step: state_dict would "
                     "release it without noise; keep buffers fixed while training (or make "
                     "the statistic a parameter, or drop it)")
-        new = sorted(set(now) - set(self._buffers))
+        new = sorted(set(now) - set(self._state))
         if new:
             raise SubgraphMixingError(
-                f"buffer {new[0]!r} was added to the model during the step: state_dict would "
-                "release it without noise")
+                f"{new[0][0]} {new[0][1]!r} was added to the model during the step: "
+                "state_dict would release it without noise")
 
     def _is_private(self, t: Tensor) -> bool:
         return any(_same_storage(t, p) for p in self.private)

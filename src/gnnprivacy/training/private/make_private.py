@@ -193,7 +193,7 @@ class PrivateTraining:
         self._probed = False
         self.guard = LoopGuard(model, [data, self.sampler.graph],
                                {self.sampler.num_nodes, self.sampler.num_train,
-                                int(getattr(data, "num_nodes", 0) or 0)})
+                                int(getattr(data, "num_nodes", 0) or 0)}, optimizer)
         self.capture.attach()
         optimizer.step = self._optimizer_step          # the DP step from now on
 
