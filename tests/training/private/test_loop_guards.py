@@ -418,3 +418,23 @@ def test_parameters_outside_the_optimizer_are_listed(data):
     notes = pt.privacy["unaccounted"]
     assert any("parameters outside the optimizer (c1." in n for n in notes)
     assert not any("buffers" in n for n in notes)
+
+
+def test_a_parameter_outside_the_model_trained_from_a_later_step_is_refused(data):
+    """The temperature joins the loss's graph only from the second step on (after the
+    replayed one): the cheap per-step check still sees the gradient it receives."""
+    torch.manual_seed(0)
+    model = Sage(data.num_features).double()
+    ctx = _context(data, model)
+    ctx["temp"].requires_grad_(False)
+    calls = []
+
+    def body(model, batch, ctx):
+        if calls:
+            ctx["temp"].requires_grad_(True)
+        calls.append(1)
+        temperature(model, batch, ctx)
+
+    with pytest.raises(SubgraphMixingError, match="outside the model"):
+        _run(model, data, body, ctx, steps=3)
+    assert len(calls) == 2

@@ -52,6 +52,7 @@ _NEVER = frozenset({"register_hook", "register_post_accumulate_grad_hook", "back
                     "share_memory_", "__set__", "__delete__"})
 #: operations that set autograd metadata (replayed only on the replay's own tensors)
 _META = _NEVER | {"requires_grad_", "retain_grad"}
+_BACKWARDS = (Tensor.backward, torch.autograd.backward, torch.autograd.grad)
 #: in-place dunders (the other in-place ops end in "_")
 _INPLACE_DUNDERS = frozenset({"__setitem__", "__iadd__", "__isub__", "__imul__",
                               "__itruediv__", "__ifloordiv__", "__imod__", "__ipow__",
@@ -119,6 +120,8 @@ class LoopTrace(TorchFunctionMode):
         kwargs = kwargs or {}
         if self.light:
             self.funcs.append(func)
+            if func in _BACKWARDS:
+                self.ops.append(_Op(func, _name(func), args, kwargs, True))
             return func(*args, **kwargs)
         if self.overflow or len(self.ops) >= MAX_OPS:
             self.overflow = True
@@ -313,6 +316,8 @@ class LoopGuard:
                     "optimizer.step() than on the checked step: every step must run the same "
                     "code there (evaluate or log after optimizer.step()), since the check "
                     "that it keeps the subgraphs apart ran on that code")
+            # which tensors were created in this step is not recorded: nn.Parameter leaves
+            self._check_leaves(self._losses(trace.ops), None)
             return
         if trace.overflow:
             raise SubgraphMixingError(
@@ -419,8 +424,9 @@ class LoopGuard:
             out.extend(zip(outputs, grads + [None] * (len(outputs) - len(grads))))
         return out
 
-    def _check_leaves(self, losses, own: set[int]) -> None:
-        """No tensor that outlives the step receives a gradient from the loss."""
+    def _check_leaves(self, losses, own: set[int] | None) -> None:
+        """No tensor that outlives the step receives a gradient from the loss (``own``: the
+        tensors created in the step; ``None``: only ``nn.Parameter`` leaves are checked)."""
         seen, stack = set(), [t.grad_fn for t, _ in losses if t.grad_fn is not None]
         while stack:
             node = stack.pop()
@@ -428,7 +434,8 @@ class LoopGuard:
                 continue
             seen.add(node)
             var = getattr(node, "variable", None)
-            if isinstance(var, Tensor) and id(var) not in own:
+            if isinstance(var, Tensor) and (id(var) not in own if own is not None
+                                            else isinstance(var, nn.Parameter)):
                 name = self.params.get(id(var))
                 if name is not None:
                     raise SubgraphMixingError(
