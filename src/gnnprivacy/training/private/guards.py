@@ -103,6 +103,9 @@ class _Op:
         self.grad_mode, self.result, self.rng, self.before = grad_mode, None, None, None
 
 
+_SIGNED: dict = {}          # function -> whether it enters a signature (memo)
+
+
 class LoopTrace(TorchFunctionMode):
     """Records every torch operation (function, arguments, result, the RNG state of random
     ones, the value an in-place one overwrote) while it is entered; with ``light=True`` only
@@ -141,7 +144,15 @@ class LoopTrace(TorchFunctionMode):
 
     def signature(self) -> tuple:
         """The functions called, without metadata reads and autograd bookkeeping."""
-        return tuple(f for f in self.funcs if _name(f) not in _UNSIGNED)
+        signed = _SIGNED
+        out = []
+        for f in self.funcs:
+            keep = signed.get(f)
+            if keep is None:
+                keep = signed[f] = _name(f) not in _UNSIGNED
+            if keep:
+                out.append(f)
+        return tuple(out)
 
     def start(self) -> None:
         self.__enter__()
