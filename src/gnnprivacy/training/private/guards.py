@@ -11,11 +11,11 @@ parameter outside the model trained by another optimizer, train-mode batch stati
 forward that returns a tuple. `LoopGuard` checks the loop instead:
 
 * on every step (cheap): no buffer or parameter of the model was changed between the draw
-  and the step (``state_dict`` would release it without noise), and the loop called the same
-  torch functions as on the checked step;
-* on the first step (the loop body is Python: the same code runs every step), a
-  `torch.overrides.TorchFunctionMode` records every torch operation from the draw to the
-  step. It then refuses
+  and the step (``state_dict`` would release it without noise), no ``nn.Parameter`` outside
+  the model's forward receives a gradient from the loss, and the loop called the same torch
+  functions as on the checked step (so the check below covers the code every step runs);
+* on the first step with two subgraphs or more, a `torch.overrides.TorchFunctionMode`
+  records every torch operation from the draw to the step. It then refuses
 
   - a read of the private graph itself (``data.x``, ``data.y``, its edges) or of any tensor
     from outside the loop with one row per node or per training node of the graph (a teacher's
