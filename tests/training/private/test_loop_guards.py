@@ -453,3 +453,20 @@ def test_a_parameter_outside_the_model_trained_from_a_later_step_is_refused(data
     with pytest.raises(SubgraphMixingError, match="outside the model"):
         _run(model, data, body, ctx, steps=3)
     assert len(calls) == 2
+
+
+def test_leaving_the_loop_after_a_draw_stops_the_recording(data):
+    torch.manual_seed(0)
+    model = Sage(data.num_features).double()
+    pt, opt = _make(model, data)
+    for batch in pt.loader:
+        assert torch._C._len_torch_function_stack() == 1       # recording this step
+        break
+    assert torch._C._len_torch_function_stack() == 0
+    pt.close()
+    pt, opt = _make(Sage(data.num_features).double(), data)
+    with pytest.raises(RuntimeError, match="in the loop body"):
+        for batch in pt.loader:
+            raise RuntimeError("a bug in the loop body")
+    pt.close()
+    assert torch._C._len_torch_function_stack() == 0

@@ -64,7 +64,7 @@ _TO_PYTHON = frozenset({"item", "tolist", "__bool__", "__int__", "__float__", "_
 _RANDOM_WORDS = ("rand", "dropout", "bernoulli", "normal", "uniform", "multinomial",
                  "poisson", "exponential", "rrelu", "gumbel", "cauchy", "geometric")
 #: the most operations one recorded step may hold
-MAX_OPS = 200_000
+MAX_OPS = 50_000
 #: reads of metadata and autograd bookkeeping: left out of a step's signature (they vary
 #: with state that is not data, e.g. whether ``p.grad`` is set yet)
 _UNSIGNED = _META | {"__get__", "__set__", "__delete__", "dim", "size", "numel", "stride",
@@ -121,13 +121,13 @@ class LoopTrace(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if self.overflow or len(self.funcs) >= MAX_OPS:    # left running: stop growing
+            self.overflow = True
+            return func(*args, **kwargs)
         if self.light:
             self.funcs.append(func)
             if func in _BACKWARDS:
                 self.ops.append(_Op(func, _name(func), args, kwargs, True))
-            return func(*args, **kwargs)
-        if self.overflow or len(self.ops) >= MAX_OPS:
-            self.overflow = True
             return func(*args, **kwargs)
         name = _name(func)
         op = _Op(func, name, args, kwargs, torch.is_grad_enabled())
@@ -321,7 +321,7 @@ class LoopGuard:
         if trace is None:
             return
         if trace.light:
-            if trace.signature() not in self.verified:
+            if trace.overflow or trace.signature() not in self.verified:
                 raise SubgraphMixingError(
                     "the loop ran other torch operations between the draw and "
                     "optimizer.step() than on the checked step: every step must run the same "

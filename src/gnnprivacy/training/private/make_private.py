@@ -29,7 +29,7 @@ engine enforces what the analysis assumes:
   output must stay put);
 * the loop around the model is checked too (`.guards.LoopGuard`): the first step's torch
   operations are replayed with one subgraph changed, later steps must run the same ones, and
-  no buffer may change during a step;
+  no buffer or parameter may change between the draw and the step;
 * the loader stops at the planned number of steps; an empty batch is still a noisy step.
 """
 
@@ -91,12 +91,15 @@ class PrivateLoader:
 
     def __iter__(self) -> Iterator[Any]:
         pt = self._owner
-        for _ in range(len(self)):
-            batch = pt._draw()
-            if batch is None:        # an empty batch: released as a noise-only step
-                continue
-            yield batch
-            pt._check_stepped()
+        try:
+            for _ in range(len(self)):
+                batch = pt._draw()
+                if batch is None:        # an empty batch: released as a noise-only step
+                    continue
+                yield batch
+                pt._check_stepped()
+        finally:                         # a loop left after a draw: stop recording it
+            pt.guard.stop()
 
     def __repr__(self) -> str:
         pt = self._owner
