@@ -27,6 +27,9 @@ engine enforces what the analysis assumes:
 * no ``edge_index`` passed to the model may join two subgraphs; on the first step the model
   is probed once for mixing (one subgraph's features perturbed, every other subgraph's
   output must stay put);
+* the loop around the model is checked too (`.guards.LoopGuard`): the first step's torch
+  operations are replayed with one subgraph changed, later steps must run the same ones, and
+  no buffer or parameter may change between the draw and the step;
 * the loader stops at the planned number of steps; an empty batch is still a noisy step.
 """
 
@@ -47,6 +50,7 @@ from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.training.dp import clipping
 from gnnprivacy.training.dp.engine import DPEngine
 from gnnprivacy.training.dp.flat_capture import BatchLayout, FlatCapture, SubgraphMixingError
+from gnnprivacy.training.private.guards import LoopGuard
 from gnnprivacy.training.private.samplers import SubgraphSampler, make_sampler
 
 __all__ = ["PrivateLoader", "PrivateTraining", "make_private"]
@@ -87,12 +91,15 @@ class PrivateLoader:
 
     def __iter__(self) -> Iterator[Any]:
         pt = self._owner
-        for _ in range(len(self)):
-            batch = pt._draw()
-            if batch is None:        # an empty batch: released as a noise-only step
-                continue
-            yield batch
-            pt._check_stepped()
+        try:
+            for _ in range(len(self)):
+                batch = pt._draw()
+                if batch is None:        # an empty batch: released as a noise-only step
+                    continue
+                yield batch
+                pt._check_stepped()
+        finally:                         # a loop left after a draw: stop recording it
+            pt.guard.stop()
 
     def __repr__(self) -> str:
         pt = self._owner
@@ -187,6 +194,9 @@ class PrivateTraining:
         self.loader = PrivateLoader(self)
         self._pending: BatchLayout | None = None
         self._probed = False
+        self.guard = LoopGuard(model, [data, self.sampler.graph],
+                               {self.sampler.num_nodes, self.sampler.num_train,
+                                int(getattr(data, "num_nodes", 0) or 0)}, optimizer)
         self.capture.attach()
         optimizer.step = self._optimizer_step          # the DP step from now on
 
@@ -216,7 +226,8 @@ class PrivateTraining:
         """Unit, relation, scope, what is unaccounted, and the mechanism's parameters."""
         return {"unit": PrivacyUnit.NODE.value, "relation": self.plan.relation.value,
                 "scope": self.plan.scope,
-                "unaccounted": list(self.plan.unaccounted) + self._seed_note(),
+                "unaccounted": (list(self.plan.unaccounted) + self.guard.unaccounted
+                                + self._seed_note()),
                 "accountant": self.plan.accountant, "sampler": self.sampler.name,
                 "noise_multiplier": self.noise_multiplier, "noise_std": self.noise_std,
                 "clip_norm": self.max_grad_norm, "steps": self.steps,
@@ -240,6 +251,7 @@ class PrivateTraining:
         """The next batch, on the model's device; ``None`` for an empty one, which is
         released here as a noise-only step."""
         if self._pending is not None:
+            self.guard.stop()
             raise SubgraphMixingError(
                 "a batch from pt.loader was drawn but optimizer.step() was not called for "
                 "it: every batch must be followed by exactly one step (skipping a batch "
@@ -255,10 +267,12 @@ class PrivateTraining:
         self._pending = BatchLayout(batch.x, batch.edge_index, batch.batch,
                                     int(batch.num_subgraphs), batch)
         self.capture.reset()
+        self.guard.begin()
         return batch
 
     def _check_stepped(self) -> None:
         if self._pending is not None:
+            self.guard.stop()
             self._pending = None
             raise SubgraphMixingError(
                 "the loop drew the next batch without calling optimizer.step() on the "
@@ -294,11 +308,13 @@ class PrivateTraining:
                 "`for batch in pt.loader:` and step once per batch (a batch from another "
                 "DataLoader would be accounted as a sampling that did not happen)")
         self._pending = None
+        self.guard.stop()
         try:
             self.capture.check_inputs(layout)
             if not self._probed:
                 self.capture.probe_independence(layout)
                 self._probed = True
+            self.guard.check(layout)
             scale = float(layout.num_subgraphs) if self.loss_reduction == "mean" else 1.0
             sums = self._clipped_sums(layout, scale)
         finally:
@@ -354,6 +370,7 @@ class PrivateTraining:
 
     def close(self) -> None:
         """Remove the hooks and give ``optimizer`` its own ``step`` back."""
+        self.guard.stop()
         self.capture.detach()
         if self.optimizer.__dict__.get("step") == self._optimizer_step:
             del self.optimizer.step

@@ -1,0 +1,79 @@
+"""What make_private's loop check costs: the first step's replay and the later steps' signature.
+
+The model of docs/own-model.md (two SAGEConv layers, LayerNorm, a residual, a Linear head).
+Two identical runs (same model, seed and batches) step in turn, so a busy machine slows both
+alike: one with the loop check (`gnnprivacy.training.private.guards.LoopGuard`: the first step
+recorded in full and replayed twice, every later step's torch functions recorded and compared
+with the checked step's), one with the recording switched off (the engine as it was before the
+check). Only the step is timed (forward to update), not the sampling.
+
+Usage::
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_loop_guard.py [--dataset cora]
+        [--steps 60] [--data-root ../shared/datasets] [--sampler heterpoisson]
+
+Prints the first step of each run, the median of the later steps (wall and the process's own
+CPU time) and the ratio of the later steps (target: at most a few percent).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import time
+
+import torch
+from bench_user_model import Net, step
+
+import gnnprivacy as gp
+
+
+def timed_step(model, opt, loader) -> tuple[float, float]:
+    batch = next(loader)
+    t, c = time.perf_counter(), time.process_time()
+    step(model, opt, batch)
+    return time.perf_counter() - t, time.process_time() - c
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dataset", default="cora")
+    ap.add_argument("--data-root", default="../shared/datasets")
+    ap.add_argument("--sampler", default="heterpoisson")
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--hidden", type=int, default=64)
+    args = ap.parse_args()
+    data = gp.load_dataset(args.dataset, root=args.data_root)
+    torch.manual_seed(0)
+    model = Net(data.num_features, args.hidden, int(data.y.max()) + 1)
+    runs = {}
+    for name in ("checked", "unchecked"):
+        m = copy.deepcopy(model)
+        opt = torch.optim.Adam(m.parameters(), lr=0.01)
+        pt = gp.make_private(m, opt, data, sampler=args.sampler, noise_multiplier=1.0,
+                             steps=args.steps, seed=0)
+        if name == "unchecked":
+            pt.guard.begin = lambda: None          # nothing recorded, nothing replayed
+            pt.guard.check = lambda layout: None
+        runs[name] = (m, opt, iter(pt.loader), pt, [])
+    for _ in range(args.steps):
+        for m, opt, loader, _, times in runs.values():
+            times.append(timed_step(m, opt, loader))
+    checked = runs["checked"][3]
+    sig = len(next(iter(checked.guard.verified)))
+    print(f"{args.dataset}, sampler {args.sampler}: {args.steps} steps each, torch threads "
+          f"{torch.get_num_threads()}, {sig} torch functions per step in the signature")
+    print(f"{'':<11}{'first step ms':>14}{'later wall ms':>15}{'later CPU ms':>14}")
+    med = {}
+    for name, (*_, times) in runs.items():
+        wall = statistics.median(t for t, _ in times[1:])
+        cpu = statistics.median(c for _, c in times[1:])
+        med[name] = (wall, cpu)
+        print(f"{name:<11}{times[0][0] * 1e3:14.1f}{wall * 1e3:15.2f}{cpu * 1e3:14.2f}")
+    (w1, c1), (w0, c0) = med["checked"], med["unchecked"]
+    print(f"later steps, checked / unchecked: {w1 / w0:.3f}x wall, {c1 / c0:.3f}x CPU")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,597 @@
+"""Checks of the user's whole loop body, not only the model: what `make_private` verifies
+about the code between drawing a batch and ``optimizer.step()``.
+
+The engine clips each subgraph's gradient, which it assembles from the rows of every trained
+layer's inputs and output gradients that belong to that subgraph. That bounds one node's
+influence only when those rows depend on nothing but the subgraph's own data. The model probe
+(`FlatCapture.probe_independence`) checks the model alone; a loop can still break the bound
+around it: mixing the batch before the model (``model(b.x - b.x.mean(0), ...)``), a loss
+that mixes subgraphs, a teacher run on the whole graph, a buffer that records the data, a
+parameter outside the model trained by another optimizer, train-mode batch statistics, a
+forward that returns a tuple. `LoopGuard` checks the loop instead:
+
+* on every step (cheap): no buffer or parameter of the model was changed between the draw
+  and the step (``state_dict`` would release it without noise), no ``nn.Parameter`` outside
+  the model's forward receives a gradient from the loss, and the loop called the same torch
+  functions as on the checked step (so the check below covers the code every step runs);
+* on the first step with two subgraphs or more, a `torch.overrides.TorchFunctionMode`
+  records every torch operation from the draw to the step. It then refuses
+
+  - a read of the private graph itself (``data.x``, ``data.y``, its edges) or of any tensor
+    from outside the loop with one row per node or per training node of the graph (a teacher's
+    predictions, precomputed features): they carry nodes in no subgraph of the batch;
+  - a tensor outside the model's parameters that receives a gradient from the loss (a loss
+    temperature trained by a second optimizer), or a model parameter used outside the
+    model's forward;
+  - any mixing: the recorded operations are replayed twice, as recorded and with one
+    subgraph's features and labels changed (dropout masks and other random draws replayed
+    as drawn, the grad mode of each operation kept). Every tensor of the step with one row
+    per node, subgraph or edge, and its gradient from the loss, must keep the rows of every
+    other subgraph; a number taken out of a tensor (``.item()``, ``bool``) that changes with
+    the other subgraph and is used again is refused as well.
+
+What the recording cannot see (a tensor computed before the loop that is not per node, e.g.
+class weights) is taken as public; `LoopGuard.unaccounted` says so in ``privacy``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.overrides import TorchFunctionMode
+
+from gnnprivacy.training.dp.flat_capture import BatchLayout, SubgraphMixingError, _same_storage
+from gnnprivacy.training.dp.flat_capture import _tensors_of as _flat
+
+__all__ = ["LoopGuard", "LoopTrace"]
+
+#: operations that run backward passes or register hooks: never replayed
+_NEVER = frozenset({"register_hook", "register_post_accumulate_grad_hook", "backward", "grad",
+                    "share_memory_", "__set__", "__delete__"})
+#: operations that set autograd metadata (replayed only on the replay's own tensors)
+_META = _NEVER | {"requires_grad_", "retain_grad"}
+_BACKWARDS = (Tensor.backward, torch.autograd.backward, torch.autograd.grad)
+#: in-place dunders (the other in-place ops end in "_")
+_INPLACE_DUNDERS = frozenset({"__setitem__", "__iadd__", "__isub__", "__imul__",
+                              "__itruediv__", "__ifloordiv__", "__imod__", "__ipow__",
+                              "__iand__", "__ior__", "__ixor__", "__ilshift__",
+                              "__irshift__", "__imatmul__"})
+#: conversions to Python values
+_TO_PYTHON = frozenset({"item", "tolist", "__bool__", "__int__", "__float__", "__index__",
+                        "numpy", "__complex__"})
+_RANDOM_WORDS = ("rand", "dropout", "bernoulli", "normal", "uniform", "multinomial",
+                 "poisson", "exponential", "rrelu", "gumbel", "cauchy", "geometric")
+#: the most operations one recorded step may hold
+MAX_OPS = 50_000
+#: reads of metadata and autograd bookkeeping: left out of a step's signature (they vary
+#: with state that is not data, e.g. whether ``p.grad`` is set yet)
+_UNSIGNED = _META | {"__get__", "__set__", "__delete__", "dim", "size", "numel", "stride",
+                     "is_contiguous", "data_ptr", "element_size", "__len__", "nelement",
+                     "ndimension", "storage_offset", "is_floating_point", "is_complex",
+                     "__hash__", "__repr__", "__format__"}
+
+
+def _name(func) -> str:
+    return getattr(func, "__name__", "") or str(func)
+
+
+def _is_inplace(name: str, kwargs: dict) -> bool:
+    if name in _META:
+        return False
+    if name in _INPLACE_DUNDERS or kwargs.get("out") is not None:
+        return True
+    return name.endswith("_") and not name.startswith("__")
+
+
+def _map(value, fn):
+    if isinstance(value, Tensor):
+        return fn(value)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_map(v, fn) for v in value)
+    if isinstance(value, dict):
+        return {k: _map(v, fn) for k, v in value.items()}
+    return value
+
+
+class _Op:
+    __slots__ = ("func", "name", "args", "kwargs", "result", "rng", "grad_mode", "before")
+
+    def __init__(self, func, name, args, kwargs, grad_mode):
+        self.func, self.name, self.args, self.kwargs = func, name, args, kwargs
+        self.grad_mode, self.result, self.rng, self.before = grad_mode, None, None, None
+
+
+_SIGNED: dict = {}          # function -> whether it enters a signature (memo)
+
+
+class LoopTrace(TorchFunctionMode):
+    """Records every torch operation (function, arguments, result, the RNG state of random
+    ones, the value an in-place one overwrote) while it is entered; with ``light=True`` only
+    the functions called (a step's signature, at a few microseconds per operation)."""
+
+    def __init__(self, *, light: bool = False):
+        super().__init__()
+        self.light = light
+        self.ops: list[_Op] = []
+        self.funcs: list = []
+        self.overflow = False
+        self.entered = False
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if self.overflow or len(self.funcs) >= MAX_OPS:    # left running: stop growing
+            self.overflow = True
+            return func(*args, **kwargs)
+        if self.light:
+            self.funcs.append(func)
+            if func in _BACKWARDS:
+                self.ops.append(_Op(func, _name(func), args, kwargs, True))
+            return func(*args, **kwargs)
+        name = _name(func)
+        op = _Op(func, name, args, kwargs, torch.is_grad_enabled())
+        if any(w in name for w in _RANDOM_WORDS):
+            op.rng = _rng_state()
+        if _is_inplace(name, kwargs):
+            target = kwargs.get("out", args[0] if args else None)
+            if isinstance(target, Tensor):
+                op.before = target.detach().clone()
+        op.result = func(*args, **kwargs)
+        self.ops.append(op)
+        self.funcs.append(func)
+        return op.result
+
+    def signature(self) -> tuple:
+        """The functions called, without metadata reads and autograd bookkeeping."""
+        signed = _SIGNED
+        out = []
+        for f in self.funcs:
+            keep = signed.get(f)
+            if keep is None:
+                keep = signed[f] = _name(f) not in _UNSIGNED
+            if keep:
+                out.append(f)
+        return tuple(out)
+
+    def start(self) -> None:
+        self.__enter__()
+        self.entered = True
+
+    def stop(self) -> None:
+        """Leave the mode (only ours: modes entered on top of it are put back)."""
+        if not self.entered:
+            return
+        self.entered = False
+        above = []
+        while torch._C._len_torch_function_stack() > 0:
+            top = torch._C._pop_torch_function_stack()
+            if top is self:
+                break
+            above.append(top)
+        for mode in reversed(above):
+            torch._C._push_on_torch_function_stack(mode)
+
+
+def _rng_state() -> dict:
+    state = {"cpu": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def _set_rng(state: dict) -> None:
+    torch.set_rng_state(state["cpu"])
+    if "cuda" in state:
+        torch.cuda.set_rng_state(state["cuda"])
+
+
+class _Replay:
+    """One replay of a recorded step with some tensors substituted."""
+
+    def __init__(self, trace: LoopTrace, subs: dict[int, Tensor]):
+        self.env: dict[int, Tensor] = dict(subs)
+        self.python: dict[int, Any] = {}          # op index -> replayed Python value
+        devices = [torch.cuda.current_device()] if (torch.cuda.is_available()
+                                                    and torch.cuda.is_initialized()) else []
+        with torch.random.fork_rng(devices=devices):
+            for i, op in enumerate(trace.ops):
+                self._run(i, op)
+
+    def get(self, t: Tensor) -> Tensor:
+        return self.env.get(id(t), t)
+
+    def _run(self, i: int, op: _Op) -> None:
+        if op.name in _NEVER:
+            return
+        inputs = _flat(op.args) + _flat(op.kwargs)
+        if not any(id(t) in self.env for t in inputs):
+            return
+        inplace = _is_inplace(op.name, op.kwargs)
+        env = self.env
+        if inplace and op.before is not None:
+            target = op.kwargs.get("out", op.args[0] if op.args else None)
+            if isinstance(target, Tensor) and id(target) not in env:
+                env[id(target)] = op.before.clone()
+        args = _map(op.args, lambda t: env.get(id(t), t))
+        kwargs = _map(op.kwargs, lambda t: env.get(id(t), t))
+        if op.rng is not None:
+            _set_rng(op.rng)
+        with torch.set_grad_enabled(op.grad_mode):
+            result = op.func(*args, **kwargs)
+        if op.name in _TO_PYTHON:
+            self.python[i] = result
+            return
+        if op.name in _META:
+            return
+        olds, news = _flat(op.result), _flat(result)
+        for old, new in zip(olds, news):
+            env[id(old)] = new
+
+
+def _segments(rows: int, layout: BatchLayout) -> list[Tensor]:
+    """Every reading of ``rows`` leading rows as rows of subgraphs (node, subgraph, edge)."""
+    out = []
+    if rows == layout.num_rows:
+        out.append(layout.batch)
+    if rows == layout.num_subgraphs and rows != layout.num_rows:
+        out.append(torch.arange(rows, device=layout.batch.device))
+    if layout.num_edges:
+        dst = layout.batch[layout.edge_index[1]]
+        if rows == layout.num_edges:
+            out.append(dst)
+        if rows == layout.num_edges + layout.num_rows:
+            out.append(torch.cat([dst, layout.batch]))
+    return out
+
+
+def _moved(a: Tensor, b: Tensor, layout: BatchLayout, target: int) -> tuple[float, int] | None:
+    """The largest change of ``a`` -> ``b`` outside subgraph ``target`` and the subgraph
+    it is in, when it exceeds the float tolerance under every reading of the rows."""
+    if a.dim() == 0 or a.shape != b.shape:
+        return None
+    found = None
+    for seg in _segments(a.shape[0], layout):
+        other = seg != target
+        if not bool(other.any()):
+            return None
+        x, y = a[other], b[other]
+        if x.is_floating_point() or x.is_complex():
+            x, y = x.detach().double(), y.detach().double()
+            diff = (x - y).abs().nan_to_num(nan=0.0)
+            scale = 1.0 + float(x.abs().nan_to_num(nan=0.0, posinf=0.0).max()) if x.numel() \
+                else 1.0
+            tol = 1e-5 * scale
+        else:
+            diff, tol = (x != y).double(), 0.5
+        if not diff.numel() or float(diff.max()) <= tol:
+            return None
+        row = int(diff.flatten(1).amax(1).argmax()) if diff.dim() > 1 else int(diff.argmax())
+        found = (float(diff.max()), int(seg[other][row]))
+    return found
+
+
+class LoopGuard:
+    """The loop checks of `PrivateTraining` (see the module docstring).
+
+    Args:
+        model: the user's model.
+        graphs: the private graphs (what the user passed and the sampler's training graph).
+        per_node_rows: row counts that mark a tensor as per node of the graph.
+        optimizer: the DP step's optimizer (its parameters are the ones it updates).
+    """
+
+    def __init__(self, model: nn.Module, graphs: list, per_node_rows: set[int],
+                 optimizer: torch.optim.Optimizer | None = None):
+        self.model, self.optimizer = model, optimizer
+        self.params = {id(p): n for n, p in model.named_parameters()}
+        self.private = []
+        for g in graphs:
+            for key in ("x", "y", "edge_index", "edge_attr"):
+                t = getattr(g, key, None)
+                if isinstance(t, Tensor) and t.numel():
+                    self.private.append(t)
+        self.per_node_rows = {int(r) for r in per_node_rows if int(r) > 1}
+        self.trace: LoopTrace | None = None
+        self.verified: set[tuple] = set()          # signatures of the checked steps
+        self._state: dict[tuple[str, str], tuple[int, int]] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+    def begin(self) -> None:
+        """At the draw of a batch: note the buffers; record the loop in full until one step
+        is checked, then only the functions it calls."""
+        self.stop()
+        self._state = self._versions()
+        self.trace = LoopTrace(light=bool(self.verified))
+        self.trace.start()
+
+    def stop(self) -> None:
+        if self.trace is not None:
+            self.trace.stop()
+
+    def check(self, layout: BatchLayout) -> None:
+        """At ``optimizer.step()``: the buffer check, and the loop check on a traced step.
+
+        Raises:
+            SubgraphMixingError: naming what the loop did.
+        """
+        self.stop()
+        trace, self.trace = self.trace, None
+        self._check_state()
+        if trace is None:
+            return
+        if trace.light:
+            if trace.overflow or trace.signature() not in self.verified:
+                raise SubgraphMixingError(
+                    "the loop ran other torch operations between the draw and "
+                    "optimizer.step() than on the checked step: every step must run the same "
+                    "code there (evaluate or log after optimizer.step()), since the check "
+                    "that it keeps the subgraphs apart ran on that code")
+            # which tensors were created in this step is not recorded: nn.Parameter leaves
+            self._check_leaves(self._losses(trace.ops), None)
+            return
+        if trace.overflow:
+            raise SubgraphMixingError(
+                f"the first step ran more than {MAX_OPS} torch operations between the draw "
+                "and optimizer.step(): too many to check that the loop keeps the subgraphs "
+                "apart")
+        ops = trace.ops
+        produced = {id(t) for op in ops if op.name not in _META for t in _flat(op.result)}
+        batch = _batch_ids(layout)
+        self._check_private_reads(ops, produced | batch)
+        losses = self._losses(ops)
+        self._check_leaves(losses, produced | batch)
+        if layout.num_subgraphs >= 2:
+            self._check_mixing(trace, layout, losses)
+            self.verified.add(trace.signature())
+
+    @property
+    def unaccounted(self) -> list[str]:
+        """What the loop may read that the checks take as public."""
+        notes = ["tensors the loop reads from outside the batch that are not per node of the "
+                 "graph (class weights, constants) are taken as public"]
+        buffers = [n for n, _ in self.model.named_buffers()]
+        if buffers:
+            notes.append(f"the model's buffers ({', '.join(buffers[:5])}"
+                         f"{', ...' if len(buffers) > 5 else ''}) are released by state_dict "
+                         "as set before training (changing them in a step is refused)")
+        stepped = ({id(p) for g in self.optimizer.param_groups for p in g["params"]}
+                   if self.optimizer is not None else set())
+        idle = [n for n, p in self.model.named_parameters()
+                if p.requires_grad and id(p) not in stepped]
+        if self.optimizer is not None and idle:
+            notes.append(f"parameters outside the optimizer ({', '.join(idle[:5])}"
+                         f"{', ...' if len(idle) > 5 else ''}) get the noised gradient but no "
+                         "update from the DP step; whatever sets them outside it is not covered")
+        notes.append("what the loop does with a batch after optimizer.step() (until the next "
+                     "batch is drawn) is not checked")
+        return notes
+
+    # ------------------------------------------------------------------ checks
+    def _versions(self) -> dict[tuple[str, str], tuple[int, int]]:
+        out = {("buffer", n): (id(b), b._version) for n, b in self.model.named_buffers()}
+        out.update({("parameter", n): (id(p), p._version)
+                    for n, p in self.model.named_parameters()})
+        return out
+
+    def _check_state(self) -> None:
+        """No buffer or parameter was changed, replaced or added since the draw."""
+        now = self._versions()
+        for (kind, name), before in self._state.items():
+            if now.get((kind, name)) != before:
+                if kind == "parameter":
+                    raise SubgraphMixingError(
+                        f"parameter {name!r} of the model was changed between the draw and "
+                        "optimizer.step(): only the DP step may update parameters (a change "
+                        "made in the loop is released without noise)")
+                raise SubgraphMixingError(
+                    f"buffer {name!r} of the model changed during the step: state_dict would "
+                    "release it without noise; keep buffers fixed while training (or make "
+                    "the statistic a parameter, or drop it)")
+        new = sorted(set(now) - set(self._state))
+        if new:
+            raise SubgraphMixingError(
+                f"{new[0][0]} {new[0][1]!r} was added to the model during the step: "
+                "state_dict would release it without noise")
+
+    def _is_private(self, t: Tensor) -> bool:
+        return any(_same_storage(t, p) for p in self.private)
+
+    def _check_private_reads(self, ops: list[_Op], own: set[int]) -> None:
+        """No operation reads the private graph or a per-node tensor from outside."""
+        for op in ops:
+            if op.name in _META:
+                continue
+            for t in _flat(op.args) + _flat(op.kwargs):
+                i = id(t)
+                if i in own or i in self.params:
+                    continue
+                if self._is_private(t):
+                    raise SubgraphMixingError(
+                        f"the loop read the training graph itself ({op.name} on a tensor of "
+                        f"shape {tuple(t.shape)} from the data given to make_private) between "
+                        "the draw and optimizer.step(): a step may read only its batch (a "
+                        "full-graph pass, e.g. a teacher, reads nodes in no subgraph)")
+                if t.dim() and t.shape[0] in self.per_node_rows:
+                    raise SubgraphMixingError(
+                        f"the loop read a tensor from outside the batch with one row per node "
+                        f"of the graph (shape {tuple(t.shape)}, in {op.name}): it carries "
+                        "nodes in no subgraph of the batch (a teacher's predictions, "
+                        "precomputed features); compute it from the batch inside the step")
+
+    @staticmethod
+    def _losses(ops: list[_Op]) -> list[tuple[Tensor, Tensor | None]]:
+        out = []
+        for op in ops:
+            if op.name not in ("backward", "grad"):
+                continue
+            outputs = op.args[0] if op.args else op.kwargs.get("tensors",
+                                                               op.kwargs.get("outputs"))
+            grads = (op.args[1] if len(op.args) > 1 else
+                     op.kwargs.get("gradient", op.kwargs.get("grad_tensors",
+                                                             op.kwargs.get("grad_outputs"))))
+            outputs = _flat(outputs)
+            grads = _flat(grads) if grads is not None else [None] * len(outputs)
+            out.extend(zip(outputs, grads + [None] * (len(outputs) - len(grads))))
+        return out
+
+    def _check_leaves(self, losses, own: set[int] | None) -> None:
+        """No tensor that outlives the step receives a gradient from the loss (``own``: the
+        tensors created in the step; ``None``: only ``nn.Parameter`` leaves are checked)."""
+        seen, stack = set(), [t.grad_fn for t, _ in losses if t.grad_fn is not None]
+        while stack:
+            node = stack.pop()
+            if node is None or node in seen:
+                continue
+            seen.add(node)
+            var = getattr(node, "variable", None)
+            if isinstance(var, Tensor) and (id(var) not in own if own is not None
+                                            else isinstance(var, nn.Parameter)):
+                name = self.params.get(id(var))
+                if name is not None:
+                    raise SubgraphMixingError(
+                        f"parameter {name!r} of the model is used outside the model's forward "
+                        "(in the loop or the loss): only what the model's modules compute is "
+                        "clipped per subgraph; use it inside forward")
+                raise SubgraphMixingError(
+                    f"a tensor outside the model (shape {tuple(var.shape)}) receives a "
+                    "gradient from the loss: only the model's parameters are clipped and "
+                    "noised, a second optimizer would release it without noise; make it a "
+                    "parameter used in the model's forward, or detach it")
+            stack.extend(n for n, _ in node.next_functions)
+
+    def _check_mixing(self, trace: LoopTrace, layout: BatchLayout, losses) -> None:
+        counts = torch.bincount(layout.batch, minlength=layout.num_subgraphs)
+        target = int(counts.argmax())
+        roots = self._roots(layout)
+        base = _Replay(trace, {id(t): t.detach().clone() for t in roots.values()})
+        changed = _Replay(trace, {id(t): _perturbed(t, layout, target, key)
+                                  for key, t in roots.items()})
+        ops = trace.ops
+        for i, op in enumerate(ops):
+            if i in base.python and _differs(base.python[i],
+                                             changed.python.get(i, base.python[i])):
+                if op.name == "__bool__" or op.name in ("__int__", "__index__") or _reused(
+                        op.result, ops[i + 1:]):
+                    raise SubgraphMixingError(
+                        f"the loop turns a tensor computed from the batch into a Python value "
+                        f"({op.name}) that changes with another subgraph's data and is used "
+                        "again: its effect cannot be checked; keep the computation in tensors")
+        for i, op in enumerate(ops):
+            for k, t in enumerate(_flat(op.result)):
+                if i in base.python:
+                    break
+                a, b = base.get(t), changed.get(t)
+                if a is t or b is t:
+                    continue
+                hit = _moved(a, b, layout, target)
+                if hit is not None:
+                    raise _mixing(f"the value of {op.name} (shape {tuple(a.shape)})", target,
+                                  hit)
+        self._check_gradients(ops, base, changed, losses, layout, target)
+
+    def _roots(self, layout: BatchLayout) -> dict:
+        data = layout.data
+        out = {"x": layout.x}
+        for key in ("y", "edge_attr"):
+            t = getattr(data, key, None) if data is not None else None
+            if isinstance(t, Tensor) and t.numel():
+                out[key] = t
+        return out
+
+    def _check_gradients(self, ops, base: _Replay, changed: _Replay, losses,
+                         layout: BatchLayout, target: int) -> None:
+        if not losses:
+            return
+        wrt_ops, wrt_a, wrt_b = [], [], []
+        for op in ops:
+            for t in _flat(op.result):
+                a, b = base.get(t), changed.get(t)
+                if (a is t or b is t or not a.requires_grad or a.dim() == 0
+                        or not _segments(a.shape[0], layout)):
+                    continue
+                wrt_ops.append(op.name)
+                wrt_a.append(a)
+                wrt_b.append(b)
+        if not wrt_a:
+            return
+        ga = _grads(base, losses, wrt_a)
+        gb = _grads(changed, losses, wrt_b)
+        for name, a, b in zip(wrt_ops, ga, gb):
+            if a is None or b is None:
+                continue
+            hit = _moved(a, b, layout, target)
+            if hit is not None:
+                raise _mixing(f"the loss's gradient at {name} (shape {tuple(a.shape)})",
+                              target, hit)
+
+
+def _batch_ids(layout: BatchLayout) -> set[int]:
+    data = layout.data
+    tensors = [layout.x, layout.edge_index, layout.batch]
+    if data is not None and callable(getattr(data, "to_dict", None)):
+        tensors += _flat(list(data.to_dict().values()))
+    return {id(t) for t in tensors}
+
+
+def _grads(replay: _Replay, losses, wrt: list[Tensor]) -> list[Tensor | None]:
+    outs, gos = [], []
+    for loss, grad in losses:
+        out = replay.get(loss)
+        if not out.requires_grad:
+            continue
+        outs.append(out)
+        gos.append(None if grad is None else replay.get(grad))
+    if not outs:
+        return [None] * len(wrt)
+    return list(torch.autograd.grad(outs, wrt, grad_outputs=gos, allow_unused=True,
+                                    retain_graph=True))
+
+
+def _differs(a, b) -> bool:
+    try:
+        return bool(a != b)
+    except (TypeError, ValueError):          # numpy arrays
+        import numpy as np
+
+        return not np.array_equal(np.asarray(a), np.asarray(b))
+
+
+def _reused(value, later: list[_Op]) -> bool:
+    """Whether a Python value taken from a tensor reappears among later arguments."""
+    if not isinstance(value, (int, float, bool)):
+        return True
+    for op in later:
+        for v in list(op.args) + list(op.kwargs.values()):
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v == value:
+                return True
+            if isinstance(v, (tuple, list)) and value in v:
+                return True
+    return False
+
+
+def _perturbed(t: Tensor, layout: BatchLayout, target: int, key: str) -> Tensor:
+    """``t`` with the rows of subgraph ``target`` changed (a fixed local stream)."""
+    seg = layout.batch if key != "edge_attr" else layout.batch[layout.edge_index[1]]
+    if t.shape[0] != seg.shape[0]:
+        return t.detach().clone()
+    rows = seg == target
+    out = t.detach().clone()
+    if out.is_floating_point():
+        gen = torch.Generator(device=out.device).manual_seed(0)
+        noise = torch.randn(out[rows].shape, dtype=out.dtype, generator=gen, device=out.device)
+        out[rows] = out[rows] + noise * (1.0 + out.abs().mean())
+    else:
+        top = max(2, int(out.max()) + 1) if out.numel() else 2
+        out[rows] = (out[rows] + 1) % top
+    return out
+
+
+def _mixing(what: str, target: int, hit: tuple[float, int]) -> SubgraphMixingError:
+    change, where = hit
+    return SubgraphMixingError(
+        f"the loop mixes subgraphs: changing subgraph {target}'s features and labels changed "
+        f"{what} in subgraph {where} by {change:.3g}. Something between the draw and "
+        "optimizer.step() combines rows across the batch (a mean over the batch before the "
+        "model or in the loss, train-mode batch statistics, ...); node-level DP needs each "
+        "subgraph's gradient to depend on that subgraph only")
