@@ -246,7 +246,10 @@ def test_amazon_computers_utility_at_epsilon_8():
     from gnnprivacy.datasets import load_dataset
     from gnnprivacy.training.node_dp import DPMLPTrainer
 
-    root = os.environ.get("GNNPRIVACY_SHARED_DATASETS", "/work/shared/datasets")
+    from pathlib import Path
+
+    root = os.environ.get("GNNPRIVACY_SHARED_DATASETS",
+                          str(Path(__file__).resolve().parents[4] / "shared" / "datasets"))
     if not os.path.isdir(os.path.join(root, "Computers")):
         pytest.skip("Amazon Computers raw files not available")
     data = load_dataset("computers", root=root, split="random", train_frac=0.8, val_frac=0.0,
