@@ -115,7 +115,9 @@ class HeterPoissonTrainer(NodeDPTrainer):
     Attributes (after `fit`):
         model_, noise_multiplier_, noise_std_, steps_, q_b_, expected_batch_size_, epsilon_,
         delta_, privacy_spent_ (``(epsilon, delta)``), ledger_ (accountant ``to_dict()``),
-        accountant_, feature_norm_, privacy_info_, info_.
+        accountant_, feature_norm_, privacy_info_, info_, train_mask_ (the run's training
+        nodes: private inference never aggregates them, whatever split a later graph carries;
+        a saved model keeps them).
 
     Example:
         >>> from gnnprivacy.datasets import load_dataset
