@@ -138,3 +138,55 @@ def test_assess_uses_the_saved_model_instead_of_retraining(tmp_path, monkeypatch
     card2 = rc.report_card(tmp_path / f"{r.record.run_id}.model.pt", baseline=False,
                            audit_runs=100)
     assert card2["link_stealing"]["auc"] == card["link_stealing"]["auc"]
+
+
+def _other_split(data, seed: int):
+    """``data`` with another random split of the same nodes (what a fresh load may give)."""
+    import copy
+
+    g = torch.Generator().manual_seed(seed)
+    perm = torch.randperm(int(data.num_nodes), generator=g)
+    n_train = int(data.train_mask.sum())
+    other = copy.copy(data)
+    other.train_mask = torch.zeros_like(data.train_mask)
+    other.train_mask[perm[:n_train]] = True
+    other.val_mask = torch.zeros_like(data.train_mask)
+    other.test_mask = ~other.train_mask
+    return other
+
+
+def test_a_loaded_heterpoisson_model_keeps_its_runs_training_set(results, tmp_path):
+    """Issue 38 item 4: the passed graph's train_mask is not the private set; the run's is."""
+    r = results["heterpoisson"]
+    loaded = gp.load(r.save(tmp_path / "m.pt"))
+    run_train = r.data.train_mask
+    assert torch.equal(loaded.model.train_mask_, run_train)   # the file keeps the run's set
+    other = _other_split(r.data, seed=1)
+    assert not torch.equal(other.train_mask, run_train)
+    expected = loaded.predict(r.data)
+    with pytest.warns(UserWarning, match=r"differs from the run's training set .*excludes the "
+                                         r"run's \d+ training nodes"):
+        got = loaded.predict(other)
+    assert torch.equal(got, expected)      # as `gnnprivacy predict` (the run's split) gives
+    # no training node of the run is aggregated: a query's logits do not move when the
+    # features of every run training node (other than the query itself) change
+    query = (~run_train).nonzero().flatten()[:20]
+    moved = _other_split(r.data, seed=1)
+    moved.x = r.data.x.clone()
+    moved.x[run_train] += 100.0
+    with pytest.warns(UserWarning):
+        assert torch.allclose(loaded.predict(moved, nodes=query), expected[query])
+    # control: with the graph's own split (the old behaviour) the predictions do move
+    loaded.model.train_mask_ = other.train_mask
+    assert not torch.equal(loaded.predict(other), expected)
+
+
+def test_a_heterpoisson_model_saved_without_its_training_set_still_loads(results, tmp_path):
+    r = results["heterpoisson"]
+    path = r.save(tmp_path / "m.pt")
+    blob = torch.load(path, weights_only=True)
+    del blob["tensors"]["train_mask_"]          # a file of the earlier format
+    torch.save(blob, path)
+    loaded = gp.load(path)
+    assert not hasattr(loaded.model, "train_mask_")
+    assert torch.equal(loaded.predict(r.data), r.predict())

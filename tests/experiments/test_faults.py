@@ -39,6 +39,18 @@ FAULTS = (errno.ENOSPC, errno.EROFS)
 
 # -- helpers --------------------------------------------------------------------------------------
 
+@pytest.fixture(autouse=True)
+def private_caches(tmp_path, monkeypatch):
+    """No cache shared with other tests or workers: the write-count tests count a clean run's
+    writes and then fail each one, so a write that happens only when a shared cache is cold
+    (the accounting cache's entry for a calibration) must not come and go with the order in
+    which workers run (it did under ``-n 2`` and on a fresh machine: the counted run wrote the
+    entry, the later runs found it, the last write never came). The accounting cache is off and
+    the dataset cache is the test's own."""
+    monkeypatch.setenv("GNNPRIVACY_ACCOUNTING_CACHE", "off")
+    monkeypatch.setenv("GNNPRIVACY_CACHE", str(tmp_path / "gp-cache"))
+
+
 @contextlib.contextmanager
 def failing_write(monkeypatch, k: int | None, err: int = errno.ENOSPC):
     """Make the ``k``-th write fail with ``err`` (``k=None``: only count); yields the counter."""

@@ -16,6 +16,8 @@ from gnnprivacy.cli.lazy import LazyGroup
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("gnnprivacy.cli.train_cmd:train_command",
               "Train a model with one method and write a JSON run record."),
+    "methods": ("gnnprivacy.cli.methods_cmd:methods_command",
+                "List the training methods (private or baseline); with NAME, its parameters."),
     "datasets": ("gnnprivacy.cli.datasets_cmd:datasets_command",
                  "List the datasets, which are available locally and what is missing."),
     "account": ("gnnprivacy.cli.account_cmd:account_command",

@@ -57,6 +57,9 @@ def _train(config_file, print_config, as_json, quiet, save_model, **options):
         if isinstance(exc, WriteFailedError):  # the command line's fault guard prints the record
             raise
         raise click.ClickException(str(exc)) from None
+    if quiet:  # -q drops progress and chatter, not what the reader of the result must know
+        for note in [*record.warnings, *record.info.get("warnings", [])]:
+            click.echo(f"warning: {note}", err=True)
     if as_json:
         click.echo(dumps(record.summary()))
         return
@@ -91,7 +94,8 @@ def _build_train_command():
            "that the chosen method does not take is an error. `-c FILE` reads a YAML mapping of the\n"
            "same names (CLI options override it).\n\n\b\nMethods:\n" + _method_table())
     command = add_options(_train, fields, common=set(RUN_FIELDS))
-    command = click.option("--quiet", "-q", is_flag=True, help="no progress or log on stderr")(command)
+    command = click.option("--quiet", "-q", is_flag=True, help="no progress or log on stderr (warnings about the "
+                           "result, such as a small training split, still print)")(command)
     command = click.option("--save-model", type=click.Path(dir_okay=False), default=None,
                            help="where to save the trained model (default: "
                                 "RUNS_DIR/<run_id>.model.pt beside the record)")(command)

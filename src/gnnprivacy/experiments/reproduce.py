@@ -227,7 +227,7 @@ def reproduce_all(*, quick: bool = False, runs_root: str | Path = "runs",
         parts.append(Part(spec.name, repro.description, repro.notes, repro.references, repro.report_metrics,
                           str(runs_dir), tuple(missing)))
     command = command or ("gnnprivacy reproduce --all" + (" --quick" if quick else ""))
-    report = build_reproduction(parts, command=command, quick=quick)
+    report = build_reproduction(parts, command=command, quick=quick, data_root=data_root)
     paths = write_reproduction(report, out_dir)
     if docs_page is not None:
         paths.append(write_docs_page(report, docs_page))

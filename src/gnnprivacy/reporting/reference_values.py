@@ -99,8 +99,9 @@ class ReferenceTable:
 
     @property
     def citation(self) -> str:
-        s = self.source
-        return f"{s.get('spec', '?')} §{s.get('section', '?')}, {s.get('table', '?')}"
+        """The paper's table, as a reader can find it (``docs/papers.md`` cites the papers);
+        not the transcription's source file, which is not part of the repository."""
+        return f"{self.title} (the paper: docs/papers.md)"
 
     def values(self) -> list[ReferenceValue]:
         return [v for b in self.blocks for v in b.values]

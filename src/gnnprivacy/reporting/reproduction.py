@@ -89,7 +89,7 @@ class ReproductionReport:
 
     @property
     def counts(self) -> dict[str, dict[str, int]]:
-        return count_verdicts(self.cells)
+        return count_verdicts(_judged(self.cells))
 
     @property
     def plots(self) -> list[Plot]:
@@ -149,12 +149,21 @@ def verdict_tables(cells: list[Cell], reason_anchor: dict[str, str]) -> list[Tab
     return out
 
 
+#: the verdict column of a cell measured by one run: no interval, so no verdict
+NO_VERDICT = "no verdict: one run"
+
+
+def _judged(cells: list[Cell]) -> list[Cell]:
+    """The cells with a verdict (more than one run of our configuration)."""
+    return [c for c in cells if c.verdict != NO_VERDICT]
+
+
 def summary_table(cells: list[Cell], parts: list[Part], runnable: dict[str, int]) -> Table:
-    counts = count_verdicts(cells)
+    counts = count_verdicts(_judged(cells))
     rows = []
     for paper in sorted({p.paper for p in parts} | set(counts)):
         n = counts.get(paper, {v: 0 for v in VERDICTS})
-        compared = sum(n.values())
+        compared = sum(c.paper == paper for c in cells)
         published = runnable.get(paper)
         rows.append([f"{paper}: {PAPERS.get(paper, '')}", str(published if published is not None else "–"),
                      str(compared)] + [str(n[v]) for v in VERDICTS])
@@ -163,7 +172,8 @@ def summary_table(cells: list[Cell], parts: list[Part], runnable: dict[str, int]
     return Table("Verdicts per paper", ["paper", "published cells on data held here", "cells compared"]
                  + list(VERDICTS), rows,
                  "A published cell is compared once per matching configuration of ours; '–': the paper "
-                 "publishes no numbers for what we run (001's figures).")
+                 "publishes no numbers for what we run (001's figures). A cell measured by one run "
+                 "is compared but gets no verdict.")
 
 
 def _naive_section(parts: list[Part], groups_by_part: dict[str, list], refs_by_part: dict[str, list]) -> Section | None:
@@ -204,7 +214,11 @@ def _naive_section(parts: list[Part], groups_by_part: dict[str, list], refs_by_p
                             "Ours: mean over seeds at each method's defaults (preset auto). The paper's naive "
                             "DP-SGD is a 4-layer, 32-unit MLP trained with its own (weak) setting."))
     config = _hparams_ranges(_dpmlp_hparams(part.runs_dir, groups))
-    if gaps and pgaps:
+    if any(g.metrics["test_accuracy"].n < 2 for g in groups if "test_accuracy" in g.metrics):
+        sec.paragraphs.append("One run per configuration: these gaps are single measurements, "
+                              "and no finding is drawn from them (the full reproduction runs "
+                              "every configuration over several seeds).")
+    elif gaps and pgaps:
         sec.paragraphs.append(
             f"**Finding.** The paper's headline gain over naive DP-SGD comes mostly from a weak baseline: "
             f"in the paper HeterPoisson beats its naive DP-SGD by {min(pgaps):.1f} to {max(pgaps):.1f} "
@@ -248,19 +262,25 @@ def _hparams_ranges(hparams: list[dict[str, Any]]) -> str:
     return ", ".join(parts)
 
 
-def _reason_section(reason: Reason, cells: list[Cell]) -> Section:
+def _reason_section(reason: Reason, cells: list[Cell], data_root: str | None = "data") -> Section:
     sec = Section(reason.title, anchor(f"why-{reason.id}"), level=3)
     sec.paragraphs.append(reason.text)
     listed = [f"{c.table} {c.block}: {' / '.join(c.row)} / {c.column} (ours {fmt_number(c.ours_mean)}, "
               f"paper {c.paper_text})" for c in cells]
     sec.paragraphs.append("Cells: " + "; ".join(listed) + ".")
-    sec.code = list(reason.commands) or sorted({cmd for c in cells for cmd in c.commands})
+    sec.code = ([_with_data_root(cmd, data_root) for cmd in reason.commands]
+                or sorted({cmd for c in cells for cmd in c.commands}))
     return sec
 
 
 def build_reproduction(parts: list[Part], *, command: str, quick: bool = False,
-                       reasons: list[Reason] | None = None) -> ReproductionReport:
-    """Assemble the report from each part's runs directory (a part without finished runs is listed)."""
+                       reasons: list[Reason] | None = None,
+                       data_root: str | None = "data") -> ReproductionReport:
+    """Assemble the report from each part's runs directory (a part without finished runs is listed).
+
+    A cell our configuration measured with one run gets no verdict (`NO_VERDICT`: nothing to
+    judge a difference by) and no reason. The rerun commands name ``data_root`` (``None``:
+    no ``--data-root``, the default root)."""
     from gnnprivacy.reporting.reference_values import load_references
     from gnnprivacy.reporting.verdicts import load_reasons, runnable_cells
 
@@ -288,7 +308,9 @@ def build_reproduction(parts: list[Part], *, command: str, quick: bool = False,
         datasets |= {str(g.get("dataset")) for g in groups}
         part_cells = compare(groups, refs, reasons=reasons)
         for c in part_cells:
-            c.commands = [_rerun_command(part, c.attrs, quick)]
+            c.commands = [_rerun_command(part, c.attrs, quick, data_root)]
+            if c.ours.n < 2:
+                c.verdict, c.reason = NO_VERDICT, None
         cells += part_cells
         sec = Section(f"{part.name}: {part.description}", anchor(f"detail-{part.name}"), level=3)
         sec.paragraphs.append(f"{rep.n_records} finished runs, {rep.n_groups} configurations, in "
@@ -309,7 +331,7 @@ def build_reproduction(parts: list[Part], *, command: str, quick: bool = False,
         if c.verdict == "not reproduced":
             r = c.reason or UNEXPLAINED
             reasons_used.setdefault(r.id, (r, []))[1].append(c)
-    reason_sections = [_reason_section(r, cs) for r, cs in reasons_used.values()]
+    reason_sections = [_reason_section(r, cs, data_root) for r, cs in reasons_used.values()]
     reason_anchor = {r.id: s.anchor for (r, _), s in zip(reasons_used.values(), reason_sections)}
 
     sections = []
@@ -321,7 +343,7 @@ def build_reproduction(parts: list[Part], *, command: str, quick: bool = False,
         "counterpart in this library, are not compared; each reproduction's notes below say which.")
     if quick:
         head.paragraphs.insert(0, "QUICK: a reduced run (one seed, fewer steps and budgets) that checks "
-                                  "the pipeline; its verdicts are not comparable to the papers'.")
+                                  "the pipeline; a cell measured by one run gets no verdict.")
     if not_run:
         head.paragraphs.append("Not run: " + "; ".join(not_run) + ".")
     sections.append(head)
@@ -377,9 +399,22 @@ _CELL_KEYS = ["dataset", "method", "backbone", "model", "attack", "defense", "pr
               "eps_y", "eps_f", "eps_e"]
 
 
-def _rerun_command(part: Part, attrs: dict[str, Any], quick: bool) -> str:
-    return (f"gnnprivacy reproduce {part.name.removesuffix('-quick')}{' --quick' if quick else ''} "
-            f"--data-root data   # cell: {_attrs_label(attrs, _CELL_KEYS)}")
+def _root_option(data_root: str | None) -> str:
+    """`` --data-root ROOT`` (quoted for the shell), or nothing for the default root."""
+    import shlex
+
+    return "" if data_root is None else f" --data-root {shlex.quote(str(data_root))}"
+
+
+def _with_data_root(command: str, data_root: str | None) -> str:
+    """A packaged command (written for ``--data-root data``) with the report's data root."""
+    return re.sub(r" --data-root data(?=\s|$)", lambda _: _root_option(data_root), command)
+
+
+def _rerun_command(part: Part, attrs: dict[str, Any], quick: bool,
+                   data_root: str | None = "data") -> str:
+    return (f"gnnprivacy reproduce {part.name.removesuffix('-quick')}{' --quick' if quick else ''}"
+            f"{_root_option(data_root)}   # cell: {_attrs_label(attrs, _CELL_KEYS)}")
 
 
 def render_markdown(report: ReproductionReport, plot_dir: str = "plots", *, anchors: str = "html") -> str:

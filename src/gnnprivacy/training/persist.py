@@ -153,7 +153,8 @@ def _build_gap(t, f: dict) -> None:
 
 #: trainer class name -> (module, modules to save, extra tensors, builder)
 _TRAINERS = {
-    "HeterPoissonTrainer": ("gnnprivacy.training.node_dp", ("model_",), (), _build_heterpoisson),
+    "HeterPoissonTrainer": ("gnnprivacy.training.node_dp", ("model_",), ("train_mask_",),
+                            _build_heterpoisson),
     "DPGNNTrainer": ("gnnprivacy.training.node_dp", ("model_",), (), _build_dpgnn),
     "DPMLPTrainer": ("gnnprivacy.training.node_dp", ("model_",), (), _build_dpmlp),
     "FullBatchTrainer": ("gnnprivacy.training.nonprivate", ("model_",), (), _build_full_batch),
@@ -215,7 +216,8 @@ def save_model_file(path: str | Path, *, trainer: Any, data, method: str,
         _, modules, extra, _ = _TRAINERS[name]
         tensors = {f"{attr}.{k}": v.detach().cpu() for attr in modules
                    for k, v in getattr(trainer, attr).state_dict().items()}
-        tensors.update({attr: getattr(trainer, attr).detach().cpu() for attr in extra})
+        tensors.update({attr: getattr(trainer, attr).detach().cpu() for attr in extra
+                        if hasattr(trainer, attr)})
         blob.update(trainer=name, params=json.dumps(_params(trainer)),
                     fitted=json.dumps(_fitted(trainer, data)), tensors=tensors)
     else:
@@ -277,7 +279,8 @@ def load_model_file(path: str | Path) -> tuple[Any, dict]:
         # hop-0 block it also held (un-noised embeddings) is dropped, never used again
         tensors = {**tensors, "aggregates_": tensors["features_"][:, trainer.hidden:]}
     for attr in extra:
-        setattr(trainer, attr, tensors[attr])
+        if attr in tensors:  # a HeterPoisson model saved before its training set was kept has none
+            setattr(trainer, attr, tensors[attr])
     trainer.device_ = torch.device("cpu")
     trainer.num_features_ = int(fitted["num_features"])
     for key in ("epsilon_", "delta_"):

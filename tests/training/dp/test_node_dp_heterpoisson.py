@@ -127,10 +127,14 @@ def test_private_inference_never_reads_training_nodes(fake_accounting):
     changed = data.clone()
     changed.x[data.train_mask] = 100.0
     torch.testing.assert_close(tr.predict_logits(changed, test_nodes), before)
-    # control: the full neighbourhood (training nodes allowed) would see the change
+    # a graph whose split names no training node: the trainer still excludes the run's
     full = SimpleNamespace(**{k: changed[k] for k in ("x", "edge_index", "y")},
                            train_mask=torch.zeros_like(data.train_mask), test_mask=data.test_mask,
                            num_nodes=40)
+    torch.testing.assert_close(tr.predict_logits(full, test_nodes), before)
+    # control: without the run's training set (the graph's split alone, as before issue 38)
+    # the full neighbourhood is read and sees the change
+    del tr.train_mask_
     assert not torch.allclose(tr.predict_logits(full, test_nodes), before)
 
 
@@ -246,7 +250,10 @@ def test_amazon_computers_utility_at_epsilon_8():
     from gnnprivacy.datasets import load_dataset
     from gnnprivacy.training.node_dp import DPMLPTrainer
 
-    root = os.environ.get("GNNPRIVACY_SHARED_DATASETS", "/work/shared/datasets")
+    from pathlib import Path
+
+    root = os.environ.get("GNNPRIVACY_SHARED_DATASETS",
+                          str(Path(__file__).resolve().parents[4] / "shared" / "datasets"))
     if not os.path.isdir(os.path.join(root, "Computers")):
         pytest.skip("Amazon Computers raw files not available")
     data = load_dataset("computers", root=root, split="random", train_frac=0.8, val_frac=0.0,

@@ -34,7 +34,7 @@ from torch import Tensor, nn
 
 from gnnprivacy.training.dp.flat_rules import (Call, Contribution, Probe, exact_fallback,
                                                 flat_probe_for, flat_rule_for)
-from gnnprivacy.training.dp.rules import UnsupportedModuleError
+from gnnprivacy.training.dp.rules import MAKE_PRIVATE_SUPPORTED, UnsupportedModuleError
 
 __all__ = ["BatchLayout", "FallbackWarning", "FlatCapture", "SubgraphMixingError"]
 
@@ -50,6 +50,11 @@ class SubgraphMixingError(UnsupportedModuleError):
     def __init__(self, message: str):
         ValueError.__init__(self, message)
         self.path, self.module_type = "", ""
+
+
+def _refused(path: str, module: nn.Module, why: str) -> UnsupportedModuleError:
+    """A refusal of ``make_private``'s capture: the reason and the documented modules."""
+    return UnsupportedModuleError(path, module, why, supported=MAKE_PRIVATE_SUPPORTED)
 
 
 @dataclass
@@ -92,6 +97,11 @@ def _mixing_reason(module: nn.Module) -> str | None:
     if isinstance(module, _InstanceNorm):
         return ("torch's instance normalisation treats the node rows as one instance; use "
                 "LayerNorm, or PyG's InstanceNorm with batch=batch.batch")
+    if isinstance(module, nn.RNNBase):
+        return ("a recurrent layer returns a tuple and has no per-subgraph rule (PyG's "
+                "JumpingKnowledge('lstm') runs one over the layers' outputs); use "
+                "JumpingKnowledge('cat') or JumpingKnowledge('max'), or weigh the layers with "
+                "a Linear")
     if isinstance(module, (nn.MultiheadAttention, nn.TransformerEncoderLayer,
                            nn.TransformerDecoderLayer, nn.Transformer)):
         return ("attention across the rows of a batch mixes subgraphs; attend along the "
@@ -162,20 +172,20 @@ class FlatCapture(Probe):
         for name, module in model.named_modules(remove_duplicate=False):
             why = _mixing_reason(module)
             if why is not None:
-                raise UnsupportedModuleError(name, module, why)
+                raise _refused(name, module, why)
             if type(module).__name__ == "GCNConv" and getattr(module, "cached", False):
-                raise UnsupportedModuleError(name, module, "cached=True reuses the first "
+                raise _refused(name, module, "cached=True reuses the first "
                                              "batch's normalisation for every batch; build it "
                                              "with cached=False")
             own = [p for p in module.parameters(recurse=False) if p.requires_grad]
             if not own:
                 continue
             if any(isinstance(p, nn.parameter.UninitializedParameter) for p in own):
-                raise UnsupportedModuleError(name, module, "its parameters are lazily "
+                raise _refused(name, module, "its parameters are lazily "
                                              "initialised; give in_channels explicitly or run "
                                              "one forward pass before make_private")
             if any(owner.get(id(p), module) is not module for p in own):
-                raise UnsupportedModuleError(name, module, "it shares (ties) a parameter with "
+                raise _refused(name, module, "it shares (ties) a parameter with "
                                              "another module; call one module several times "
                                              "instead")
             owner.update((id(p), module) for p in own)
@@ -295,7 +305,7 @@ class FlatCapture(Probe):
             return None
         if not isinstance(output, Tensor):
             name = next(n for n, m, _ in self.layers if m is module)
-            raise UnsupportedModuleError(name, module, "the DP engine needs modules with "
+            raise _refused(name, module, "the DP engine needs modules with "
                                          "trainable parameters to return one tensor")
         if not output.requires_grad:
             output = output.detach().requires_grad_(True)

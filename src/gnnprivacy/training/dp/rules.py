@@ -50,21 +50,40 @@ __all__ = [
 ]
 
 
+#: what `gnnprivacy.make_private` trains, as the "Supported modules" table of
+#: docs/own-model.md lists it (the modules a user writes, not the library's internal ones)
+MAKE_PRIVATE_SUPPORTED = (
+    "torch nn.Linear, nn.LayerNorm, nn.Embedding, PyG Linear, GCNConv, SAGEConv, GraphConv, "
+    "GINConv, GINEConv, LayerNorm(mode='node'), GraphNorm/InstanceNorm with batch=batch.batch, "
+    "and any other module that maps one tensor to one tensor through the exact fallback "
+    "(the 'Supported modules' table of docs/own-model.md)")
+
+
+def _engine_supported() -> str:
+    """What `DPEngine`'s `check_model` trains: ``nn.Linear`` and the rules users registered
+    (the library's own internal modules are not named)."""
+    own = sorted(t.__name__ for t in _RULES if not t.__module__.startswith("gnnprivacy.")
+                 and t is not nn.Linear)
+    return ("torch nn.Linear" + "".join(f", {n}" for n in own)
+            + " and modules given a rule with gnnprivacy.training.dp.register_rule; "
+            "gnnprivacy.make_private trains PyG models (" + MAKE_PRIVATE_SUPPORTED + ")")
+
+
 class UnsupportedModuleError(GnnPrivacyError, ValueError):
     """A trainable module has no per-subgraph gradient rule (so it cannot be clipped).
 
-    The message names the module path and type and lists the supported types.
+    The message names the module path and type, why it is refused (with what to use instead
+    where there is a replacement) and the documented modules that are supported.
     """
 
-    def __init__(self, path: str, module: nn.Module, reason: str | None = None):
+    def __init__(self, path: str, module: nn.Module, reason: str | None = None, *,
+                 supported: str | None = None):
         self.path = path
         self.module_type = type(module).__name__
-        supported = sorted(t.__name__ for t in _RULES)
         why = reason or "it has trainable parameters but no per-subgraph gradient rule"
         super().__init__(
             f"module {path or '<root>'!r} of type {self.module_type} is not supported by the "
-            f"DP engine: {why}; supported parameterised modules: {supported} "
-            "(register a rule with gnnprivacy.training.dp.register_rule)"
+            f"DP engine: {why}; supported: {supported or _engine_supported()}"
         )
 
 

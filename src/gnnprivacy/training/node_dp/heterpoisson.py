@@ -115,7 +115,9 @@ class HeterPoissonTrainer(NodeDPTrainer):
     Attributes (after `fit`):
         model_, noise_multiplier_, noise_std_, steps_, q_b_, expected_batch_size_, epsilon_,
         delta_, privacy_spent_ (``(epsilon, delta)``), ledger_ (accountant ``to_dict()``),
-        accountant_, feature_norm_, privacy_info_, info_.
+        accountant_, feature_norm_, privacy_info_, info_, train_mask_ (the run's training
+        nodes: private inference never aggregates them, whatever split a later graph carries;
+        a saved model keeps them).
 
     Example:
         >>> from gnnprivacy.datasets import load_dataset
@@ -218,6 +220,9 @@ class HeterPoissonTrainer(NodeDPTrainer):
                                             steps=self.steps_planned_, delta=delta,
                                             epsilon=self.epsilon)
         public = None if inductive else ~graph.train_mask
+        # the run's training nodes: private inference never aggregates them, whatever split
+        # the graph it is later given carries (a saved model keeps them)
+        self.train_mask_ = data.train_mask.detach().to("cpu", torch.bool).clone()
         self.feature_norm_ = FeatureNorm(self.feature_norm).fit(graph.x, public)
         dev = self.device_
         x = self.feature_norm_.transform(graph.x).to(dev)
@@ -305,7 +310,8 @@ class HeterPoissonTrainer(NodeDPTrainer):
         self._check_fitted()
         n = int(data.num_nodes)
         nodes = data.test_mask if nodes is None else nodes
-        allowed = data.test_mask if is_inductive(data) else ~data.train_mask
+        train = self._training_nodes(data)
+        allowed = (data.test_mask & ~train) if is_inductive(data) else ~train
         if isinstance(generator, torch.Generator):
             seed = int(torch.randint(0, 2**62, (1,), generator=generator))
         elif generator is None:
@@ -314,10 +320,29 @@ class HeterPoissonTrainer(NodeDPTrainer):
             seed = int(generator)
         self.model_.eval()
         return private_star_logits(self.model_, data.x, data.edge_index, queries=nodes,
-                                   allowed=allowed[:n], forbidden=data.train_mask,
+                                   allowed=allowed[:n], forbidden=train,
                                    fanout=self.fanout, seed=seed,
                                    transform=self.feature_norm_.transform,
                                    device=self.device_, chunk_size=chunk_size)
+
+    def _training_nodes(self, data: Data) -> Tensor:
+        """The nodes private inference must not aggregate: the run's training nodes (kept at
+        fit, and in a saved model) when ``data`` is a graph of the run's size, with a warning
+        when its ``train_mask`` says otherwise; ``data.train_mask`` for another graph (none of
+        the run's nodes is in it) or a model saved before the run's set was kept."""
+        given = data.train_mask.to("cpu", torch.bool)
+        run = getattr(self, "train_mask_", None)
+        if run is None or run.numel() != given.numel():
+            return given
+        if bool(given.any()) and not torch.equal(run, given):
+            import warnings
+
+            warnings.warn(
+                f"data.train_mask differs from the run's training set on "
+                f"{int((run != given).sum())} of {run.numel()} node(s): private inference "
+                f"excludes the run's {int(run.sum())} training nodes (the model keeps them), "
+                "not the graph's", UserWarning, stacklevel=3)
+        return run
 
     def predict(self, data: Data, nodes: Tensor | None = None) -> Tensor:
         """Predicted labels of ``nodes`` (default: the test nodes) by private inference."""

@@ -1,9 +1,11 @@
 """Node-level DP for the user's own PyG model and loop: `make_private`.
 
 See `make_private` for the loop and its privacy contract, `samplers` for the
-subgraph samplers (``"heterpoisson"``, ``"degree_bounded"``, ``"nodes"``).
+subgraph samplers (``"heterpoisson"``, ``"degree_bounded"``, ``"nodes"``), `private_predict`
+for predictions that read no training node.
 """
 
+from gnnprivacy.training.private.inference import private_predict
 from gnnprivacy.training.private.make_private import PrivateLoader, PrivateTraining, make_private
 from gnnprivacy.training.private.samplers import (SAMPLERS, DegreeBoundedSubgraphs,
                                                   HeterPoissonSubgraphs, NodeSubgraphs,
@@ -20,4 +22,5 @@ __all__ = [
     "SubgraphSampler",
     "make_private",
     "make_sampler",
+    "private_predict",
 ]

@@ -84,6 +84,7 @@ class PrivateLoader:
 
     def __init__(self, owner: PrivateTraining):
         self._owner = owner
+        self._told_plan_reached = False
 
     def __len__(self) -> int:
         pt = self._owner
@@ -91,6 +92,16 @@ class PrivateLoader:
 
     def __iter__(self) -> Iterator[Any]:
         pt = self._owner
+        if pt.steps >= pt.steps_planned and not self._told_plan_reached:
+            import warnings
+
+            self._told_plan_reached = True     # said once: a loop over epochs meets it each pass
+            warnings.warn(
+                f"pt.loader yields nothing more: the plan's {pt.steps_planned} noisy steps "
+                "are done (the epsilon covers those). One pass over the loader runs the whole "
+                "plan unless make_private is given epochs= (then each pass is one epoch's "
+                "share); for more steps, plan them with steps= or epochs=",
+                UserWarning, stacklevel=2)
         try:
             for _ in range(len(self)):
                 batch = pt._draw()
@@ -198,7 +209,9 @@ class PrivateTraining:
                                {self.sampler.num_nodes, self.sampler.num_train,
                                 int(getattr(data, "num_nodes", 0) or 0)}, optimizer)
         self.capture.attach()
-        optimizer.step = self._optimizer_step          # the DP step from now on
+        self._own_step = optimizer.__dict__.get("step")   # e.g. an LR scheduler's wrapper
+        self._dp_step = _scheduler_aware(self._optimizer_step, optimizer)
+        optimizer.step = self._dp_step                  # the DP step from now on
 
     # ------------------------------------------------------------------ facts
     @property
@@ -372,14 +385,30 @@ class PrivateTraining:
         """Remove the hooks and give ``optimizer`` its own ``step`` back."""
         self.guard.stop()
         self.capture.detach()
-        if self.optimizer.__dict__.get("step") == self._optimizer_step:
-            del self.optimizer.step
+        if self.optimizer.__dict__.get("step") is self._dp_step:
+            if self._own_step is not None:
+                self.optimizer.step = self._own_step
+            else:
+                del self.optimizer.step
 
     def __repr__(self) -> str:
         return (f"PrivateTraining(sampler={self.sampler.name!r}, noise_multiplier="
                 f"{self.noise_multiplier:.4g}, clip_norm={self.max_grad_norm:g}, steps="
                 f"{self.steps}/{self.steps_planned}, epsilon={self.epsilon:.4g}, "
                 f"delta={self.delta:.3g})")
+
+
+def _scheduler_aware(step, optimizer: torch.optim.Optimizer):
+    """``step`` as the optimizer's ``step``, in the form torch's LR schedulers expect: marked
+    as their wrapper (so a scheduler created before `make_private` does not warn that
+    ``optimizer.step()`` was overridden, and one created after does not wrap it again) and
+    recording the call (``_opt_called``) as their wrapper does."""
+    def dp_step(closure=None):
+        optimizer._opt_called = True
+        return step(closure)
+
+    dp_step._wrapped_by_lr_sched = True
+    return dp_step
 
 
 def _check_optimizer_params(model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
