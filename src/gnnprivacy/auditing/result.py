@@ -55,7 +55,9 @@ class AuditResult:
 
     @property
     def violation(self) -> bool:
-        return self.epsilon_lower_bound > self.epsilon_claimed + 1e-9
+        """The bound exceeds the claim, or (code mode) a boundary check failed."""
+        return (self.epsilon_lower_bound > self.epsilon_claimed + 1e-9
+                or bool(self.details.get("failed_checks")))
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -87,6 +89,7 @@ class AuditResult:
                     f"spends at least {self.epsilon_lower_bound:.3f} ({self.confidence:.1%} "
                     f"per measured parameter; {self.runs} noisy steps observed: "
                     + "; ".join(parts) + ")"
+                    + "".join(f"\n  FAILED {f}" for f in self.details.get("failed_checks", []))
                     + ("  ** EXCEEDS THE CLAIM **" if self.violation else ""))
         gdp = ("n/a" if self.epsilon_estimate_gdp is None
                else f"{self.epsilon_estimate_gdp:.3f}")
