@@ -271,6 +271,20 @@ def test_each_bug_class_is_flagged_on_cora_within_two_minutes(path, bug, monkeyp
     assert result.seconds < 120
 
 
+def test_honest_per_tensor_clipping_passes_every_check():
+    """DP-GNN with one clip group per tensor: each subgraph's whole clipped gradient may
+    reach ``C_eff = sqrt(sum C_l^2)``, which the clip check must accept (and nothing more)."""
+    from gnnprivacy.auditing.code import audit_method_code
+
+    result = audit_method_code("dpgnn", "graph", {"epsilon": 4.0, "seed": 0, "steps": 10,
+                                                  "batch_size": 64,
+                                                  "clip_grouping": "per_tensor"},
+                               data=_data("csbm"), seed=0)
+    clip = result.details["checks"][0]["clip"]
+    assert clip["checked"] and clip["passed"], clip
+    assert not result.violation, result.summary()
+
+
 def test_the_occurrence_plant_breaks_no_row_bound(monkeypatch):
     """Broken control of the DP-GNN plant: the per-row degree bound (the invariant the old
     checks read) still holds, yet the audit sees the hub in many more than K + 1 rows."""

@@ -159,6 +159,7 @@ def clip_check(observer, *, tolerance: float = CLIP_TOLERANCE) -> dict[str, Any]
     passed = all(c["difference"] <= tolerance * max(c["reference_norm"], clip)
                  and c["max_clipped_norm"] <= clip * (1 + 1e-6) for c in done)
     return {"checked": True, "steps": len(done), "clip_norm": clip,
+            "max_clipped_norm": max(c["max_clipped_norm"] for c in done),
             "difference": worst["difference"], "reference_norm": worst["reference_norm"],
             "engine_norm": worst["engine_norm"], "tolerance": tolerance, "passed": passed}
 

@@ -202,7 +202,7 @@ class EngineObserver:
         best = None
         for scale in (1.0, float(num)):             # sum or mean reduction of the loss
             ref = {n: torch.zeros(params[n].shape, dtype=torch.float64) for n in names}
-            top = 0.0
+            whole = torch.zeros(num, dtype=torch.float64)   # each subgraph's clipped norm^2
             for group in self.engine.groups:
                 mine = [n for n in group.names if n in index]
                 if not mine:
@@ -210,7 +210,7 @@ class EngineObserver:
                 norm = torch.stack([(per[index[n]] * scale).flatten(1).square().sum(1)
                                     for n in mine]).sum(0).sqrt()
                 factor = clip_factors(norm, group.clip_norm)
-                top = max(top, float((factor * norm).max()))
+                whole += (factor * norm).square()
                 for n in mine:
                     w = factor.view((-1,) + (1,) * (per[index[n]].dim() - 1))
                     ref[n] = (per[index[n]] * scale * w).sum(0)
@@ -220,7 +220,8 @@ class EngineObserver:
                 best = {"checked": True, "difference": diff, "reference_norm": size,
                         "engine_norm": sum(float(engine_sum[n].square().sum())
                                            for n in names) ** 0.5,
-                        "max_clipped_norm": top, "loss_scale": scale, "subgraphs": num}
+                        "max_clipped_norm": float(whole.sqrt().max()), "loss_scale": scale,
+                        "subgraphs": num}
         return best
 
     # ------------------------------------------------------------------ optimizer hooks
