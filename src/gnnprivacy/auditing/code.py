@@ -23,10 +23,18 @@ which a fresh accountant composes with the rest of the run's ledger. The result,
 parameter) on the epsilon the library's accountant gives the code that actually ran; the
 audit flags the run when it exceeds the epsilon the run reported.
 
-What it cannot see: a bug that leaves the noise, the clip of a subgraph's whole gradient
-and the batch sizes intact (e.g. a per-subgraph rule that computes a wrong norm for real
-data, or a sampler that picks the wrong nodes at the right rate), and releases outside the
-engine (GAP's aggregation hops are composed as recorded, not measured).
+Beside the canaries, every engine's boundary is observed
+(`gnnprivacy.training.dp.audit_observer`) and checked against the accountant's event and
+ledger (`gnnprivacy.auditing.outside`): the executed sampling rate against the event's
+rate, the parameter updates against the ledger's step count, the engine's clipped sum
+against per-subgraph gradients recomputed independently, each parameter's noise against the
+std the event accounts for, and the subgraphs' node occurrences against the event's
+occurrence bound. A failed check is listed in ``details["failed_checks"]`` and flags the
+run.
+
+What it cannot see: releases outside the engine (GAP's aggregation hops are composed as
+recorded, not measured), a wrong per-subgraph sum on steps after the replayed ones, and
+batches whose membership it cannot read (those checks report ``checked: False``).
 """
 
 from __future__ import annotations
@@ -195,7 +203,8 @@ def code_audit(train, *, epsilon_claimed: float | None = None, delta: float | No
 
     Returns:
         `AuditResult` (mode ``"code"``); ``violation`` when
-        the executed epsilon's lower confidence bound exceeds the claim.
+        the executed epsilon's lower confidence bound exceeds the claim or a boundary
+        check fails (``details["checks"]``, ``details["failed_checks"]``).
 
     Raises:
         InvalidParameterError: ``train`` ran no noisy step of a private engine.
