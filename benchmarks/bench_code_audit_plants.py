@@ -29,8 +29,8 @@ def _figure(name: str, c: dict) -> str:
     if name == "releases":
         return f"{c['releases']} updates vs {c['ledger_steps']} ledger steps"
     if name == "clip":
-        return (f"|engine - recomputed| {c['difference']:.3g} vs sum {c['reference_norm']:.3g}"
-                f" (C {c['clip_norm']:.3g})")
+        return (f"engine sum off by {c['difference']:.3g} from the recomputed "
+                f"{c['reference_norm']:.3g} (C {c['clip_norm']:.3g})")
     if name == "noise":
         if "std_ratio" not in c:
             return c.get("detail", "")
