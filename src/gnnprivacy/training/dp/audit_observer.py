@@ -121,6 +121,10 @@ class EngineObserver:
         self._last: dict[str, Tensor] | None = None
         model, opt = self.engine.model, self.engine.optimizer
         self._names = {id(p): n for n, p in model.named_parameters()}
+        from gnnprivacy._fixed_shapes import fixed_shapes
+
+        device = next((p.device for p in model.parameters()), torch.device("cpu"))
+        self._padded = bool(fixed_shapes(device))
         self._handles = [
             model.register_forward_pre_hook(self._on_forward, with_kwargs=True),
             model.register_forward_hook(self._on_output),
@@ -157,6 +161,8 @@ class EngineObserver:
         member = membership_of(list(used.args) + list(used.kwargs.values())) if used else None
         if member is None and batch is not None:
             member = membership_of([batch])
+        if self._padded:               # fixed-shape batches carry padding: not read
+            member = None
         self.members.append(member)
         self.sizes.append(int(num))
         self._pre = {n: s.detach().clone() for n, s in sums.items()}
