@@ -299,3 +299,71 @@ def test_the_occurrence_plant_breaks_no_row_bound(monkeypatch):
         bounded.check_invariants()
     hub = int(bounded.neighbors[0, 0])
     assert int((bounded.neighbors == hub).any(1).sum()) > 4
+
+
+# ---------------------------------------------------------------------- the statistics
+class _FakeEngine:
+    def __init__(self, std):
+        self.noise_std, self.clip_norm, self.step_event = std, 1.0, None
+
+
+class _Fake:
+    def __init__(self, members=(), noise_sq=None, std=1.0):
+        self.members, self.noise_sq = list(members), noise_sq or {}
+        self.unnoised, self.engine = [], _FakeEngine(std)
+
+
+def _poisson_members(rate, units, steps, gen):
+    from gnnprivacy.training.dp.audit_observer import Membership
+
+    out = []
+    for _ in range(steps):
+        centers = (torch.rand(units, generator=gen) < rate).nonzero().flatten()
+        out.append(Membership(centers, centers, torch.arange(centers.numel())))
+    return out
+
+
+@pytest.mark.statistical
+def test_rate_check_false_alarm_rate_and_power():
+    """The rate check's stated false-alarm rate (1e-3) holds on honest Poisson batches
+    (1,000 runs of 140 units x 20 steps at q = 0.2: at most 1e-3 plus binomial slack flag),
+    and a rate raised by 30 % is flagged almost always (broken control)."""
+    from dp_accounting import dp_event
+
+    from gnnprivacy.auditing.outside import rate_check
+
+    event = dp_event.PoissonSampledDpEvent(0.2, dp_event.GaussianDpEvent(1.0))
+    gen = torch.Generator().manual_seed(0)
+    alarms = sum(not rate_check(_Fake(_poisson_members(0.2, 140, 20, gen)), event)["passed"]
+                 for _ in range(1000))
+    assert alarms <= 5                     # mean 1; P(Bin(1000, 1e-3) > 5) < 1e-3
+    caught = sum(not rate_check(_Fake(_poisson_members(0.26, 140, 20, gen)), event)["passed"]
+                 for _ in range(200))
+    assert caught >= 190
+
+
+@pytest.mark.statistical
+def test_noise_check_false_alarm_rate_and_power():
+    """Per-parameter chi-square at total level 1e-3: honest Gaussian residuals of the
+    accounted std are flagged at most at that rate (2,000 runs, plus binomial slack); half
+    the noise, or none, on one 70-coordinate parameter is flagged every time."""
+    from dp_accounting import dp_event
+
+    from gnnprivacy.auditing.outside import noise_check
+
+    gen = torch.Generator().manual_seed(1)
+    event = dp_event.PoissonSampledDpEvent(0.2, dp_event.GaussianDpEvent(1.5))
+
+    def fake(scale_last):
+        sizes = {"w": 2000, "b": 70}
+        sq = {n: [float((torch.randn(k, generator=gen, dtype=torch.float64) * 1.5
+                         * (scale_last if n == "b" else 1.0)).square().sum()), k]
+              for n, k in sizes.items()}
+        f = _Fake(noise_sq=sq, std=1.5)
+        f.engine.step_event = event
+        return f
+
+    alarms = sum(not noise_check(fake(1.0))["passed"] for _ in range(2000))
+    assert alarms <= 8
+    assert sum(not noise_check(fake(0.0))["passed"] for _ in range(50)) == 50
+    assert sum(not noise_check(fake(0.5))["passed"] for _ in range(50)) == 50
