@@ -23,16 +23,25 @@ which a fresh accountant composes with the rest of the run's ledger. The result,
 parameter) on the epsilon the library's accountant gives the code that actually ran; the
 audit flags the run when it exceeds the epsilon the run reported.
 
-What it cannot see: a bug that leaves the noise, the clip of a subgraph's whole gradient
-and the batch sizes intact (e.g. a per-subgraph rule that computes a wrong norm for real
-data, or a sampler that picks the wrong nodes at the right rate), and releases outside the
-engine (GAP's aggregation hops are composed as recorded, not measured).
+Beside the canaries, every engine's boundary is observed
+(`gnnprivacy.training.dp.audit_observer`) and checked against the accountant's event and
+ledger (`gnnprivacy.auditing.outside`): the executed sampling rate against the event's
+rate, the parameter updates against the ledger's step count, the engine's clipped sum
+against per-subgraph gradients recomputed independently, each parameter's noise against the
+std the event accounts for, and the subgraphs' node occurrences against the event's
+occurrence bound. A failed check is listed in ``details["failed_checks"]`` and flags the
+run.
+
+What it cannot see: releases outside the engine (GAP's aggregation hops are composed as
+recorded, not measured), a wrong per-subgraph sum on steps after the replayed ones, and
+batches whose membership it cannot read (those checks report ``checked: False``).
 """
 
 from __future__ import annotations
 
 import math
 import time
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -148,6 +157,35 @@ def executed_epsilon(hooks, measurements, *, delta: float) -> float:
     return worst
 
 
+@contextmanager
+def _loader_batches_noted():
+    """Every `make_private` sampler (built-in or a user's subclass) hands the batches it
+    draws to the running audit: the membership of a user-loop step is read there."""
+    from gnnprivacy.training.dp import audit_hooks
+    from gnnprivacy.training.private.samplers import SubgraphSampler
+
+    def wrap(sample):
+        def noted(self, *args, **kwargs):
+            batch = sample(self, *args, **kwargs)
+            audit_hooks.note_batch(batch)
+            return batch
+        return noted
+
+    classes, todo = [], [SubgraphSampler]
+    while todo:
+        cls = todo.pop()
+        todo += cls.__subclasses__()
+        if "sample" in vars(cls) and cls is not SubgraphSampler:
+            classes.append((cls, vars(cls)["sample"]))
+    for cls, sample in classes:
+        cls.sample = wrap(sample)
+    try:
+        yield
+    finally:
+        for cls, sample in classes:
+            cls.sample = sample
+
+
 def code_audit(train, *, epsilon_claimed: float | None = None, delta: float | None = None,
                seed: int = 0, confidence: float = 0.999, num_canaries: int = 1024,
                num_noise: int = 256, canary_scale: float = 10.0, method: str = "custom",
@@ -165,11 +203,13 @@ def code_audit(train, *, epsilon_claimed: float | None = None, delta: float | No
 
     Returns:
         `AuditResult` (mode ``"code"``); ``violation`` when
-        the executed epsilon's lower confidence bound exceeds the claim.
+        the executed epsilon's lower confidence bound exceeds the claim or a boundary
+        check fails (``details["checks"]``, ``details["failed_checks"]``).
 
     Raises:
         InvalidParameterError: ``train`` ran no noisy step of a private engine.
     """
+    from gnnprivacy.auditing.outside import boundary_checks
     from gnnprivacy.auditing.result import AuditResult
     from gnnprivacy.errors import InvalidParameterError
     from gnnprivacy.training.dp.audit_hooks import CodeAuditSession
@@ -177,7 +217,7 @@ def code_audit(train, *, epsilon_claimed: float | None = None, delta: float | No
     t0 = time.perf_counter()
     session = CodeAuditSession(seed=seed, num_canaries=num_canaries, num_noise=num_noise,
                                canary_scale=canary_scale)
-    with session.active():
+    with session.active(), _loader_batches_noted():
         outcome = train() or {}
     if not session.engines:
         raise InvalidParameterError("train", "training through the DP engine (a noisy step of "
@@ -187,9 +227,11 @@ def code_audit(train, *, epsilon_claimed: float | None = None, delta: float | No
     measurements = [measure_engine(h, confidence=confidence) for h in session.engines]
     bound = executed_epsilon(session.engines, measurements, delta=delta)
     steps = sum(len(h.observed) for h in session.engines)
+    checks, failed = boundary_checks(session.engines)
     return AuditResult(method, dataset, "code", claim, bound, None, steps, confidence, delta,
                        seconds=time.perf_counter() - t0,
-                       details={"engines": measurements, "run": outcome,
+                       details={"engines": measurements, "run": outcome, "checks": checks,
+                                "failed_checks": failed,
                                 "note": "epsilon_lower_bound: the method's accountant at the "
                                         "executed noise, clip and sampling rate measured from "
                                         "canaries in every noisy update (each at its "

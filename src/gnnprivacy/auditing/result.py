@@ -55,7 +55,9 @@ class AuditResult:
 
     @property
     def violation(self) -> bool:
-        return self.epsilon_lower_bound > self.epsilon_claimed + 1e-9
+        """The bound exceeds the claim, or (code mode) a boundary check failed."""
+        return (self.epsilon_lower_bound > self.epsilon_claimed + 1e-9
+                or bool(self.details.get("failed_checks")))
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -77,6 +79,19 @@ class AuditResult:
                 kw[key] = float(kw[key])
         return cls(**kw)
 
+    def _boundary_line(self) -> str:
+        """The code audit's boundary checks: how many were made and passed, and each failure."""
+        checks = [c for per in self.details.get("checks", []) for c in per.values()
+                  if c.get("checked")]
+        over = self.epsilon_lower_bound > self.epsilon_claimed + 1e-9
+        if not checks:
+            return "  ** EXCEEDS THE CLAIM **" if over else ""
+        failed = self.details.get("failed_checks", [])
+        return (f"; boundary checks: {len(checks) - len(failed)} of {len(checks)} passed"
+                + ("  ** EXCEEDS THE CLAIM **" if over else "")
+                + ("  ** A BOUNDARY CHECK FAILED **" if failed else "")
+                + "".join(f"\n  FAILED {f}" for f in failed))
+
     def summary(self) -> str:
         if self.mode == "code":
             parts = [f"noise x{e['noise_factor']:.3f}, clip {e['clip']:.3g} "
@@ -86,8 +101,7 @@ class AuditResult:
                     f"{self.epsilon_claimed:.3f} at delta {self.delta:.3g}; the executed code "
                     f"spends at least {self.epsilon_lower_bound:.3f} ({self.confidence:.1%} "
                     f"per measured parameter; {self.runs} noisy steps observed: "
-                    + "; ".join(parts) + ")"
-                    + ("  ** EXCEEDS THE CLAIM **" if self.violation else ""))
+                    + "; ".join(parts) + ")" + self._boundary_line())
         gdp = ("n/a" if self.epsilon_estimate_gdp is None
                else f"{self.epsilon_estimate_gdp:.3f}")
         return (f"{self.method} on {self.dataset} ({self.mode}): claimed epsilon "

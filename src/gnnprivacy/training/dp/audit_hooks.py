@@ -30,7 +30,8 @@ from torch import Tensor
 
 from gnnprivacy.training.dp import clipping
 
-__all__ = ["CANARY_KEY", "CodeAuditSession", "EngineCanaries", "attach", "step_sampling"]
+__all__ = ["CANARY_KEY", "CodeAuditSession", "EngineCanaries", "attach", "note_batch",
+           "step_sampling"]
 
 CANARY_KEY = "__audit_canaries__"
 _ACTIVE: list[CodeAuditSession] = []
@@ -70,11 +71,16 @@ class EngineCanaries:
     batch_sizes: list = field(default_factory=list)    # realised subgraphs per step
 
     def __post_init__(self) -> None:
+        from gnnprivacy.training.dp.audit_observer import EngineObserver
+
         self.rate, self.multiplicity = step_sampling(self.engine.step_event)
         self._pending: Tensor | None = None
+        self._sums: dict[str, Tensor] = {}
+        self.observer = EngineObserver(self.engine)
 
     def inject(self, sums: dict[str, Tensor]) -> dict[str, Tensor]:
         """``sums`` plus the clipped canary block (same dtype and device as the sums)."""
+        self._sums = sums
         like = next(iter(sums.values()))
         draws = torch.rand(self.num_canaries, self.multiplicity, generator=self.generator)
         count = (draws < self.rate).sum(1)                                      # (m,)
@@ -94,6 +100,8 @@ class EngineCanaries:
         self.observed.append(out.pop(CANARY_KEY).detach().double().cpu())
         self.counts.append(self._pending)
         self.batch_sizes.append(int(num_subgraphs))
+        self.observer.noised(self._sums, int(num_subgraphs))
+        self._sums = {}
         return out
 
 
@@ -138,6 +146,19 @@ class CodeAuditSession:
             yield self
         finally:
             _ACTIVE.remove(self)
+            for hook in self.engines:
+                hook.observer.finish()
+
+    def note_batch(self, batch) -> None:
+        """A batch a loader drew, for the observer of the newest engine."""
+        if self.engines:
+            self.engines[-1].observer.note_batch(batch)
+
+
+def note_batch(batch) -> None:
+    """Hand a loader's batch to the active session (no-op when none is active)."""
+    if _ACTIVE:
+        _ACTIVE[-1].note_batch(batch)
 
 
 def attach(engine) -> EngineCanaries | None:

@@ -1,0 +1,270 @@
+"""What the code audit observes at the boundary of one engine (``gp.audit(..., mode="code")``).
+
+The canaries of `gnnprivacy.training.dp.audit_hooks` measure the noise and the clip the
+engine applies to *its own* block; this observer watches the tensors that cross the engine's
+boundary instead, so a bug that treats the canaries right and the model wrong still shows:
+
+* **membership**: the subgraphs each executed step trained on, read from the model's own
+  inputs (a `StarBatch`, DP-GNN's padded rows ``(nodes, mask)``) or from the batch the
+  `make_private` loader drew (``n_id``, ``batch``, ``center``, noted by the audit);
+* **pre-noise sums**: the clipped sums handed to the noise, and, for the first
+  ``replay_steps`` steps, the per-subgraph gradients recomputed independently (the step's
+  forward replayed on a hook-free copy of the model with the same random state, one
+  backward per subgraph from the output gradient the step's backward produced), clipped
+  per group at the reported norms;
+* **releases**: every ``optimizer.step`` (pre- and post-hooks): the gradient it applies,
+  whose difference from the pre-noise sum is the noise each parameter received, and the
+  parameters after it, so a change after the last observed step is seen.
+
+The statistics are computed by `gnnprivacy.auditing.outside`.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+__all__ = ["EngineObserver", "Membership", "membership_of"]
+
+
+@dataclass
+class Membership:
+    """The subgraphs of one step: ``centers[i]`` is subgraph ``i``'s unit (the node sampled
+    at the event's rate), and every ``(node, subgraph)`` pair in it."""
+
+    centers: Tensor
+    nodes: Tensor
+    subgraphs: Tensor
+
+
+def _star(b) -> Membership:
+    num = int(b.num_subgraphs)
+    centers = b.centers.detach().cpu().long()
+    nodes = torch.cat([centers, b.periph_nodes.detach().cpu().long()])
+    subs = torch.cat([torch.arange(num), b.periph_subgraph.detach().cpu().long()])
+    return Membership(centers, nodes, subs)
+
+
+def _rows(nodes: Tensor, mask: Tensor) -> Membership:
+    nodes, mask = nodes.detach().cpu().long(), mask.detach().cpu().bool()
+    rows = torch.arange(nodes.shape[0]).unsqueeze(1).expand_as(nodes)
+    return Membership(nodes[:, 0].clone(), nodes[mask], rows[mask])
+
+
+def _loader_batch(d) -> Membership:
+    n_id, seg = d.n_id.detach().cpu().long(), d.batch.detach().cpu().long()
+    return Membership(n_id[d.center.detach().cpu().long()], n_id, seg)
+
+
+def membership_of(values) -> Membership | None:
+    """The membership in a model's inputs or a loader's batch (``None`` when none is
+    recognisable): a star batch, DP-GNN's ``(nodes, mask)`` rows, or a batch with ``n_id``,
+    ``batch`` and ``center``."""
+    values = list(values)
+    for v in values:
+        if all(hasattr(v, k) for k in ("centers", "periph_nodes", "periph_subgraph")):
+            return _star(v)
+        if all(getattr(v, k, None) is not None for k in ("n_id", "batch", "center")):
+            return _loader_batch(v)
+    tensors = [v for v in values if isinstance(v, Tensor)]
+    for a, b in zip(tensors, tensors[1:]):
+        if (a.dim() == 2 and b.dim() == 2 and a.shape == b.shape and b.dtype == torch.bool
+                and not a.is_floating_point() and a.shape[1] >= 1):
+            return _rows(a, b)
+    return None
+
+
+@dataclass
+class _Forward:
+    args: tuple
+    kwargs: dict
+    rng: Tensor
+    delta: Tensor | None = None
+
+
+def _hook_free_copy(model: torch.nn.Module) -> torch.nn.Module:
+    twin = copy.deepcopy(model)
+    for m in twin.modules():
+        for hooks in (m._forward_hooks, m._forward_pre_hooks, m._backward_hooks,
+                      m._backward_pre_hooks):
+            hooks.clear()
+    return twin
+
+
+@dataclass
+class EngineObserver:
+    """Boundary observations of one engine (see the module docstring).
+
+    Args:
+        engine: the `DPEngine`.
+        replay_steps: steps whose clipped sum is recomputed independently.
+    """
+
+    engine: Any
+    replay_steps: int = 2
+    members: list = field(default_factory=list)        # Membership | None per step
+    sizes: list = field(default_factory=list)          # realised subgraphs per step
+    clip_checks: list = field(default_factory=list)    # dicts, one per replayed step
+    releases: int = 0                                  # optimizer steps observed
+    unnoised: list = field(default_factory=list)       # releases without an engine sum
+    noise_sq: dict = field(default_factory=dict)       # name -> [sum r^2, count]
+    changed_after_last: bool = False
+
+    def __post_init__(self) -> None:
+        self._forwards: list[_Forward] = []
+        self._batch = None
+        self._pre: dict[str, Tensor] | None = None
+        self._last: dict[str, Tensor] | None = None
+        model, opt = self.engine.model, self.engine.optimizer
+        self._names = {id(p): n for n, p in model.named_parameters()}
+        from gnnprivacy._fixed_shapes import fixed_shapes
+
+        device = next((p.device for p in model.parameters()), torch.device("cpu"))
+        self._padded = bool(fixed_shapes(device))
+        self._handles = [
+            model.register_forward_pre_hook(self._on_forward, with_kwargs=True),
+            model.register_forward_hook(self._on_output),
+            opt.register_step_pre_hook(self._on_release),
+            opt.register_step_post_hook(self._after_release)]
+
+    # ------------------------------------------------------------------ model hooks
+    def _on_forward(self, module, args, kwargs):
+        if torch.is_grad_enabled():
+            self._forwards.append(_Forward(args, dict(kwargs), torch.get_rng_state()))
+        return None
+
+    def _on_output(self, module, args, output):
+        if not self._forwards or not isinstance(output, Tensor) or not output.requires_grad:
+            return None
+        rec = self._forwards[-1]
+
+        def store(grad, rec=rec):
+            rec.delta = grad.detach() if rec.delta is None else rec.delta + grad.detach()
+
+        output.register_hook(store)
+        return None
+
+    def note_batch(self, batch) -> None:
+        """The batch a loader drew for the next step (the audit's sampler wrapper)."""
+        self._batch = batch
+
+    # ------------------------------------------------------------------ engine boundary
+    def noised(self, sums: dict[str, Tensor], num: int) -> None:
+        """Called with the pre-noise sums of one executed step (before the update)."""
+        forwards, self._forwards = self._forwards, []
+        batch, self._batch = self._batch, None
+        used = next((f for f in forwards if f.delta is not None), None)
+        member = membership_of(list(used.args) + list(used.kwargs.values())) if used else None
+        if member is None and batch is not None:
+            member = membership_of([batch])
+        if self._padded:               # fixed-shape batches carry padding: not read
+            member = None
+        self.members.append(member)
+        self.sizes.append(int(num))
+        self._pre = {n: s.detach().clone() for n, s in sums.items()}
+        if used is not None and num > 0 and len(self.clip_checks) < self.replay_steps:
+            seg = None if batch is None else getattr(batch, "batch", None)
+            self.clip_checks.append(self._replay(used, sums, num, seg))
+
+    def _replay(self, fwd: _Forward, sums: dict[str, Tensor], num: int, seg) -> dict:
+        """Per-subgraph gradients recomputed on a hook-free copy, clipped per group at the
+        reported norms, against the engine's pre-noise sum."""
+        from gnnprivacy.training.dp.clipping import clip_factors
+
+        twin = _hook_free_copy(self.engine.model)
+        params = dict(twin.named_parameters())
+        names = [n for n in sums if n in params]
+        state = torch.get_rng_state()
+        torch.set_rng_state(fwd.rng)
+        try:
+            with torch.enable_grad():
+                out = twin(*fwd.args, **fwd.kwargs)
+        finally:
+            torch.set_rng_state(state)
+        delta = fwd.delta
+        if out.shape != delta.shape:
+            return {"checked": False, "why": "the replayed output differs in shape"}
+        if out.shape[0] == num:
+            rows = torch.arange(num, device=out.device)
+        elif seg is not None and seg.shape[0] == out.shape[0]:
+            rows = seg.to(out.device)
+        else:
+            return {"checked": False, "why": "output rows cannot be assigned to subgraphs"}
+        shape = (-1,) + (1,) * (delta.dim() - 1)
+        per = [torch.zeros((num,) + params[n].shape, dtype=torch.float64) for n in names]
+        for s in range(num):
+            mask = (rows == s).to(delta.dtype).view(shape)
+            grads = torch.autograd.grad(out, [params[n] for n in names], delta * mask,
+                                        retain_graph=s + 1 < num, allow_unused=True)
+            for k, g in enumerate(grads):
+                if g is not None:
+                    per[k][s] = g.detach().double().cpu()
+        index = {n: k for k, n in enumerate(names)}
+        engine_sum = {n: sums[n].detach().double().cpu() for n in names}
+        best = None
+        for scale in (1.0, float(num)):             # sum or mean reduction of the loss
+            ref = {n: torch.zeros(params[n].shape, dtype=torch.float64) for n in names}
+            whole = torch.zeros(num, dtype=torch.float64)   # each subgraph's clipped norm^2
+            for group in self.engine.groups:
+                mine = [n for n in group.names if n in index]
+                if not mine:
+                    continue
+                norm = torch.stack([(per[index[n]] * scale).flatten(1).square().sum(1)
+                                    for n in mine]).sum(0).sqrt()
+                factor = clip_factors(norm, group.clip_norm)
+                whole += (factor * norm).square()
+                for n in mine:
+                    w = factor.view((-1,) + (1,) * (per[index[n]].dim() - 1))
+                    ref[n] = (per[index[n]] * scale * w).sum(0)
+            diff = sum(float((engine_sum[n] - ref[n]).square().sum()) for n in names) ** 0.5
+            size = sum(float(ref[n].square().sum()) for n in names) ** 0.5
+            if best is None or diff < best["difference"]:
+                best = {"checked": True, "difference": diff, "reference_norm": size,
+                        "engine_norm": sum(float(engine_sum[n].square().sum())
+                                           for n in names) ** 0.5,
+                        "max_clipped_norm": float(whole.sqrt().max()), "loss_scale": scale,
+                        "subgraphs": num}
+        return best
+
+    # ------------------------------------------------------------------ optimizer hooks
+    def _on_release(self, optimizer, args, kwargs):
+        pre, self._pre = self._pre, None
+        grads = {self._names[id(p)]: p.grad for g in optimizer.param_groups
+                 for p in g["params"] if id(p) in self._names and p.grad is not None}
+        if pre is None:
+            self.unnoised.append(sorted(grads))
+            return None
+        missing = sorted(set(grads) - set(pre))
+        if missing:
+            self.unnoised.append(missing)
+        if self.engine.update_clamp is not None:
+            return None
+        scale = self.engine.expected_batch_size
+        for name, s in pre.items():
+            g = grads.get(name)
+            if g is None:
+                continue
+            r = g.detach().double() * scale - s.double()
+            acc = self.noise_sq.setdefault(name, [0.0, 0])
+            acc[0] += float(r.square().sum())
+            acc[1] += int(r.numel())
+        return None
+
+    def _after_release(self, optimizer, args, kwargs):
+        self.releases += 1
+        self._last = {n: p.detach().clone() for n, p in self.engine.model.named_parameters()}
+        return None
+
+    def finish(self) -> None:
+        """Remove the hooks; note whether the parameters moved after the last release."""
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        if self._last is not None:
+            now = dict(self.engine.model.named_parameters())
+            self.changed_after_last = any(
+                n in now and not torch.equal(now[n].detach(), v) for n, v in self._last.items())
