@@ -955,6 +955,42 @@ def _mutations():
     }
 
 
+# -- issue 35: nothing the user points at is destroyed, no setting silently replaced, damaged inputs
+# refused, every size bounded, messages that say what to write -------------------------------------
+CASES += [
+    cli("train output", "--save-model naming another run's record (turned it into a zip)",
+        TQ + ["--save-model", "{tmp}/runs/ok-run.json"], "--save-model", "existing run record", "--force",
+        setup="good_record"),
+    cli("train output", "--save-model --json (the model went to a file named --json)",
+        TQ + ["--save-model", "--json"], "--save-model", "not an option"),
+    cli("predict", "-o naming the model being read", ["predict", "{tmp}/m.model.pt", "-o", "{tmp}/m.model.pt"],
+        "-o/--output", "the one this command reads", setup="saved_model"),
+    cli("results", "-o naming a saved model", ["results", "{tmp}/runs", "-o", "{tmp}/m.model.pt"],
+        "-o/--output", "existing saved model", "--force", setup="saved_model"),
+    cli("results", "-o naming an existing file of the user's (replaced, and said so)",
+        ["results", "{tmp}/runs", "-o", "{tmp}/afile"], "replacing the existing file", files={"afile": "x"},
+        setup="good_record", outcome="warning"),
+    api("train output", "TrainResult.save over a run record", "save_over_record", "path",
+        "existing run record"),
+]
+
+
+def setup_saved_model(tmp: Path) -> None:
+    setup_good_record(tmp)
+    _train_user(_graph(), method="mlp", epochs=1, runs_dir=str(tmp / "m-runs")).save(str(tmp / "m.model.pt"))
+
+
+def api_save_over_record(tmp: Path) -> str:
+    setup_good_record(tmp)
+    before = (tmp / "runs" / "ok-run.json").read_bytes()
+    try:
+        _train_user(_graph(), method="mlp", epochs=1, runs_dir=str(tmp / "m-runs")).save(
+            str(tmp / "runs" / "ok-run.json"))
+    finally:
+        assert (tmp / "runs" / "ok-run.json").read_bytes() == before
+    return ""
+
+
 def run_case(case: Case, tmp: Path) -> tuple[bool, str]:
     """Run ``case`` in the scratch folder ``tmp``; returns ``(failed, message)``.
 

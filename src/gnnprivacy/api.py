@@ -168,10 +168,12 @@ class TrainResult:
             return int(self.data.num_features)
         return getattr(self.model, "num_features_", None)
 
-    def save(self, path: str | None = None):
+    def save(self, path: str | None = None, *, force: bool = False):
         """Save the model: weights, JSON configuration and the run record in one file that
         ``torch.load(path, weights_only=True)`` reads (no pickled code); `load` gives it
-        back. Default path: ``<run_id>.model.pt`` in the current folder.
+        back. Default path: ``<run_id>.model.pt`` in the current folder. An existing run
+        record, model or checkpoint at ``path`` is refused unless ``force``
+        (`gnnprivacy._files.check_output_file`).
 
         Returns:
             The path written.
@@ -180,7 +182,10 @@ class TrainResult:
 
         if self.model is None:
             raise RuntimeError(f"method {self.record.method!r} keeps no model to save")
+        from gnnprivacy._files import check_output_file
+
         target = path if path is not None else f"{self.record.run_id}.model.pt"
+        check_output_file(target, name="path", force=force)
         return save_model_file(target, trainer=self.model, data=self.data,
                                method=self.record.method, record=self.record.to_dict())
 
