@@ -194,7 +194,7 @@ def owned_file_kind(path: str | os.PathLike) -> str | None:
 
 
 def check_output_file(path: str | os.PathLike, *, name: str, force: bool = False,
-                      reads: tuple = ()) -> Path:
+                      reads: tuple = (), create_folder: bool = False) -> Path:
     """Prove that ``path`` can be written as a file (its folder exists or can be created and is
     writable; ``path`` is not a folder), before any work, and that writing it destroys nothing.
 
@@ -203,7 +203,8 @@ def check_output_file(path: str | os.PathLike, *, name: str, force: bool = False
     (``--save-model --json``) is refused; so is a path naming one of the files the command reads
     (``reads``), whatever ``force`` says. An existing file that gnnprivacy owns (a run record, a
     saved model, a checkpoint, a split ...: `owned_file_kind`) is refused unless ``force``;
-    any other existing file is replaced with a warning saying so.
+    any other existing file is replaced with a warning saying so. ``create_folder``: a missing
+    folder is fine if it can be created (the writer creates it).
 
     Raises:
         InvalidParameterError: naming the parameter, the path and the reason.
@@ -235,6 +236,9 @@ def check_output_file(path: str | os.PathLike, *, name: str, force: bool = False
     parent = target.parent
     if parent.exists() and not parent.is_dir():
         raise InvalidParameterError(name, f"a path in a directory ({parent} is a file)", str(path))
+    if not parent.exists() and create_folder:
+        check_writable_dir(parent, name=name, create=False)
+        return target
     if not parent.exists():
         raise InvalidParameterError(name, f"a path in an existing directory ({parent} does not exist)",
                                     str(path))

@@ -185,7 +185,7 @@ class TrainResult:
         from gnnprivacy._files import check_output_file
 
         target = path if path is not None else f"{self.record.run_id}.model.pt"
-        check_output_file(target, name="path", force=force)
+        check_output_file(target, name="path", force=force, create_folder=True)
         return save_model_file(target, trainer=self.model, data=self.data,
                                method=self.record.method, record=self.record.to_dict())
 

@@ -39,7 +39,8 @@ def _train(config_file, print_config, as_json, quiet, save_model, force, **optio
         if save_model is not None and not print_config:  # before any work: it destroys nothing
             from gnnprivacy._files import check_output_file
 
-            check_output_file(save_model, name="--save-model", force=force, reads=(config_file,))
+            check_output_file(save_model, name="--save-model", force=force, reads=(config_file,),
+                              create_folder=True)
         values = load_yaml_config(config_file) if config_file else {}
         values.update({k: v for k, v in merge_aliases(options).items() if v is not None})
         config, params = resolve_config(values)
