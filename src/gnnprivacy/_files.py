@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import IO
 from gnnprivacy.errors import InvalidParameterError, WriteFailedError
 
 __all__ = ["DISK_FAULTS", "atomic_write", "check_output_file", "check_writable_dir", "file_digest", "fsync_dir",
-           "is_write_fault", "owned_file_kind"]
+           "is_write_fault", "open_regular", "owned_file_kind", "read_regular"]
 
 #: errno values that mean "the storage refused" whoever asked (no space, read-only, no permission)
 DISK_FAULTS = frozenset({errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.EFBIG})
@@ -114,10 +115,40 @@ def atomic_write(path: str | os.PathLike, data: bytes | str | None = None, *,
     return path
 
 
+def open_regular(path: str | os.PathLike) -> IO[bytes]:
+    """Open ``path`` for reading in binary if it is a regular file (a symbolic link to one is
+    followed); a FIFO, socket or device raises ``OSError`` (``EINVAL``) at once instead of
+    blocking the reader forever."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, socket or device)", str(path))
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path: str | os.PathLike, *, max_bytes: int) -> bytes:
+    """The bytes of the regular file ``path`` (see `open_regular`), at most ``max_bytes``.
+
+    Raises:
+        OSError: not a regular file, unreadable, or larger than ``max_bytes`` (``EFBIG``, the
+            bound in the message).
+    """
+    with open_regular(path) as fh:
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise OSError(errno.EFBIG, f"larger than {max_bytes} bytes", str(path))
+    return data
+
+
 def file_digest(path: str | os.PathLike) -> str:
-    """sha256 (hex) of a file's bytes."""
+    """sha256 (hex) of a regular file's bytes (a FIFO raises ``OSError``, see `open_regular`)."""
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()

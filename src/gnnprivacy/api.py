@@ -274,8 +274,12 @@ def load(path: str) -> TrainResult:
     Raises:
         InvalidParameterError: not a saved model (the message names the file).
     """
+    import os
+
     from gnnprivacy.records.record import RunRecord, _decode
     from gnnprivacy.training.persist import load_model_file
 
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidParameterError("path", "the path of a saved model (<run_id>.model.pt)", path)
     model, record = load_model_file(path)
     return TrainResult(record=RunRecord(**_decode(record)), model=model, data=None)
