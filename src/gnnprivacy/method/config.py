@@ -314,8 +314,9 @@ def parse_config_yaml(text: str) -> Any:
     """
     import yaml
 
-    loader = config_yaml_loader()(text)
+    loader = None
     try:
+        loader = config_yaml_loader()(text)  # reads the stream: may raise a ReaderError
         node = loader.get_single_node()
         if node is None:
             return None
@@ -326,7 +327,8 @@ def parse_config_yaml(text: str) -> Any:
     except RecursionError:
         raise InvalidParameterError("config", f"YAML nested at most {MAX_CONFIG_DEPTH} deep", "") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def _check_expanded_size(root) -> None:
