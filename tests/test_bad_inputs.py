@@ -955,6 +955,253 @@ def _mutations():
     }
 
 
+# -- issue 35: nothing the user points at is destroyed, no setting silently replaced, damaged inputs
+# refused, every size bounded, messages that say what to write -------------------------------------
+CASES += [
+    cli("train output", "--save-model naming another run's record (turned it into a zip)",
+        TQ + ["--save-model", "{tmp}/runs/ok-run.json"], "--save-model", "existing run record", "--force",
+        setup="good_record"),
+    cli("train output", "--save-model --json (the model went to a file named --json)",
+        TQ + ["--save-model", "--json"], "--save-model", "not an option"),
+    cli("predict", "-o naming the model being read", ["predict", "{tmp}/m.model.pt", "-o", "{tmp}/m.model.pt"],
+        "-o/--output", "the one this command reads", setup="saved_model"),
+    cli("results", "-o naming a saved model", ["results", "{tmp}/runs", "-o", "{tmp}/m.model.pt"],
+        "-o/--output", "existing saved model", "--force", setup="saved_model"),
+    cli("results", "-o naming an existing file of the user's (replaced, and said so)",
+        ["results", "{tmp}/runs", "-o", "{tmp}/afile"], "replacing the existing file", files={"afile": "x"},
+        setup="good_record", outcome="warning"),
+    api("train output", "TrainResult.save over a run record", "save_over_record", "path",
+        "existing run record"),
+]
+
+
+TB35 = "name: t\nbase: {method: dpmlp, dataset: csbm, dataset_args: 'num_nodes=120', val_frac: 0.2}\nepsilon: 4\n"
+TUNE35 = ["tune", "-c", "{tmp}/t.yaml", "--runs-dir", "{tmp}/runs", "--plan"]
+BOMB = ("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+        "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+        "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n")
+CASES += [
+    # class 3: a budget or setting silently replaced
+    cli("config file", "-c with epsilon: (present but empty; read as the default 8)",
+        TQ + ["--method", "dpmlp", "-c", "{tmp}/c.yaml"], "epsilon", "present but empty", files={"c.yaml": "epsilon:\n"}),
+    cli("config file", "-c with train-frac and train_frac (both passed the duplicate check)",
+        TQ + ["-c", "{tmp}/c.yaml"], "'train_frac' is given twice", "'train-frac'",
+        files={"c.yaml": "train-frac: 0.5\ntrain_frac: 0.3\n"}),
+    sweep("train-frac in base, train_frac in grid", "name: x\nbase: {method: gcn, train-frac: 0.5}\n"
+          "grid: {train_frac: [0.3]}\n", "grid.train_frac", "base"),
+    cli("config file", "dataset_args: {homophily: '0.5,num_classes=2'} (injected a key)",
+        ["train", "-c", "{tmp}/c.yaml", "--print-config"], "dataset_args.homophily", "no ','",
+        files={"c.yaml": "dataset: csbm\ndataset_args: {homophily: '0.5,num_classes=2'}\n"}),
+    cli("tune", "base.delta (dropped: the trials ran at the default delta)", TUNE35, "at delta 0.0001",
+        files={"t.yaml": TB35.replace("val_frac: 0.2", "val_frac: 0.2, delta: 0.0001") + "grid: {lr: [0.1]}\n"},
+        outcome="handled"),
+    cli("tune", "compare: 'no' (read as true)", TUNE35, "compare", "true or false",
+        files={"t.yaml": TB35 + "grid: {lr: [0.1]}\ncompare: 'no'\n"}),
+    cli("tune", "name: ../../x (wrote records outside the runs directory)", TUNE35, "name", "../../x",
+        files={"t.yaml": TB35.replace("name: t", "name: ../../x") + "grid: {lr: [0.1]}\n"}),
+    cli("audit", "--epsilon 8 -p epsilon=4 (one was picked silently)",
+        ["audit", "--method", "dpmlp", "--epsilon", "8", "-p", "epsilon=4", "--runs", "10"], "epsilon",
+        "given once"),
+    cli("train options", "rgnn --num-clusters 0 (the LLP loss off while the record said alpha 1)",
+        ["train", "--dataset", "csbm", "--dataset-args", "num_nodes=120,num_features=32", "--method", "rgnn",
+         "--num-clusters", "0", "-q", "--runs-dir", "{tmp}/runs"], "num_clusters", "alpha"),
+    api("data (gp.train)", "data.edge_weight (ignored by every method, silently)", "edge_weight",
+        "data.edge_weight is ignored", outcome="warning"),
+    # class 4: damaged inputs
+    api("datasets", "a replaced ind.cora.y (trained a 5-node split recorded as Cora)", "cora_replaced_y",
+        "public split of 5", "140"),
+    api("datasets", "an emptied ind.cora.graph (trained with no edges)", "cora_emptied_graph",
+        "0 edge_index columns", "10,556"),
+    api("records", "a hand-edited .index.json row (a non-private run shown at epsilon 0.5)", "edited_index_row",
+        "failed its checksum", "epsilon inf", outcome="warning"),
+    records("a record with epsilon -5", "record_epsilon_negative", "epsilon is -5", "privacy budget", "ok-run"),
+    # class 5: tracebacks and unbounded work
+    cli("tune", "grid: [1, 2] (a traceback)", TUNE35, "grid", "mapping", files={"t.yaml": TB35 + "grid: [1, 2]\n"}),
+    cli("tune", "trials: 5 (a traceback)", TUNE35, "trials", "mapping",
+        files={"t.yaml": TB35 + "grid: {lr: [0.1]}\ntrials: 5\n"}),
+    api("load", "gp.load(None) (a traceback)", "load_none", "path", "None"),
+    api("load", "a forged model file", "load_forged", "path", "saved model"),
+    api("predict (gp.train(...).predict)", "nodes=[10**6] (an IndexError)", "predict_far_node", "nodes",
+        "[0, 60)", "1000000"),
+    cli("config file", "-c with an integer key (1: 2)", TQ + ["-c", "{tmp}/c.yaml"], "keys must be names", "1",
+        files={"c.yaml": "1: 2\n"}),
+    cli("config file", "-c with a YAML alias bomb (rendered a 580 MB error line)", TQ + ["-c", "{tmp}/c.yaml"],
+        "at most 100000 values", "alias bomb", files={"c.yaml": BOMB}),
+    sweep("seeds: 100000000", "name: x\nbase: {method: gcn}\ngrid: {lr: [0.1]}\nseeds: 100000000\n", "seeds",
+          "at most 100000 runs"),
+    cli("audit", "--runs 1000000000", ["audit", "--method", "dpmlp", "--runs", "1000000000"], "runs",
+        "[2, 1000000]"),
+    cli("audit", "--degrees 1000000000 (killed for memory after 5 minutes)",
+        ["audit", "--method", "heterpoisson", "--dataset", "csbm", "--degrees", "1000000000"], "degrees", "the graph has"),
+    cli("train options", "--hidden 50000000", TQ + ["--hidden", "50000000"], "hidden", "at most 65,536"),
+    records("a record nested 100,000 deep (made every other run unlistable)", "record_deep", "nested too deep",
+            "ok-run"),
+    records("a record naming a FIFO as its companion (blocked results forever)", "record_fifo",
+            "not a regular file", "ok-run"),
+    # class 6: misleading messages
+    cli("config file", "-c with lr: 1e-3 (YAML 1.1 reads it as text)", TQ + ["-c", "{tmp}/c.yaml"], "lr",
+        "write 1.0e-3", files={"c.yaml": "lr: 1e-3\n"}),
+    cli("config file", "-c /dev/null (an empty configuration)", TQ + ["-c", "/dev/null", "--print-config"],
+        "method: gcn", outcome="handled"),
+    api("config file", "-c <(printf 'epochs: 3') (a pipe)", "config_pipe", "epochs: 3", outcome="handled"),
+    api("sweep file", "a YAML merge key (<<: *small) in a grid value (refused as invalid YAML)", "sweep_merge_key",
+        "lr 0.01 hidden 8", outcome="handled"),
+    api("data (gp.train)", "seed=np.int64(3) (was 'not an integer')", "numpy_seed", "seed 3", outcome="handled"),
+    api("data (gp.train)", "NaN in data.x (heterorr: an error about 'z')", "nan_x_featurerr", "x", "NaN"),
+]
+
+
+def api_edge_weight(tmp: Path) -> str:
+    import torch
+
+    _train_user(_graph(edge_weight=torch.ones(180)), method="gcn", epochs=1, runs_dir=str(tmp / "runs"))
+    return ""
+
+
+def _damaged_cora(tmp: Path, name: str, payload) -> str:
+    import os
+    import pickle
+    import shutil
+
+    from gnnprivacy.datasets import load_dataset
+
+    shutil.copytree(shared_datasets() / "Cora", tmp / "root" / "Cora")
+    with open(tmp / "root" / "Cora" / "raw" / name, "wb") as fh:
+        pickle.dump(payload, fh)
+    old = os.environ.get("GNNPRIVACY_CACHE")
+    os.environ["GNNPRIVACY_CACHE"] = str(tmp / "cache")
+    try:
+        load_dataset("cora", root=tmp / "root")
+    finally:
+        if old is None:
+            os.environ.pop("GNNPRIVACY_CACHE")
+        else:
+            os.environ["GNNPRIVACY_CACHE"] = old
+    return "accepted"
+
+
+def api_cora_replaced_y(tmp: Path) -> str:
+    import numpy as np
+
+    return _damaged_cora(tmp, "ind.cora.y", np.eye(7, dtype=np.int64)[:5])
+
+
+def api_cora_emptied_graph(tmp: Path) -> str:
+    return _damaged_cora(tmp, "ind.cora.graph", {})
+
+
+def api_edited_index_row(tmp: Path) -> str:
+    from gnnprivacy.records.store import ResultStore
+
+    setup_good_record(tmp)
+    store = ResultStore(tmp / "runs")
+    store.rows()
+    index = tmp / "runs" / ".index.json"
+    cache = json.loads(index.read_text())
+    cache["entries"]["ok-run.json"]["row"]["epsilon"] = 0.5
+    index.write_text(json.dumps(cache))
+    row = store.rows()[0]
+    return f"epsilon {row['epsilon']}"
+
+
+def setup_record_epsilon_negative(tmp: Path) -> None:
+    _write_record(tmp, "bad", epsilon=-5)
+
+
+def setup_record_deep(tmp: Path) -> None:
+    setup_good_record(tmp)
+    (tmp / "runs" / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+
+
+def setup_record_fifo(tmp: Path) -> None:
+    import os
+
+    setup_good_record(tmp)
+    data = json.loads((tmp / "runs" / "ok-run.json").read_text())
+    os.mkfifo(tmp / "runs" / "pipe.split.npz")
+    data.update(run_id="piped", files={"pipe.split.npz": {"sha256": "0" * 64, "bytes": 0}})
+    (tmp / "runs" / "piped.json").write_text(json.dumps(data))
+
+
+def api_load_none(tmp: Path) -> str:
+    import gnnprivacy as gp
+
+    gp.load(None)
+    return ""
+
+
+def api_load_forged(tmp: Path) -> str:
+    import gnnprivacy as gp
+
+    (tmp / "f.model.pt").write_bytes(b"PK\x03\x04 not a model")
+    gp.load(str(tmp / "f.model.pt"))
+    return ""
+
+
+def api_predict_far_node(tmp: Path) -> str:
+    _train_user(_graph(), method="gcn", epochs=1, runs_dir=str(tmp / "runs")).predict(_graph(), [10**6])
+    return ""
+
+
+def api_config_pipe(tmp: Path) -> str:
+    import os
+
+    from click.testing import CliRunner
+
+    from gnnprivacy.cli import main
+
+    read, write = os.pipe()  # what bash's <(printf ...) hands over: /dev/fd/N
+    os.write(write, b"epochs: 3\n")
+    os.close(write)
+    try:
+        out = CliRunner().invoke(main, ["train", "-c", f"/dev/fd/{read}", "--print-config"])
+    finally:
+        os.close(read)
+    if out.exit_code != 0:
+        raise ValueError(out.output)
+    return out.output
+
+
+def api_sweep_merge_key(tmp: Path) -> str:
+    from gnnprivacy.experiments.sweep import load_sweep
+
+    (tmp / "s.yaml").write_text("name: m\nbase: {method: gcn}\ngrid:\n  setting:\n"
+                                "    - &small {hidden: 8, lr: 0.1}\n    - {<<: *small, lr: 0.01}\n")
+    cells = load_sweep(tmp / "s.yaml").cells()
+    assert cells == [{"hidden": 8, "lr": 0.1}, {"hidden": 8, "lr": 0.01}], cells
+    return f"lr {cells[1]['lr']} hidden {cells[1]['hidden']}"
+
+
+def api_numpy_seed(tmp: Path) -> str:
+    import numpy as np
+
+    result = _train_user(_graph(), method="gcn", epochs=1, seed=np.int64(3), runs_dir=str(tmp / "runs"))
+    return f"seed {result.record.config['seed']}"
+
+
+def api_nan_x_featurerr(tmp: Path) -> str:
+    x = _graph().x.clone()
+    x[2, 1] = float("nan")
+    _train_user(_graph(x=x), method="featurerr", epochs=1, runs_dir=str(tmp / "runs"))
+    return ""
+
+
+def setup_saved_model(tmp: Path) -> None:
+    setup_good_record(tmp)
+    _train_user(_graph(), method="mlp", epochs=1, runs_dir=str(tmp / "m-runs")).save(str(tmp / "m.model.pt"))
+
+
+def api_save_over_record(tmp: Path) -> str:
+    setup_good_record(tmp)
+    before = (tmp / "runs" / "ok-run.json").read_bytes()
+    try:
+        _train_user(_graph(), method="mlp", epochs=1, runs_dir=str(tmp / "m-runs")).save(
+            str(tmp / "runs" / "ok-run.json"))
+    finally:
+        assert (tmp / "runs" / "ok-run.json").read_bytes() == before
+    return ""
+
+
 def run_case(case: Case, tmp: Path) -> tuple[bool, str]:
     """Run ``case`` in the scratch folder ``tmp``; returns ``(failed, message)``.
 

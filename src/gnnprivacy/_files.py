@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import IO
 from gnnprivacy.errors import InvalidParameterError, WriteFailedError
 
 __all__ = ["DISK_FAULTS", "atomic_write", "check_output_file", "check_writable_dir", "file_digest", "fsync_dir",
-           "is_write_fault"]
+           "is_write_fault", "open_regular", "owned_file_kind", "read_regular"]
 
 #: errno values that mean "the storage refused" whoever asked (no space, read-only, no permission)
 DISK_FAULTS = frozenset({errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.EFBIG})
@@ -114,10 +115,40 @@ def atomic_write(path: str | os.PathLike, data: bytes | str | None = None, *,
     return path
 
 
+def open_regular(path: str | os.PathLike) -> IO[bytes]:
+    """Open ``path`` for reading in binary if it is a regular file (a symbolic link to one is
+    followed); a FIFO, socket or device raises ``OSError`` (``EINVAL``) at once instead of
+    blocking the reader forever."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, socket or device)", str(path))
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path: str | os.PathLike, *, max_bytes: int) -> bytes:
+    """The bytes of the regular file ``path`` (see `open_regular`), at most ``max_bytes``.
+
+    Raises:
+        OSError: not a regular file, unreadable, or larger than ``max_bytes`` (``EFBIG``, the
+            bound in the message).
+    """
+    with open_regular(path) as fh:
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise OSError(errno.EFBIG, f"larger than {max_bytes} bytes", str(path))
+    return data
+
+
 def file_digest(path: str | os.PathLike) -> str:
-    """sha256 (hex) of a file's bytes."""
+    """sha256 (hex) of a regular file's bytes (a FIFO raises ``OSError``, see `open_regular`)."""
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
@@ -158,21 +189,87 @@ def check_writable_dir(path: str | os.PathLike, *, name: str, create: bool = Tru
     return root
 
 
-def check_output_file(path: str | os.PathLike, *, name: str) -> Path:
+#: name endings of the files gnnprivacy writes and reads back (replacing one loses a run, a
+#: model, a checkpoint or a cache), with what each is
+_OWNED_SUFFIXES = ((".model.pt", "saved model"), (".failed.json", "failure record"),
+                   (".split.npz", "split"), (".claim", "run claim"), (".pt", "checkpoint"))
+#: the largest JSON file sniffed for a run record
+_SNIFF_BYTES = 1 << 20
+
+
+def owned_file_kind(path: str | os.PathLike) -> str | None:
+    """What ``path`` is when it is an existing file that gnnprivacy wrote and reads back (a run
+    or tune record, a saved model, a checkpoint, a split, the index cache ...), else ``None``.
+    Only regular files are opened (a FIFO would block)."""
+    p = Path(path)
+    try:
+        if not p.is_file():
+            return None
+    except OSError:
+        return None
+    if p.name == ".index.json":
+        return "index cache"
+    for suffix, kind in _OWNED_SUFFIXES:
+        if p.name.endswith(suffix):
+            return kind
+    if p.suffix == ".json" and p.stat().st_size <= _SNIFF_BYTES:
+        import json
+
+        try:
+            data = json.loads(p.read_bytes())
+        except (OSError, ValueError, RecursionError):
+            return None
+        if isinstance(data, dict) and "run_id" in data:
+            return "tune record" if "tuning" in data else "run record"
+    return None
+
+
+def check_output_file(path: str | os.PathLike, *, name: str, force: bool = False,
+                      reads: tuple = (), create_folder: bool = False) -> Path:
     """Prove that ``path`` can be written as a file (its folder exists or can be created and is
-    writable; ``path`` is not a folder), before any work.
+    writable; ``path`` is not a folder), before any work, and that writing it destroys nothing.
+
+    Every command that writes a file the user names (``train --save-model``, ``predict -o``,
+    ``results -o``, `TrainResult.save`) calls it. A path that looks like an option
+    (``--save-model --json``) is refused; so is a path naming one of the files the command reads
+    (``reads``), whatever ``force`` says. An existing file that gnnprivacy owns (a run record, a
+    saved model, a checkpoint, a split ...: `owned_file_kind`) is refused unless ``force``;
+    any other existing file is replaced with a warning saying so. ``create_folder``: a missing
+    folder is fine if it can be created (the writer creates it).
 
     Raises:
         InvalidParameterError: naming the parameter, the path and the reason.
     """
     if not str(path).strip():
         raise InvalidParameterError(name, "a non-empty file path", str(path))
+    if str(path).startswith("-"):
+        raise InvalidParameterError(name, "a file path, not an option (its value is missing; write "
+                                    "./NAME for a file whose name starts with '-')", str(path))
     target = Path(path).expanduser()
+    if target.exists() and not target.is_dir():
+        for source in reads:
+            if source is not None and Path(source).exists() and os.path.samefile(source, target):
+                raise InvalidParameterError(name, "a file other than the one this command reads",
+                                            str(path))
+        if not (target.is_file() or target.is_symlink()):
+            raise InvalidParameterError(name, "a regular file path (it is a FIFO, socket or device)",
+                                        str(path))
+        kind = owned_file_kind(target)
+        if kind is not None and not force:
+            raise InvalidParameterError(name, f"a path that is not an existing {kind} (writing would "
+                                        "destroy it; pass --force to replace it)", str(path))
+        import warnings
+
+        warnings.warn(f"{name}: replacing the existing file {path}"
+                      + (f" (a {kind})" if kind else ""), UserWarning, stacklevel=2)
     if target.is_dir():
         raise InvalidParameterError(name, "a file path (it is an existing directory)", str(path))
     parent = target.parent
     if parent.exists() and not parent.is_dir():
         raise InvalidParameterError(name, f"a path in a directory ({parent} is a file)", str(path))
+    if not parent.exists() and create_folder:
+        check_writable_dir(parent, name=name, create=False)
+        return target
     if not parent.exists():
         raise InvalidParameterError(name, f"a path in an existing directory ({parent} does not exist)",
                                     str(path))

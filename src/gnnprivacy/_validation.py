@@ -3,10 +3,26 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from numbers import Integral, Real
 
 from gnnprivacy.errors import InvalidParameterError, UnknownNameError
+
+
+#: a number as YAML 1.2 and Python read it, which YAML 1.1 (PyYAML) reads as text: ``1e-3``
+_NUMBER_TEXT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+
+
+def number_text_hint(value: object) -> str:
+    """What to write when ``value`` is text that reads as a number, else ``""``: YAML 1.1
+    (PyYAML) reads ``1e-3`` as a string (write ``1.0e-3``); a quoted ``'0.5'`` is text."""
+    if not (isinstance(value, str) and _NUMBER_TEXT.match(value.strip())):
+        return ""
+    mantissa, _, exp = value.strip().lower().partition("e")
+    if exp and "." not in mantissa:
+        return f" (YAML 1.1 reads {value} as text, not a number: write {mantissa}.0e{exp})"
+    return f" (text, not a number: write {value.strip()} without quotes)"
 
 
 def _is_real(value: object) -> bool:
@@ -27,7 +43,7 @@ def check_real(name: str, value: object, *, low: float | None = None, high: floa
     hi = "inf" if high is None else f"{high:g}"
     expected = f"a real number in {'(' if low_open or low is None else '['}{lo}, {hi}{')' if high_open or high is None else ']'}"
     if not _is_real(value) or math.isnan(float(value)):
-        raise InvalidParameterError(name, expected, value, where=where)
+        raise InvalidParameterError(name, expected + number_text_hint(value), value, where=where)
     v = float(value)
     if low is not None and (v < low or (low_open and v == low)):
         raise InvalidParameterError(name, expected, value, where=where)
@@ -59,7 +75,7 @@ def check_int(name: str, value: object, *, low: int | None = None, high: int | N
     rng = f"[{'-inf' if low is None else low}, {'inf' if high is None else high}]"
     expected = f"an integer in {rng}"
     if isinstance(value, bool) or not isinstance(value, Integral):
-        raise InvalidParameterError(name, expected, value, where=where)
+        raise InvalidParameterError(name, expected + number_text_hint(value), value, where=where)
     v = int(value)
     if (low is not None and v < low) or (high is not None and v > high):
         raise InvalidParameterError(name, expected, value, where=where)

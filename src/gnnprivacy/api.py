@@ -168,10 +168,12 @@ class TrainResult:
             return int(self.data.num_features)
         return getattr(self.model, "num_features_", None)
 
-    def save(self, path: str | None = None):
+    def save(self, path: str | None = None, *, force: bool = False):
         """Save the model: weights, JSON configuration and the run record in one file that
         ``torch.load(path, weights_only=True)`` reads (no pickled code); `load` gives it
-        back. Default path: ``<run_id>.model.pt`` in the current folder.
+        back. Default path: ``<run_id>.model.pt`` in the current folder. An existing run
+        record, model or checkpoint at ``path`` is refused unless ``force``
+        (`gnnprivacy._files.check_output_file`).
 
         Returns:
             The path written.
@@ -180,7 +182,10 @@ class TrainResult:
 
         if self.model is None:
             raise RuntimeError(f"method {self.record.method!r} keeps no model to save")
+        from gnnprivacy._files import check_output_file
+
         target = path if path is not None else f"{self.record.run_id}.model.pt"
+        check_output_file(target, name="path", force=force, create_folder=True)
         return save_model_file(target, trainer=self.model, data=self.data,
                                method=self.record.method, record=self.record.to_dict())
 
@@ -269,8 +274,12 @@ def load(path: str) -> TrainResult:
     Raises:
         InvalidParameterError: not a saved model (the message names the file).
     """
+    import os
+
     from gnnprivacy.records.record import RunRecord, _decode
     from gnnprivacy.training.persist import load_model_file
 
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidParameterError("path", "the path of a saved model (<run_id>.model.pt)", path)
     model, record = load_model_file(path)
     return TrainResult(record=RunRecord(**_decode(record)), model=model, data=None)

@@ -23,8 +23,19 @@ class InvalidParameterError(GnnPrivacyError, ValueError):
         self.received = received
         prefix = f"{where}: " if where else ""
         super().__init__(
-            f"{prefix}parameter {name!r} must be {expected}; received {received!r}"
+            f"{prefix}parameter {name!r} must be {expected}; received {_bounded_repr(received)}"
         )
+
+
+def _bounded_repr(value: object) -> str:
+    """``repr(value)`` cut to a few hundred characters, with bounded work (a YAML alias bomb
+    is a list of billions of shared elements; its full repr once made a 580 MB error line)."""
+    import reprlib
+
+    short = reprlib.Repr()
+    short.maxlevel, short.maxlist, short.maxtuple, short.maxdict, short.maxset = 4, 12, 12, 12, 12
+    short.maxstring, short.maxother, short.maxlong = 200, 200, 60
+    return short.repr(value)
 
 
 class UnknownNameError(InvalidParameterError):

@@ -50,8 +50,16 @@ def test_index_cache_is_reused_and_invalidated(tmp_path):
     assert store.rows()[0]["metrics.test_accuracy"] == 0.5
     cache = json.loads((tmp_path / ".index.json").read_text())
     assert set(cache["entries"]) == {"a.json"}
-    # A cached row is served while the file is unchanged (tamper with the cache to prove it) ...
+    # A hand-edited row fails its checksum: the record is read again (issue 35) ...
+    from gnnprivacy.records.store import UnreadableRecordWarning, _entry_digest
+
     cache["entries"]["a.json"]["row"]["metrics.test_accuracy"] = 0.25
+    (tmp_path / ".index.json").write_text(json.dumps(cache))
+    with pytest.warns(UnreadableRecordWarning, match="failed its checksum"):
+        assert store.rows()[0]["metrics.test_accuracy"] == 0.5
+    # ... a cached row is served while the file is unchanged (tamper with the cache, checksum
+    # recomputed, to prove it) ...
+    cache["entries"]["a.json"]["sha256"] = _entry_digest("a.json", cache["entries"]["a.json"])
     (tmp_path / ".index.json").write_text(json.dumps(cache))
     assert store.rows()[0]["metrics.test_accuracy"] == 0.25
     # ... and re-parsed once the record changes.

@@ -26,6 +26,7 @@ import time
 from typing import Any
 
 from gnnprivacy._validation import check_choice, check_int, check_positive
+from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.auditing.mechanism import audit_phases, paper_literal_audit
 from gnnprivacy.auditing.plans import GraphFacts, MechanismPlan, plan_for
 from gnnprivacy.auditing.result import AuditResult, _jsonable  # noqa: F401 (re-exported)
@@ -34,6 +35,10 @@ from gnnprivacy.method.data import load_for_method as _load
 __all__ = ["AuditResult", "audit", "audit_plan", "MODES"]
 
 MODES = ("mechanism", "paper", "training", "code")
+#: the most runs per world an audit takes (simulated mechanism runs; real trainings): beyond
+#: them the bound no longer tightens noticeably and the work would run for hours
+MAX_RUNS = 1_000_000
+MAX_TRAINING_RUNS = 1_000
 
 
 def audit_plan(plan: MechanismPlan, *, mode: str = "mechanism", runs: int = 10_000,
@@ -144,6 +149,14 @@ def audit(method: str, dataset: str = "csbm", *, epsilon: float | None = None,
     from gnnprivacy.auditing.plans import HETERORR_METHODS, LOCAL_METHODS
 
     values = dict(params or {})
+    for key, given in (("epsilon", epsilon), ("delta", delta)):
+        if given is not None and key in values and values[key] != given:
+            raise InvalidParameterError(key, f"given once: as --{key} ({key}=) or as -p {key}=... "
+                                        "(params), not both with different values",
+                                        {key: given, f"params[{key!r}]": values[key]})
+    max_runs = MAX_TRAINING_RUNS if mode in ("training", "code") else MAX_RUNS
+    if runs is not None:
+        runs = check_int("runs", runs, low=2, high=max_runs)
     if epsilon is not None and method not in (*LOCAL_METHODS, *HETERORR_METHODS):
         values["epsilon"] = epsilon
     if delta is not None:

@@ -135,6 +135,9 @@ def _plan_heterpoisson(p, g: GraphFacts, noise_scale: float, degrees) -> Mechani
     z_used = z * noise_scale
     degrees = sorted({d_max, g.max_out_degree, g.median_degree} if degrees is None
                      else {int(d) for d in degrees})
+    if degrees and degrees[-1] > g.num_nodes - 1:  # a law over degree+1 outcomes: bounded by the graph
+        raise InvalidParameterError("degrees", f"out-degrees in [0, {g.num_nodes - 1}] (the graph has "
+                                    f"{g.num_nodes} nodes)", degrees[-1])
     phases = {f"D={d}": [Phase(heterpoisson_law(q_b=q_b, M=p.M, degree=d,
                                                 noise_multiplier=z_used,
                                                 overlap_removal=overlap), steps)]

@@ -48,7 +48,13 @@ def _parse_degrees(text):
         raise InvalidParameterError("degrees", "comma-separated integers (e.g. 1,5,20)", text) from None
     if any(d < 0 for d in degrees):
         raise InvalidParameterError("degrees", "non-negative out-degrees", text)
+    if len(degrees) > MAX_DEGREES:
+        raise InvalidParameterError("degrees", f"at most {MAX_DEGREES} out-degrees", text)
     return degrees
+
+
+#: the most canary out-degrees one audit takes (each is a mechanism simulated for every run)
+MAX_DEGREES = 32
 
 
 @click.command("audit")

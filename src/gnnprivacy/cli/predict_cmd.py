@@ -82,7 +82,8 @@ def load_prediction_graph(record, dataset: str | None, data_root: str | None):
                                  "default: every node.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="CSV to write (default: stdout).")
-def predict_command(model, dataset, data_root, nodes_file, output) -> None:
+@click.option("--force", is_flag=True, help="let -o replace an existing run record, model or checkpoint")
+def predict_command(model, dataset, data_root, nodes_file, output, force) -> None:
     """Predictions of a saved model (node, predicted class, one logit column per class)."""
     import io
 
@@ -90,6 +91,10 @@ def predict_command(model, dataset, data_root, nodes_file, output) -> None:
     from gnnprivacy.errors import GnnPrivacyError
 
     try:
+        if output is not None:  # before any work; never the model or node file being read
+            from gnnprivacy._files import check_output_file
+
+            check_output_file(output, name="-o/--output", force=force, reads=(model, nodes_file))
         result = gp.load(model)
         data = load_prediction_graph(result.record, dataset, data_root)
         nodes = None if nodes_file is None else read_node_file(nodes_file,

@@ -19,7 +19,8 @@ from gnnprivacy.reporting.export import FORMATS
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="write to this file (required for parquet); default: stdout")
 @click.option("--failed/--no-failed", default=True, show_default=True, help="include failed runs")
-def results_command(runs_dir, runs_dir_option, filters, fmt, output, failed):
+@click.option("--force", is_flag=True, help="let -o replace an existing run record, model or checkpoint")
+def results_command(runs_dir, runs_dir_option, filters, fmt, output, failed, force):
     """List the runs in RUNS_DIR (one row per run record), filter them and export them.
 
     Columns: seed_index is the repeat index in a sweep (0, 1, 2 ...), seed the run seed derived
@@ -37,7 +38,7 @@ def results_command(runs_dir, runs_dir_option, filters, fmt, output, failed):
         if output:  # before reading anything: a bad -o is one line, not a traceback after the work
             from gnnprivacy._files import check_output_file
 
-            check_output_file(output, name="-o/--output")
+            check_output_file(output, name="-o/--output", force=force)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UnreadableRecordWarning)  # printed below, once, plainly
             all_rows = store.rows(include_failed=failed)

@@ -34,8 +34,13 @@ def _fields():
     return collect_fields(groups)
 
 
-def _train(config_file, print_config, as_json, quiet, save_model, **options):
+def _train(config_file, print_config, as_json, quiet, save_model, force, **options):
     try:
+        if save_model is not None and not print_config:  # before any work: it destroys nothing
+            from gnnprivacy._files import check_output_file
+
+            check_output_file(save_model, name="--save-model", force=force, reads=(config_file,),
+                              create_folder=True)
         values = load_yaml_config(config_file) if config_file else {}
         values.update({k: v for k, v in merge_aliases(options).items() if v is not None})
         config, params = resolve_config(values)
@@ -99,6 +104,9 @@ def _build_train_command():
     command = click.option("--save-model", type=click.Path(dir_okay=False), default=None,
                            help="where to save the trained model (default: "
                                 "RUNS_DIR/<run_id>.model.pt beside the record)")(command)
+    command = click.option("--force", is_flag=True,
+                           help="let --save-model replace an existing run record, model or "
+                                "checkpoint")(command)
     command = click.option("--json", "as_json", is_flag=True,
                            help="print a machine-readable result on stdout")(command)
     command = click.option("--print-config", is_flag=True,

@@ -37,6 +37,21 @@ def _load(ctx, source):
 
 # --- Planetoid -----------------------------------------------------------------------------
 
+#: (nodes, edge_index columns, features, classes) of each file-backed dataset as loaded
+#: (measured on the shared raw files; the notes state the same figures), and the public
+#: splits' (train, val, test): `load_dataset` refuses raw files that give anything else
+SIZES = {
+    "cora": (2708, 10556, 1433, 7), "citeseer": (3327, 9104, 3703, 6),
+    "computers": (13752, 491722, 767, 10), "photo": (7650, 238162, 745, 8),
+    "cs": (18333, 163788, 6805, 15), "physics": (34493, 495924, 8415, 5),
+    "facebook": (22470, 341825, 4714, 4), "twitch-de": (9498, 315774, 3170, 2),
+    "twitch-en": (7126, 77774, 3170, 2), "twitch-es": (4648, 123412, 3170, 2),
+    "twitch-fr": (6549, 231881, 3170, 2), "twitch-pt": (1912, 64510, 3170, 2),
+    "twitch-ru": (4385, 78993, 3170, 2),
+}
+PUBLIC_SIZES = {"cora": (140, 500, 1000), "citeseer": (120, 500, 1000)}
+
+
 def _planetoid(name: str, pyg_name: str, paper_list, notes: str = "", default_split: str = "public"):
     files = [f"ind.{pyg_name.lower()}.{s}" for s in _PLANETOID_SUFFIXES]
 
@@ -44,7 +59,7 @@ def _planetoid(name: str, pyg_name: str, paper_list, notes: str = "", default_sp
         name, description=f"{pyg_name} citation graph (Planetoid): bag-of-words features, paper topics",
         pyg_class=f"torch_geometric.datasets.Planetoid(root, {pyg_name!r})",
         raw_files=_raw(pyg_name, files), papers=tuple(paper_list), public_split=True,
-        default_split=default_split,
+        default_split=default_split, sizes=SIZES.get(name), public_sizes=PUBLIC_SIZES.get(name),
         notes=("split='public' is Planetoid's split (20 labelled nodes per class, 500 val, "
                "1000 test). " + notes))
     def load(ctx):
@@ -70,7 +85,8 @@ _planetoid("pubmed", "PubMed", [P000, P003],
 def _npz(name: str, subdir: str, file: str, cls: str, desc: str, paper_list, notes: str):
     @register_dataset(name, description=desc,
                       pyg_class=f"torch_geometric.datasets.{cls}(root, {subdir!r})",
-                      raw_files=_raw(subdir, [file]), papers=tuple(paper_list), notes=notes)
+                      raw_files=_raw(subdir, [file]), papers=tuple(paper_list), notes=notes,
+                      sizes=SIZES.get(name))
     def load(ctx):
         import torch_geometric.datasets as pyg_datasets
 
@@ -100,7 +116,7 @@ _npz("physics", "Physics", "ms_academic_phy.npz", "Coauthor",
 @register_dataset(
     "facebook", description="Facebook page-page graph (MUSAE): 4 page categories",
     pyg_class="torch_geometric.datasets.FacebookPagePage(root + '/FacebookPagePage')",
-    raw_files=_raw("FacebookPagePage", ["facebook.npz"]), papers=(P000, P004),
+    raw_files=_raw("FacebookPagePage", ["facebook.npz"]), papers=(P000, P004), sizes=SIZES["facebook"],
     notes=("Features are the raw MUSAE multi-hot page descriptors (4,714 dims), not PyG's "
            "128-dim embeddings: accuracies will not match papers bit-for-bit. 22,470 nodes; "
            "PyG's 342,004 edge columns list the 179 self-loops twice; after coalescing "
@@ -122,7 +138,8 @@ def _twitch(code: str):
     @register_dataset(
         f"twitch-{code.lower()}", description=f"Twitch {code} gamer follower graph (MUSAE): mature-content label",
         pyg_class=f"torch_geometric.datasets.Twitch(root + '/Twitch', {code!r})",
-        raw_files=_raw(subdir, [f"{code}.npz"]), papers=(P000,) if code == "DE" else (), notes=notes)
+        raw_files=_raw(subdir, [f"{code}.npz"]), papers=(P000,) if code == "DE" else (), notes=notes,
+        sizes=SIZES[f"twitch-{code.lower()}"])
     def load(ctx):
         from torch_geometric.datasets import Twitch
 

@@ -10,6 +10,7 @@ from torch_geometric.data import Data
 from torch_geometric.utils import to_undirected
 
 from gnnprivacy._validation import check_int
+from gnnprivacy.errors import CorruptDatasetError
 from gnnprivacy.datasets.paths import LoadContext, resolve_cache, resolve_root
 from gnnprivacy.datasets.registry import DatasetInfo, get_spec
 from gnnprivacy.datasets.splits import KINDS, Split, random_split, split_from_masks
@@ -69,6 +70,22 @@ def _make_split(data: Data, info: DatasetInfo, kind: str, seed: int, fractions) 
                         train_frac=tr, val_frac=va, test_frac=te)
 
 
+def _check_catalogue_sizes(data: Data, info: DatasetInfo, root) -> None:
+    """The loaded graph has the catalogue's nodes, edges, features and classes, else
+    `CorruptDatasetError` naming what differs (a replaced ``ind.cora.y``, an emptied
+    ``ind.cora.graph`` ...)."""
+    if info.sizes is None:
+        return
+    got = (int(data.num_nodes), int(data.edge_index.shape[1]), int(data.x.shape[1]),
+           int(data.num_classes))
+    names = ("nodes", "edge_index columns", "features", "classes")
+    wrong = [f"{g:,} {n} (the catalogue says {w:,})" for g, w, n in zip(got, info.sizes, names) if g != w]
+    if wrong:
+        raise CorruptDatasetError(
+            f"{info.name}: the raw files in {root} give {'; '.join(wrong)}: a replaced or damaged raw "
+            f"file? Compare them with the originals ({', '.join(info.raw_files)}); nothing was trained")
+
+
 def load_dataset(name: str, *, root: str | os.PathLike | None = None, split: str | None = None,
                  seed: int = 0, train_frac: float | None = None, val_frac: float | None = None,
                  test_frac: float | None = None, cache_dir: str | os.PathLike | None = None,
@@ -119,7 +136,17 @@ def load_dataset(name: str, *, root: str | os.PathLike | None = None, split: str
     ctx = LoadContext(name=info.name, root=data_root, cache=resolve_cache(cache_dir),
                       download=bool(download))
     data = _standardize(spec.fn(ctx, **dataset_kwargs), info.name)
+    if not dataset_kwargs:  # options (german's features ...) may change the sizes
+        _check_catalogue_sizes(data, info, getattr(data_root, "path", data_root))
     split_obj = _make_split(data, info, kind, seed, fractions)
+    if kind == "public" and info.public_sizes is not None:
+        counts = tuple(int(m.sum()) for m in split_obj.masks())
+        if counts != tuple(info.public_sizes):
+            raise CorruptDatasetError(
+                f"{info.name}: the raw files in {getattr(data_root, 'path', data_root)} give a public split of {counts[0]} / {counts[1]} "
+                f"/ {counts[2]} train / val / test nodes; the catalogue says {info.public_sizes[0]} / "
+                f"{info.public_sizes[1]} / {info.public_sizes[2]} (a replaced or damaged raw file? "
+                f"compare them with the originals: {', '.join(info.raw_files)})")
     for key, mask in zip(_MASKS, split_obj.masks()):
         data[key] = torch.from_numpy(np.ascontiguousarray(mask))
     data.split = split_obj

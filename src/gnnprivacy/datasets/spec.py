@@ -31,6 +31,10 @@ class DatasetInfo:
         default_split: the split kind used when ``split=None``.
         requires: Python packages needed beyond the core dependencies.
         generated: True for synthetic datasets built locally (no files).
+        sizes: ``(nodes, edge_index columns, features, classes)`` the raw files give after
+            loading (``None``: not known); every load is checked against it, so a replaced or
+            damaged raw file is refused instead of trained on.
+        public_sizes: ``(train, val, test)`` node counts of the public split, checked likewise.
     """
 
     name: str
@@ -43,6 +47,8 @@ class DatasetInfo:
     default_split: str = "random"
     requires: tuple[str, ...] = ()
     generated: bool = False
+    sizes: tuple[int, int, int, int] | None = None
+    public_sizes: tuple[int, int, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict of the fields."""

@@ -103,6 +103,63 @@ seed: 0                         # root seed of the sweep
 """
 ID_EXCLUDED_KEYS = ("runs_dir", "data_root", "resume")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+#: the most runs one sweep (grid cells x seeds) or tune grid may describe; larger grids are a
+#: typo (``seeds: 100000000``) that would fill memory before the first run
+MAX_SWEEP_RUNS = 100_000
+
+
+def check_run_name(key: str, name: Any, *, where: str | None = None) -> str:
+    """A sweep's or tune's name: letters, digits, ``.``, ``_``, ``-`` (it names files in the runs
+    directory, so ``../../x`` would write outside it)."""
+    if not isinstance(name, str) or not _NAME_RE.match(name) or len(name) > 100:
+        raise InvalidParameterError(key, "a non-empty name of at most 100 letters, digits, '.', '_', '-' "
+                                    "(it names files in the runs directory)", name, where=where)
+    return name
+
+
+def settings_of(base: Any, grid: Any, *, where: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A sweep's or tune's ``base`` and ``grid`` through the settings schema
+    (`gnnprivacy.method.config.check_settings`): each setting once under its own name, in any
+    spelling (``train-frac`` and ``train_frac``), also across base and grid (a grid value that
+    is a mapping sets its keys too); grid lists become tuples; the number of grid cells is
+    bounded by `MAX_SWEEP_RUNS`."""
+    from gnnprivacy.method.config import check_settings
+
+    if not isinstance(base, Mapping):
+        raise InvalidParameterError("base", "a mapping of config key: value", base, where=where)
+    base_spelling: dict[str, set[str]] = {}
+    for key in base:
+        base_spelling.setdefault(str(key).replace("-", "_"), set()).add(key)
+    base = check_settings(dict(base), where="base.")
+    if not isinstance(grid, Mapping):
+        raise InvalidParameterError("grid", "a non-empty mapping of key: [values]", grid, where=where)
+    names = check_settings({k: [] for k in grid}, where="grid.")  # spelled once
+    out: dict[str, Any] = {}
+    cells = 1
+    for (key, values), name in zip(grid.items(), names):
+        if not isinstance(values, list):
+            out[name] = values  # refused by the spec with its own message
+            continue
+        for value in values:
+            if isinstance(value, Mapping):  # several keys together; may override base's value
+                check_settings(dict(value), where=f"grid.{name}[].")
+                respelled = [k for k in value if isinstance(k, str) and k not in
+                             base_spelling.get(k.replace("-", "_"), (k,))]
+                if respelled:
+                    raise InvalidParameterError(f"grid.{name}", "each setting spelled one way in base and "
+                                                f"grid ({respelled[0]!r} is spelled differently in base)",
+                                                respelled[0], where=where)
+            else:
+                check_settings({name: value}, where="grid.")
+        if name in base:
+            raise InvalidParameterError(f"grid.{name}", f"keys not also set in base ({name!r} is in both: one "
+                                        "would silently replace the other)", name, where=where)
+        out[name] = tuple(values)
+        cells *= max(1, len(values))
+        if cells > MAX_SWEEP_RUNS:
+            raise InvalidParameterError("grid", f"at most {MAX_SWEEP_RUNS} combinations", f"{cells}+",
+                                        where=where)
+    return base, out
 
 
 @dataclass(frozen=True)
@@ -119,8 +176,7 @@ class SweepSpec:
 
     def __post_init__(self):
         where = f"sweep {self.name!r}"
-        if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
-            raise InvalidParameterError("name", "a non-empty name of letters, digits, '.', '_', '-'", self.name)
+        check_run_name("name", self.name)
         if not isinstance(self.base, Mapping):
             raise InvalidParameterError("base", "a mapping of config key: value", self.base, where=where)
         _check_grid(self.grid, where)
@@ -136,6 +192,11 @@ class SweepSpec:
                 raise InvalidParameterError("seeds", "an integer >= 1 (repeats per grid cell)", self.seeds, where=where)
             if explicit_seed:
                 raise InvalidParameterError("seeds", "absent when 'seed' is set in base or grid", self.seeds, where=where)
+        cells = math.prod(len(v) for v in self.grid.values())
+        if cells * self.repeats > MAX_SWEEP_RUNS:
+            raise InvalidParameterError(
+                "seeds" if self.seeds else "grid", f"at most {MAX_SWEEP_RUNS} runs in all (grid cells x "
+                f"seeds; here {cells} x {self.repeats})", self.seeds if self.seeds else cells, where=where)
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise InvalidParameterError("seed", "a non-negative integer (the sweep's root seed)", self.seed, where=where)
 
@@ -169,11 +230,9 @@ class SweepSpec:
         imports = data.get("imports") or ()
         if isinstance(imports, str) or not all(isinstance(m, str) for m in imports):
             raise InvalidParameterError("imports", "a list of module names", imports, where=source)
-        base = data.get("base") or {}
+        base, grid = settings_of(data.get("base") or {}, grid, where=source)
         description = data.get("description") or data.get("notes") or ""
-        return cls(name=data["name"], base=dict(base) if isinstance(base, Mapping) else base,
-                   grid={k: tuple(v) if isinstance(v, list) else v for k, v in grid.items()}
-                   if isinstance(grid, Mapping) else grid,
+        return cls(name=data["name"], base=base, grid=grid,
                    seeds=data.get("seeds"), seed=data.get("seed", 0), imports=tuple(imports),
                    description=str(description))
 

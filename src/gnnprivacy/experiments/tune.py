@@ -153,6 +153,12 @@ class TuneSpec:
 
     @classmethod
     def from_dict(cls, data: Any, *, source: str = "tune") -> TuneSpec:
+        """Validate a parsed tune file: every key once under its own name (``base`` and each
+        grid value through the settings schema `check_settings`), ``base.delta`` kept as the
+        tune's delta, the name safe as a file name."""
+        from gnnprivacy.experiments.sweep import check_run_name, settings_of
+        from gnnprivacy.method.config import check_settings
+
         if not isinstance(data, Mapping):
             raise InvalidParameterError("tune file", "a YAML mapping", type(data).__name__,
                                         where=source)
@@ -162,14 +168,31 @@ class TuneSpec:
         for key in ("base", "grid", "epsilon"):
             if key not in data:
                 raise InvalidParameterError(key, "present", None, where=source)
-        grid = {k: tuple(v) if isinstance(v, list) else v for k, v in dict(data["grid"]).items()}
-        kw = {k: data[k] for k in TUNE_KEYS if k in data and k not in ("grid",)}
+        if not isinstance(data["grid"], Mapping):
+            raise InvalidParameterError("grid", "a non-empty mapping of key: [values]", data["grid"],
+                                        where=source)
+        base, grid = settings_of(data.get("base") or {}, data["grid"], where=source)
+        kw = {k: data[k] for k in TUNE_KEYS if k in data and k not in ("grid", "base")}
         kw.setdefault("name", "tune")
-        kw["base"] = dict(kw["base"])
+        check_run_name("name", kw["name"], where=source)
+        if "delta" in base:  # the tune's delta: the trials and the total are stated at it
+            if kw.get("delta") is not None and kw["delta"] != base["delta"]:
+                raise InvalidParameterError("base.delta", f"absent or equal to delta ({kw['delta']!r}): "
+                                            "the tune has one delta", base["delta"], where=source)
+            kw["delta"] = base.pop("delta")
+        for key in ("epsilon", "delta", "score_noise", "score_sensitivity"):
+            if kw.get(key) is not None:
+                check_real(key, kw[key], where=source)
+        for key in ("compare", "reproducible_selection"):
+            if key in kw and not isinstance(kw[key], bool):
+                raise InvalidParameterError(key, "true or false (unquoted)", kw[key], where=source)
+        if not isinstance(kw.get("trials", {}), Mapping):
+            raise InvalidParameterError("trials", "a mapping {distribution, mean, eta} (e.g. "
+                                        "{distribution: poisson, mean: 5})", kw["trials"], where=source)
         kw["epsilon"] = float(kw["epsilon"])
         if kw.get("delta") is not None:
             kw["delta"] = float(kw["delta"])
-        return cls(grid=grid, **kw)
+        return cls(base=base, grid=grid, **kw)
 
 
 def load_tune_spec(path: str | Path) -> TuneSpec:

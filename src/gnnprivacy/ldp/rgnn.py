@@ -39,6 +39,7 @@ from torch import Tensor
 
 from gnnprivacy._estimator import EstimatorParams
 from gnnprivacy._validation import check_choice, check_int, check_real
+from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.ldp.backbone import ServerModelConfig, build_backbone, seeded
 from gnnprivacy.ldp.llp import KL_DIRECTIONS, bag_targets, llp_loss, make_bags
 from gnnprivacy.ldp.partition import metis_partition
@@ -66,6 +67,10 @@ class RGNNConfig(ServerModelConfig):
         super().__post_init__()
         check_int("num_clusters", self.num_clusters, low=0)
         check_real("alpha", self.alpha, low=0.0)
+        if self.alpha > 0 and self.num_clusters < 1:  # no bags: the LLP loss would silently be off
+            raise InvalidParameterError("num_clusters", "at least 1 while alpha > 0 (0 clusters make no "
+                                        "bags, so the LLP loss would be off; set alpha 0 to turn it off)",
+                                        self.num_clusters)
         check_choice("llp_source", self.llp_source, LLP_SOURCES)
         check_choice("kl_direction", self.kl_direction, KL_DIRECTIONS)
         check_choice("binary_output", self.binary_output, BINARY_OUTPUTS)

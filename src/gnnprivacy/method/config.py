@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gnnprivacy._validation import check_int, check_probability
+from gnnprivacy._validation import check_int, check_probability, number_text_hint
 from gnnprivacy.errors import InvalidParameterError, UnknownNameError
 
 DEFAULT_RUNS_DIR = "runs"
@@ -111,12 +111,12 @@ def resolve_config(values: dict[str, Any]):
     """
     from gnnprivacy.method.registry import get_method
 
-    values = {k.replace("-", "_"): v for k, v in values.items() if v is not None}
+    values = {k.replace("-", "_"): _plain(v) for k, v in values.items() if v is not None}
     for key in ("runs_dir", "data_root"):  # a pathlib.Path is a path too
         if isinstance(values.get(key), os.PathLike):
             values[key] = os.fspath(values[key])
     if isinstance(values.get("dataset_args"), dict):  # YAML mapping -> the CLI's key=value form
-        values["dataset_args"] = ",".join(f"{k}={v}" for k, v in values["dataset_args"].items())
+        values["dataset_args"] = _dataset_args_text(values["dataset_args"])
     run_values = {k: v for k, v in values.items() if k in RUN_FIELDS}
     _check_run_types(run_values)
     if "dataset" in run_values:
@@ -128,8 +128,103 @@ def resolve_config(values: dict[str, Any]):
         raise UnknownNameError(f"config key (for method {spec.name!r})", unknown[0],
                                set(RUN_FIELDS) | param_names)
     config = RunConfig(**run_values)
-    params = spec.make_params({k: v for k, v in values.items() if k in param_names})
+    method_values = {k: v for k, v in values.items() if k in param_names}
+    _check_sizes(method_values)
+    params = spec.make_params(method_values)
     return config, params
+
+
+#: the largest value of each size setting (any method): beyond them a run would exhaust memory
+#: or run for days, so a typo (``--hidden 50000000``) is refused before any work
+MAX_SIZES = {"hidden": 65_536, "layers": 64, "heads": 64, "epochs": 1_000_000, "steps": 10_000_000,
+             "encoder_epochs": 1_000_000, "mcmc_steps": 10**9, "kx": 1_000, "ky": 1_000, "hops": 1_000,
+             "levels": 1_000, "update_layers": 64, "patience": 1_000_000, "num_clusters": 1_000_000,
+             "batch_size": 100_000_000, "m": 1_000_000, "group_size": 1_000_000, "test_fanout": 100_000,
+             "max_degree": 1_000_000}
+
+
+def _check_sizes(values: dict[str, Any]) -> None:
+    """Each size setting of `MAX_SIZES` in ``values`` is at most its bound (the message names it)."""
+    from numbers import Integral
+
+    for key, most in MAX_SIZES.items():
+        value = values.get(key)
+        if isinstance(value, Integral) and not isinstance(value, bool) and value > most:
+            raise InvalidParameterError(key, f"at most {most:,} (a larger {key} would exhaust memory "
+                                        "or time before the run ends)", value)
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar (``np.int64(3)``, ``np.float32(0.5)``) as the Python number it holds."""
+    if type(value).__module__ == "numpy" and hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+        return value.item()
+    return value
+
+
+def _dataset_args_text(args: dict) -> str:
+    """A ``dataset_args`` mapping in the ``key=value,...`` form; a value holding ``,`` or ``=``
+    (which would inject another key) or that is not a scalar is refused."""
+    for key, value in args.items():
+        value = _plain(value)
+        if not isinstance(key, str) or not key.isidentifier():
+            raise InvalidParameterError("dataset_args", "a mapping of argument names to values", key)
+        if not isinstance(value, (str, int, float, bool)) or any(c in str(value) for c in ",="):
+            raise InvalidParameterError(f"dataset_args.{key}", "a single number, name or true/false "
+                                        "(no ',' or '=': one value per key)", value)
+    return ",".join(f"{k}={_plain(v)}" for k, v in args.items())
+
+
+def setting_types() -> dict[str, set[str]]:
+    """The schema of a run setting: name -> the declared types (``"float"``, ``"int | None"``
+    ...) of the `RunConfig` field and every registered method's parameter of that name."""
+    from gnnprivacy.method.registry import list_methods
+
+    types: dict[str, set[str]] = {}
+    for cls in (RunConfig, *(m.params for m in list_methods())):
+        for f in dataclasses.fields(cls):
+            types.setdefault(f.name, set()).add(str(f.type))
+    return types
+
+
+def check_settings(values: Any, *, where: str = "") -> dict[str, Any]:
+    """Validate a mapping of run settings as written in a configuration file (train ``-c``, a
+    sweep's ``base`` and each grid value, a tune's ``base`` and grid): the one schema of every
+    config file. Returns it with ``-`` spelled ``_``.
+
+    Each setting is checked once, under its own name (``where`` prefixes it: ``base.``,
+    ``grid.lr`` ...): a key spelled twice (``train-frac`` and ``train_frac``) is refused; an
+    empty value (``epsilon:``) is refused unless the setting may be ``null``; a number setting
+    given as text (YAML 1.1 reads ``1e-3`` as a string) and a true/false setting given
+    anything else (``'no'``) are refused with what to write. Unknown names and ranges are
+    checked by `resolve_config` for the chosen method.
+    """
+    if not isinstance(values, dict):
+        raise InvalidParameterError(where.rstrip(".") or "config", "a mapping of setting: value",
+                                    type(values).__name__)
+    types = setting_types()
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if not isinstance(key, str):
+            raise InvalidParameterError(f"{where}{key}", "a setting name (text)", key)
+        name = key.replace("-", "_")
+        if name in out:
+            raise InvalidParameterError(f"{where}{name}", "given once (it is spelled both "
+                                        f"{name.replace('_', '-')!r} and {name!r})", value)
+        out[name] = value = _plain(value)
+        declared = types.get(name)
+        if not declared:
+            continue
+        kinds = {t.strip() for d in declared for t in d.split("|")}
+        if value is None:
+            if "None" not in kinds:
+                raise InvalidParameterError(f"{where}{name}", "a value (the key is present but empty; "
+                                            "remove the line to use the default)", None)
+            continue
+        if kinds & {"int", "float"} and isinstance(value, str) and number_text_hint(value):
+            raise InvalidParameterError(f"{where}{name}", "a number" + number_text_hint(value), value)
+        if kinds - {"None"} == {"bool"} and not isinstance(value, bool):
+            raise InvalidParameterError(f"{where}{name}", "true or false (unquoted)", value)
+    return out
 
 
 _KIND_WORDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false"}
@@ -169,24 +264,105 @@ def config_to_dict(config: RunConfig, params) -> dict[str, Any]:
     return out
 
 
-def read_yaml_file(path: str | os.PathLike, *, what: str = "YAML file") -> Any:
-    """Parse a YAML file; a missing or malformed file raises ``InvalidParameterError`` naming it."""
-    import yaml
+#: the largest configuration file read (a config is a few hundred bytes; a larger file is a mistake)
+MAX_CONFIG_BYTES = 1 << 20
+#: the most values a configuration document may hold once its aliases are expanded (a YAML
+#: "billion laughs" document is a few lines that expand to billions of values)
+MAX_CONFIG_VALUES = 100_000
+#: how deep mappings and lists may nest in a configuration file
+MAX_CONFIG_DEPTH = 50
 
+
+def read_yaml_file(path: str | os.PathLike, *, what: str = "YAML file") -> Any:
+    """Parse a YAML configuration file; a missing, oversized or malformed file raises
+    ``InvalidParameterError`` naming it.
+
+    The document is read with `config_yaml_loader`: a key given twice (also as ``train-frac``
+    and ``train_frac``) and a key that is not a string are refused, YAML merge keys
+    (``<<: *defaults``) work, and a document is bounded (`MAX_CONFIG_BYTES`, `MAX_CONFIG_VALUES`
+    after expanding aliases, `MAX_CONFIG_DEPTH`). A pipe (``-c <(printf ...)``) and
+    ``/dev/null`` (an empty document) are read like files.
+    """
     p = Path(path)
-    if not p.is_file():
-        raise InvalidParameterError("config", f"an existing {what}", str(path))
+    if not p.exists() or p.is_dir():
+        raise InvalidParameterError("config", f"an existing {what}" + (" (it is a directory)" if p.is_dir()
+                                                                        else ""), str(path))
     try:
-        text = p.read_text(encoding="utf-8")
+        with open(p, "rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise InvalidParameterError("config", f"a readable {what} ({exc.strerror})", str(path)) from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise InvalidParameterError("config", f"a {what} of at most {MAX_CONFIG_BYTES} bytes", str(path))
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidParameterError("config", f"a UTF-8 text {what} (byte {exc.start} is not UTF-8: "
                                     "a binary file?)", str(path)) from None
-    except OSError as exc:
-        raise InvalidParameterError("config", f"a readable {what} ({exc.strerror})", str(path)) from None
     try:
-        return yaml.load(text, Loader=_unique_key_loader())  # noqa: S506 - a SafeLoader subclass
+        return parse_config_yaml(text)
+    except InvalidParameterError as exc:
+        raise InvalidParameterError("config", exc.expected, str(path)) from None
+
+
+def parse_config_yaml(text: str) -> Any:
+    """Parse one YAML configuration document with `config_yaml_loader` (bounded, see
+    `read_yaml_file`).
+
+    Raises:
+        InvalidParameterError: ``expected`` says what is wrong and where.
+    """
+    import yaml
+
+    loader = None
+    try:
+        loader = config_yaml_loader()(text)  # reads the stream: may raise a ReaderError
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expanded_size(node)
+        return loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise InvalidParameterError("config", f"valid YAML ({_yaml_problem(exc)})", str(path)) from None
+        raise InvalidParameterError("config", f"valid YAML ({_yaml_problem(exc)})", "") from None
+    except RecursionError:
+        raise InvalidParameterError("config", f"YAML nested at most {MAX_CONFIG_DEPTH} deep", "") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def _check_expanded_size(root) -> None:
+    """Refuse a document whose aliases expand to more than `MAX_CONFIG_VALUES` values, or that
+    nests deeper than `MAX_CONFIG_DEPTH` (counted on the composed graph, memoised per node, so
+    an alias bomb is measured without being built)."""
+    import yaml
+
+    sizes: dict[int, int] = {}
+    stack = [(root, 0, False)]
+    while stack:
+        node, depth, done = stack.pop()
+        if id(node) in sizes and not done:
+            continue
+        if depth > MAX_CONFIG_DEPTH:
+            raise InvalidParameterError("config", f"YAML nested at most {MAX_CONFIG_DEPTH} deep (line "
+                                        f"{node.start_mark.line + 1} is deeper)", "")
+        if isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        else:
+            sizes[id(node)] = 1
+            continue
+        if not done:
+            sizes[id(node)] = 0  # in progress: a recursive alias counts once
+            stack.append((node, depth, True))
+            stack.extend((c, depth + 1, False) for c in children if id(c) not in sizes)
+            continue
+        sizes[id(node)] = 1 + sum(sizes.get(id(c), 1) for c in children)
+        if sizes[id(node)] > MAX_CONFIG_VALUES:
+            raise InvalidParameterError(
+                "config", f"a YAML document of at most {MAX_CONFIG_VALUES} values once its aliases are "
+                f"expanded (line {node.start_mark.line + 1} expands to more: an alias bomb?)", "")
 
 
 def _yaml_problem(exc) -> str:
@@ -194,32 +370,44 @@ def _yaml_problem(exc) -> str:
     problem = getattr(exc, "problem", None)
     mark = getattr(exc, "problem_mark", None)
     if not problem:
-        return " ".join(str(exc).split())
+        return " ".join(str(exc).split())[:300]
     where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
     context = getattr(exc, "context", None)
-    return f"{context + ': ' if context else ''}{problem}{where}"
+    return f"{context + ': ' if context else ''}{problem}{where}"[:300]
 
 
-def _unique_key_loader():
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def config_yaml_loader():
+    """The YAML loader of every configuration file (train ``-c``, sweeps, tunes): a
+    ``yaml.SafeLoader`` (no object construction) that refuses a key given twice in one mapping
+    (PyYAML keeps the last one silently), counting ``train-frac`` and ``train_frac`` as one
+    key, refuses keys that are not strings (``1: 2``, YAML 1.1's ``on:``), and supports merge
+    keys (``<<: *defaults``; the mapping's own keys override the merged ones)."""
     import yaml
 
-    class UniqueKeyLoader(yaml.SafeLoader):
-        """``yaml.SafeLoader`` that refuses a key given twice in one mapping (PyYAML keeps the
-        last one silently)."""
-
+    class ConfigLoader(yaml.SafeLoader):
         def construct_mapping(self, node, deep=False):
-            seen = set()
+            seen: dict[str, str] = {}
             for key_node, _ in node.value:
+                if key_node.tag == _MERGE_TAG:
+                    continue
                 key = self.construct_object(key_node, deep=deep)
-                if isinstance(key, (str, int, float, bool)) and key in seen:
+                if not isinstance(key, str):
                     raise yaml.constructor.ConstructorError(
-                        None, None, f"the key {key!r} is given twice (the last one would silently win)",
-                        key_node.start_mark)
-                seen.add(key)
+                        None, None, f"keys must be names; the key {key!r} is a {type(key).__name__} "
+                        "(quote it if it is meant as text)", key_node.start_mark)
+                spelled = key.replace("-", "_")
+                if spelled in seen:
+                    twice = (f"the key {key!r} is given twice" if seen[spelled] == key else
+                             f"the key {spelled!r} is given twice (as {seen[spelled]!r} and {key!r})")
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"{twice} (the last one would silently win)", key_node.start_mark)
+                seen[spelled] = key
             return super().construct_mapping(node, deep=deep)
 
-    return UniqueKeyLoader
-
+    return ConfigLoader
 
 
 def load_yaml_config(path: str | os.PathLike) -> dict[str, Any]:
@@ -229,7 +417,7 @@ def load_yaml_config(path: str | os.PathLike) -> dict[str, Any]:
         return {}
     if not isinstance(loaded, dict):
         raise InvalidParameterError("config", "a YAML mapping of option: value", type(loaded).__name__)
-    return loaded
+    return check_settings(loaded)
 
 
 __all__ = ["RunConfig", "resolve_config", "config_to_dict", "load_yaml_config", "UnknownNameError"]

@@ -70,6 +70,12 @@ def prepare_user_data(data: Any, *, name: str, split: str | None, seed: int,
         out.edge_index = to_undirected(ei.to(torch.long), num_nodes=n)
     for key in ("edge_attr", "edge_weight"):
         if key in out:  # invalid after symmetrising
+            if getattr(out, key) is not None:
+                import warnings
+
+                warnings.warn(f"data.{key} is ignored: no gnnprivacy method reads edge weights or "
+                              "attributes (the graph is symmetrised and every edge counts once)",
+                              UserWarning, stacklevel=3)
             del out[key]
     out.name = name
     if isinstance(out.y, torch.Tensor) and out.y.numel() and not out.y.is_floating_point():

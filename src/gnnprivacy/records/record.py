@@ -242,8 +242,15 @@ def record_problem(data: Any) -> str | None:
                 return f"{section}.{name} is {_short(value)}, not a number"
     if "epsilon" in data and not _is_number(data["epsilon"]):
         return f"epsilon is {_short(data['epsilon'])}, not a number"
+    if "epsilon" in data and not data["epsilon"] >= 0:  # NaN fails too
+        return f"epsilon is {_short(data['epsilon'])}, not a privacy budget (>= 0, or inf)"
     if data.get("delta") is not None and not _is_number(data["delta"]):
         return f"delta is {_short(data['delta'])}, not a number or null"
+    if data.get("delta") is not None and not 0 <= data["delta"] <= 1:
+        return f"delta is {_short(data['delta'])}, not a probability in [0, 1]"
+    for name, value in (data.get("metrics") or {}).items():
+        if "accuracy" in name and _is_number(value) and not (value != value or 0 <= value <= 1):
+            return f"metrics.{name} is {_short(value)}, not an accuracy in [0, 1]"
     run_seed = (data.get("seeds") or {}).get("run")
     if run_seed is not None and (not isinstance(run_seed, int) or isinstance(run_seed, bool)):
         return f"seeds.run is {_short(run_seed)}, not an integer"
@@ -252,6 +259,27 @@ def record_problem(data: Any) -> str | None:
                 or not isinstance(entry.get("bytes"), int) or "/" in name or name.startswith(".")):
             return f"files.{name} is {_short(entry)}, not a {{sha256, bytes}} entry of a file beside the record"
     return None
+
+
+#: the largest run record read (a record is a few kilobytes; its ledger at most a few megabytes)
+MAX_RECORD_BYTES = 64 << 20
+
+
+def load_record_json(path: str | os.PathLike) -> Any:
+    """The decoded JSON of a record file: only a regular file is opened (a FIFO named like a
+    record would block every reader), at most `MAX_RECORD_BYTES`, and JSON nested too deep
+    for Python's parser is a ``ValueError`` naming it (it raised ``RecursionError``).
+
+    Raises:
+        OSError: not a regular file, unreadable or too large; ``ValueError``: not JSON.
+    """
+    from gnnprivacy._files import read_regular
+
+    raw = read_regular(path, max_bytes=MAX_RECORD_BYTES)
+    try:
+        return _decode(json.loads(raw.decode("utf-8")))
+    except RecursionError:
+        raise ValueError("JSON nested too deep to be a run record") from None
 
 
 def read_record(path: str | os.PathLike) -> RunRecord:
@@ -265,7 +293,7 @@ def read_record(path: str | os.PathLike) -> RunRecord:
     from gnnprivacy.errors import InvalidParameterError
 
     try:
-        data = _decode(json.loads(Path(path).read_text(encoding="utf-8")))
+        data = load_record_json(path)
         problem = record_problem(data)
         if problem is not None:
             raise ValueError(problem)

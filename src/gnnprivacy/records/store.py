@@ -39,10 +39,12 @@ them), and a sweep reruns that run, replacing the files.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import socket
+import stat
 import time
 import traceback
 import uuid
@@ -50,9 +52,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from gnnprivacy._files import check_writable_dir, file_digest
+from gnnprivacy._files import check_writable_dir, file_digest, read_regular
 from gnnprivacy.errors import InvalidParameterError, UnknownNameError, WriteFailedError
-from gnnprivacy.records.record import RunRecord, _decode, read_record, record_problem, write_json_atomic
+from gnnprivacy.records.record import (RunRecord, _decode, load_record_json, read_record, record_problem,
+                                       write_json_atomic)
 
 try:
     import fcntl
@@ -64,7 +67,9 @@ STAGING_DIR = ".staging"
 FAILED_SUFFIX = ".failed.json"
 CLAIMS_DIR = ".claims"
 _RECORD_KEYS = ("run_id", "method", "dataset", "metrics")
-_INDEX_VERSION = 3
+_INDEX_VERSION = 4  # 4: each entry carries its sha256
+#: the largest index cache read (a runs directory of a million runs stays below it)
+MAX_INDEX_BYTES = 1 << 30
 _HELD_LOCKS: dict[str, int] = {}  # staging folder / claim file -> fd of its locked file (this process)
 
 
@@ -115,9 +120,10 @@ def check_runs_dir(path: str | os.PathLike, *, name: str = "runs_dir") -> Path:
 
 
 def _load_json(path: Path) -> tuple[Any, str | None]:
-    """``(decoded JSON, None)`` or ``(None, why it cannot be read)``."""
+    """``(decoded JSON, None)`` or ``(None, why it cannot be read)`` (a FIFO, a file over
+    `MAX_RECORD_BYTES` or JSON nested too deep is named, never read forever)."""
     try:
-        return _decode(json.loads(path.read_text(encoding="utf-8"))), None
+        return load_record_json(path), None
     except (OSError, UnicodeDecodeError) as exc:
         return None, f"unreadable ({exc})"
     except ValueError as exc:
@@ -141,9 +147,12 @@ def _companions_problem(root: Path, files: dict[str, Any]) -> str | None:
     for name, entry in files.items():
         path = root / name
         try:
-            size = path.stat().st_size
+            st = path.stat()
         except OSError:
             return f"its companion file {name} is missing (the run did not finish publishing)"
+        if not stat.S_ISREG(st.st_mode):
+            return f"its companion file {name} is not a regular file (a FIFO, socket or device)"
+        size = st.st_size
         if size != entry["bytes"]:
             return f"its companion file {name} has {size} bytes, the record says {entry['bytes']} (truncated?)"
         if file_digest(path) != entry["sha256"]:
@@ -513,20 +522,41 @@ class ResultStore:
         return sorted(rows, key=lambda r: r["run_id"])
 
     def _read_cache(self) -> dict[str, Any]:
+        """The index cache's entries whose checksum holds (an edited row is dropped with a
+        warning, and its record read again)."""
         try:
-            data = json.loads((self.root / INDEX_FILE).read_text())
-        except (OSError, ValueError):
+            data = json.loads(read_regular(self.root / INDEX_FILE, max_bytes=MAX_INDEX_BYTES))
+        except (OSError, ValueError, RecursionError):
             return {}
         if not isinstance(data, dict) or data.get("version") != _INDEX_VERSION:
             return {}
-        return data.get("entries", {})
+        entries = data.get("entries")
+        if not isinstance(entries, dict):
+            return {}
+        out = {}
+        for name, entry in entries.items():
+            if isinstance(entry, dict) and entry.get("sha256") == _entry_digest(name, entry):
+                out[name] = entry
+            else:
+                warnings.warn(f"the index cache entry of {name} in {self.root / INDEX_FILE} failed its "
+                              "checksum (edited or damaged): reading the record again", UnreadableRecordWarning,
+                              stacklevel=4)
+        return out
 
     def _write_cache(self, entries: dict[str, Any]) -> None:
+        entries = {name: {**entry, "sha256": _entry_digest(name, entry)} for name, entry in entries.items()}
         try:
             write_json_atomic(self.root / INDEX_FILE, {"version": _INDEX_VERSION, "entries": entries},
                               what="index cache")
         except OSError:
             pass  # a read-only runs directory is still readable; the cache is only an optimisation
+
+
+def _entry_digest(name: str, entry: dict[str, Any]) -> str:
+    """sha256 of an index cache entry (its ``sha256`` field left out), like the accounting
+    cache's: a hand-edited row fails it."""
+    blob = json.dumps([name, {k: v for k, v in entry.items() if k != "sha256"}], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def _encode_row(row: dict[str, Any]) -> dict[str, Any]:

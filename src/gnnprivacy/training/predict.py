@@ -7,7 +7,7 @@ import inspect
 import torch
 from torch import Tensor
 
-__all__ = ["node_logits", "prepare_prediction_graph"]
+__all__ = ["check_nodes", "node_logits", "prepare_prediction_graph"]
 
 
 def node_logits(model, data, nodes: Tensor | None = None) -> Tensor:
@@ -24,9 +24,8 @@ def node_logits(model, data, nodes: Tensor | None = None) -> Tensor:
         nodes: node ids or a boolean mask.
     """
     if nodes is not None:
-        nodes = torch.as_tensor(nodes)
-        if nodes.dtype == torch.bool:
-            nodes = nodes.nonzero().flatten()
+        num_nodes = int(data.num_nodes) if data is not None else int(model.logits_.shape[0])
+        nodes = check_nodes(nodes, num_nodes)
     with torch.no_grad():
         if not hasattr(model, "predict_logits"):
             logits = model.logits_
@@ -36,6 +35,38 @@ def node_logits(model, data, nodes: Tensor | None = None) -> Tensor:
             return model.predict_logits(data, nodes=every)
         logits = model.predict_logits(data)
         return logits if nodes is None else logits[nodes]
+
+
+def check_nodes(nodes, num_nodes: int) -> Tensor:
+    """``nodes`` (ids or a boolean mask) as a 1-D ``int64`` tensor of ids in ``[0, num_nodes)``.
+
+    Raises:
+        InvalidParameterError: not integers or a mask, a mask of the wrong length, or an id
+            outside the graph (the message names the first and the bound).
+    """
+    from gnnprivacy.errors import InvalidParameterError
+
+    expected = f"node ids in [0, {num_nodes}) or a boolean mask of {num_nodes} entries"
+    try:
+        ids = torch.as_tensor(nodes)
+    except (TypeError, ValueError, RuntimeError, OverflowError):
+        raise InvalidParameterError("nodes", expected, _short(nodes)) from None
+    if ids.dtype == torch.bool:
+        if ids.dim() != 1 or ids.numel() != num_nodes:
+            raise InvalidParameterError("nodes", expected, f"a mask of shape {tuple(ids.shape)}")
+        return ids.nonzero().flatten()
+    if ids.is_floating_point() or ids.is_complex() or ids.dim() > 1:
+        raise InvalidParameterError("nodes", expected, _short(nodes))
+    ids = ids.reshape(-1).to(torch.long)
+    bad = ids[(ids < 0) | (ids >= num_nodes)]
+    if bad.numel():
+        raise InvalidParameterError("nodes", expected, f"{int(bad[0])} ({bad.numel()} ids outside)")
+    return ids
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def prepare_prediction_graph(data, *, num_features: int | None):
