@@ -174,6 +174,7 @@ class FlatCapture:
         self._edge_modules = _edge_level(model)
         self.records: dict[nn.Module, list[_Record]] = {}
         self.root_calls: list[tuple[tuple, dict]] = []
+        self.output_rows: list[int | None] = []     # rows of each recorded root output
         self._frozen: list[nn.Parameter] = []
         self._active = False
         self._replaying = False
@@ -213,6 +214,9 @@ class FlatCapture:
         return None
 
     def _root_post(self, module, args, output):
+        if self._active and not self._replaying:
+            self.output_rows.append(output.shape[0] if isinstance(output, Tensor)
+                                    and output.dim() else None)
         for p in self._frozen:
             p.requires_grad_(True)
         self._frozen = []
@@ -259,6 +263,7 @@ class FlatCapture:
         """Forget the recorded calls (after a step)."""
         self.records = {}
         self.root_calls = []
+        self.output_rows = []
 
     # ------------------------------------------------------------------ checks
     def check_inputs(self, layout: BatchLayout) -> None:
@@ -288,6 +293,20 @@ class FlatCapture:
                 if (t.dim() == 2 and t.shape[0] == 2 and not t.is_floating_point()
                         and t.numel() and not _same_storage(t, layout.x)):
                     _check_edges(t, layout)
+
+    def check_output_rows(self, layout: BatchLayout) -> None:
+        """Every recorded forward returned one row per subgraph (graph-level tasks).
+
+        Raises:
+            SubgraphMixingError: an output with another number of rows (one per node).
+        """
+        for rows in self.output_rows:
+            if rows is not None and rows != layout.num_subgraphs:
+                raise SubgraphMixingError(
+                    f"the model's output has {rows} rows, but the batch has "
+                    f"{layout.num_subgraphs} graphs ({layout.num_rows} nodes): a graph-level "
+                    "model returns one row per graph; pool the node rows with "
+                    "batch=batch.batch (e.g. global_mean_pool(h, batch.batch))")
 
     def probe_independence(self, layout: BatchLayout) -> None:
         """Re-run the first recorded forward twice in eval mode, once with one subgraph's
