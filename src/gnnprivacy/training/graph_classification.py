@@ -174,21 +174,23 @@ def fit_graph_classifier(train_graphs: list, *, num_features: int, num_classes: 
 
 def _fit_nonprivate(model, optimizer, graphs, *, epochs: float, batch_size: int,
                     generator: torch.Generator) -> int:
-    from torch_geometric.data import Batch
+    """Shuffled batches of ``batch_size`` graphs, collated as the private loader does."""
+    from gnnprivacy.training.private.graph_sampler import GraphSampler
 
+    loader = GraphSampler()
+    loader.setup(graphs)
     n = len(graphs)
     steps = max(1, math.ceil(epochs * n / batch_size))
-    done, order = 0, torch.empty(0, dtype=torch.long)
+    order = torch.empty(0, dtype=torch.long)
     model.train()
-    while done < steps:
+    for _ in range(steps):
         if order.numel() == 0:
             order = torch.randperm(n, generator=generator)
         picked, order = order[:batch_size], order[batch_size:]
-        batch = Batch.from_data_list([graphs[int(i)] for i in picked])
+        batch = loader.collate(picked)
         optimizer.zero_grad()
         F.cross_entropy(_forward(model, batch), batch.y).backward()
         optimizer.step()
-        done += 1
     return steps
 
 
