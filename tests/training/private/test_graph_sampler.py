@@ -341,3 +341,25 @@ def test_a_regression_target_trains_with_the_same_per_graph_clipping():
     naive, norms = _naive_sums(model, batch, graphs, 0.05)
     assert max(norms) > 0.05
     _assert_equal(sums, naive)
+
+
+def test_the_code_audit_measures_the_graph_path():
+    """The canary audit observes the graphs sampler's engine: it measures the executed noise,
+    clip and rate and does not flag a correct run."""
+    from gnnprivacy.auditing.code import code_audit
+
+    graphs = _graphs(n=120)
+
+    def train():
+        model = GraphNet("gcn", "mean").double()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        pt = gp.make_private(model, opt, graphs, sampler="graphs", epsilon=2.0, batch_size=24,
+                             steps=40, seed=0)
+        _loop(pt, model, opt)
+        pt.close()
+        return {"epsilon": pt.epsilon, "delta": pt.delta}
+
+    result = code_audit(train, num_canaries=64, num_noise=64)
+    assert result.runs == 40 and not result.violation
+    engine = result.details["engines"][0]
+    assert 0 < result.epsilon_lower_bound <= 2.0 + 1e-9, engine

@@ -1,9 +1,11 @@
 """Node-level DP for the user's own PyG model and loop: `make_private`.
 
 See `make_private` for the loop and its privacy contract, `samplers` for the
-subgraph samplers (``"heterpoisson"``, ``"degree_bounded"``, ``"nodes"``).
+subgraph samplers (``"heterpoisson"``, ``"degree_bounded"``, ``"nodes"``), `graph_sampler`
+for graph-level DP (``"graphs"``: unit graph).
 """
 
+from gnnprivacy.training.private.graph_sampler import GraphSampler
 from gnnprivacy.training.private.make_private import PrivateLoader, PrivateTraining, make_private
 from gnnprivacy.training.private.samplers import (SAMPLERS, DegreeBoundedSubgraphs,
                                                   HeterPoissonSubgraphs, NodeSubgraphs,
@@ -11,6 +13,7 @@ from gnnprivacy.training.private.samplers import (SAMPLERS, DegreeBoundedSubgrap
 
 __all__ = [
     "DegreeBoundedSubgraphs",
+    "GraphSampler",
     "HeterPoissonSubgraphs",
     "NodeSubgraphs",
     "PrivateLoader",
