@@ -61,6 +61,15 @@ class BatchLayout:
     batch: Tensor
     num_subgraphs: int
     data: object = None
+    _ids: Tensor | None = None
+
+    @property
+    def subgraph_ids(self) -> Tensor:
+        """``arange(B)``: the subgraph of each row of a one-row-per-subgraph output (one
+        tensor per batch, so every such layer shares its size buckets)."""
+        if self._ids is None:
+            self._ids = torch.arange(self.num_subgraphs, device=self.batch.device)
+        return self._ids
 
     @property
     def num_rows(self) -> int:
@@ -458,7 +467,7 @@ def _row_segments(rows: int, layout: BatchLayout, *, edge: bool) -> Tensor | Non
     if rows == layout.num_rows:
         return layout.batch
     if rows == layout.num_subgraphs:
-        return torch.arange(rows, device=layout.batch.device)
+        return layout.subgraph_ids
     return None
 
 
