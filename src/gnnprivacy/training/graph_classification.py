@@ -79,13 +79,19 @@ class GraphClassifier(nn.Module):
         return self.head(self.pool(h, batch))
 
 
-def _forward(model: GraphClassifier, batch):
-    return model(batch.x, batch.edge_index, batch.batch, getattr(batch, "edge_attr", None))
+def _forward(model, batch):
+    """``model(x, edge_index, batch)``, with ``edge_attr`` as a fourth argument when the
+    graphs have edge features (the calling convention of `graph_logits` and `accuracy`)."""
+    edge_attr = getattr(batch, "edge_attr", None)
+    if edge_attr is None:
+        return model(batch.x, batch.edge_index, batch.batch)
+    return model(batch.x, batch.edge_index, batch.batch, edge_attr)
 
 
 @torch.no_grad()
-def graph_logits(model: GraphClassifier, graphs: list, *, chunk: int = 512) -> torch.Tensor:
-    """Logits of ``graphs`` (eval mode, no gradients), one row per graph in order."""
+def graph_logits(model, graphs: list, *, chunk: int = 512) -> torch.Tensor:
+    """Logits of ``graphs`` (eval mode, no gradients), one row per graph in order; any model
+    called as ``model(x, edge_index, batch[, edge_attr])``."""
     from torch_geometric.data import Batch
 
     was = model.training
@@ -194,7 +200,7 @@ def _fit_nonprivate(model, optimizer, graphs, *, epochs: float, batch_size: int,
     return steps
 
 
-def accuracy(model: GraphClassifier, graphs: list) -> float:
+def accuracy(model, graphs: list) -> float:
     """Share of ``graphs`` whose label is the arg-max of the model's logits."""
     if not graphs:
         return float("nan")
