@@ -19,7 +19,7 @@ Usage::
     OMP_NUM_THREADS=1 python benchmarks/bench_graph_classification.py --part table \\
         [--datasets proteins,aids,enzymes,cox2,dhfr] [--epsilons 1,4,8] [--seeds 0,1,2]
     OMP_NUM_THREADS=1 python benchmarks/bench_graph_classification.py --part mia \\
-        [--dataset proteins] [--models 8]
+        [--dataset proteins] [--models 8] [--mia-epsilons none,1] [--epochs 30]
 """
 
 from __future__ import annotations
@@ -125,7 +125,8 @@ def part_mia(args) -> None:
     from gnnprivacy.attacks.graph_membership import graph_membership
 
     gset = load_graph_dataset(args.dataset, root=args.data_root, seed=0)
-    for eps in (None, 1.0):
+    for text in args.mia_epsilons.split(","):
+        eps = None if text == "none" else float(text)
         out = graph_membership(gset, epsilon=eps, num_models=args.models, seed=0,
                                backbone=args.backbone, epochs=args.epochs,
                                batch_size=args.batch_size, lr=args.lr)
@@ -151,6 +152,8 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--models", type=int, default=8)
+    ap.add_argument("--mia-epsilons", default="none,1",
+                    help="settings of the membership part ('none': non-private)")
     ap.add_argument("--json", default=None, help="also write the table's numbers here")
     args = ap.parse_args()
     {"step": part_step, "table": part_table, "mia": part_mia}[args.part](args)
