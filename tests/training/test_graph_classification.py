@@ -130,3 +130,22 @@ def test_train_graph_task_on_the_cli_writes_a_graph_level_record(tmp_path):
     assert record["privacy"]["unit"] == "graph" and record["privacy"]["relation"] == "add_or_remove"
     assert record["delta"] < 1 / record["info"]["num_train_graphs"]
     assert 0.0 <= record["metrics"]["test_accuracy"] <= 1.0
+
+
+def test_the_audit_plan_of_dpsgd_graph_is_the_noise_that_training_calibrates():
+    """gp.audit's plan for dpsgd-graph (Poisson over training graphs) has the noise
+    multiplier, steps and delta that make_private(sampler="graphs") calibrates."""
+    import gnnprivacy as gp
+    from gnnprivacy.auditing.plans import GraphFacts, plan_for
+    from gnnprivacy.method.builtin.graph import PrivateGraphParams
+
+    graphs = _toy(200)
+    plan = plan_for("dpsgd-graph", PrivateGraphParams(epsilon=2.0, epochs=10, batch_size=20),
+                    GraphFacts(num_nodes=1000, num_train=200, max_out_degree=0,
+                               median_degree=0))
+    model = GraphClassifier(4, 2)
+    pt = gp.make_private(model, torch.optim.Adam(model.parameters()), graphs,
+                         sampler="graphs", epsilon=2.0, epochs=10, batch_size=20, seed=0)
+    assert plan.facts["steps"] == pt.steps_planned == 100
+    assert plan.facts["calibrated_noise_multiplier"] == pytest.approx(pt.noise_multiplier)
+    assert plan.delta == pytest.approx(pt.delta)
