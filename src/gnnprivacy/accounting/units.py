@@ -18,6 +18,7 @@ class PrivacyUnit(str, enum.Enum):
     EDGE = "edge"          #: one edge
     FEATURE = "feature"    #: one node's feature vector (local DP on features)
     LABEL = "label"        #: one node's label (local DP on labels)
+    GRAPH = "graph"        #: one whole graph (its nodes, edges, features and label)
 
     def __str__(self) -> str:  # pragma: no cover - trivial
         return self.value

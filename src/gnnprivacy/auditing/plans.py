@@ -53,6 +53,10 @@ class GraphFacts:
 
         from gnnprivacy.training.nonprivate import num_classes_of, training_graph
 
+        if hasattr(data, "graphs"):          # a GraphSet (--task graph): units are graphs
+            return cls(num_nodes=int(data.num_nodes), num_train=int(data.split.sizes["train"]),
+                       max_out_degree=0, median_degree=0, num_features=data.num_features,
+                       num_classes=data.num_classes, dataset=data.name)
         graph = training_graph(data)
         deg = torch.bincount(graph.edge_index[0], minlength=graph.num_nodes)
         return cls(num_nodes=int(data.num_nodes), num_train=int(graph.train_mask.sum()),
@@ -178,6 +182,23 @@ def _plan_dpmlp(p, g: GraphFacts, noise_scale: float, degrees) -> MechanismPlan:
                          facts={"sample_rate": q, "steps": steps, "calibrated_noise_multiplier": z})
 
 
+def _plan_dpsgd_graph(p, g: GraphFacts, noise_scale: float, degrees) -> MechanismPlan:
+    """``dpsgd-graph``: Poisson sampling of training graphs at ``q = batch / N`` for
+    ``ceil(epochs / q)`` steps, the plan of ``make_private(sampler="graphs")``."""
+    m = min(p.batch_size, g.num_train)
+    q = m / g.num_train
+    steps = math.ceil(p.epochs / q)
+    delta = p.delta if p.delta is not None else 1.0 / (10.0 * g.num_train)
+    z = _calibrate("dpsgd", (("sample_rate", q),), steps, p.epsilon, delta, "pld")
+    used = z * noise_scale
+    return MechanismPlan("dpsgd-graph", {"dpsgd": [Phase(dpsgd_law(sample_rate=q,
+                                                                   noise_multiplier=used),
+                                                         steps)]}, p.epsilon, delta, used,
+                         insert_probability=q,
+                         facts={"sample_rate": q, "steps": steps, "unit": "graph",
+                                "calibrated_noise_multiplier": z})
+
+
 def _plan_gap(p, g: GraphFacts, noise_scale: float, degrees) -> MechanismPlan:
     from gnnprivacy.training.gap import gap_privacy_plan
 
@@ -271,7 +292,7 @@ def _plan_heterorr(method: str, p, g: GraphFacts, noise_scale: float,
 
 
 PLANNERS = {"heterpoisson": _plan_heterpoisson, "dpgnn": _plan_dpgnn, "dpmlp": _plan_dpmlp,
-            "gap": _plan_gap}
+            "gap": _plan_gap, "dpsgd-graph": _plan_dpsgd_graph}
 
 
 def plan_for(method: str, params, facts: GraphFacts, *, noise_scale: float = 1.0,
@@ -293,6 +314,6 @@ def plan_for(method: str, params, facts: GraphFacts, *, noise_scale: float = 1.0
         raise InvalidParameterError("method", f"a private method with an audit plan "
                                     f"({', '.join(sorted(PLANNERS) + list(LOCAL_METHODS) + list(HETERORR_METHODS))})",
                                     method)
-    if method == "gap":
+    if method in ("gap", "dpsgd-graph"):
         return PLANNERS[method](params, facts, noise_scale, degrees)
     return PLANNERS[method](_Kw(trainer_kwargs(params, facts)), facts, noise_scale, degrees)

@@ -52,10 +52,15 @@ def datasets_command(data_root: str | None, as_json: bool) -> None:
         statuses = all_statuses(root)
     except InvalidParameterError as exc:
         raise click.BadParameter(str(exc), param_hint="--data-root") from exc
+    from gnnprivacy.datasets.tu_graphs import (GRAPH_DATASETS, graph_dataset_status,
+                                               list_graph_datasets)
+
+    graphs = [graph_dataset_status(name, root) for name in list_graph_datasets()]
     if as_json:
         rows = [{**s.to_dict(), "description": dataset_info(s.name).description} for s in statuses]
+        grows = [{**s.to_dict(), "description": GRAPH_DATASETS[s.name][1]} for s in graphs]
         click.echo(json.dumps({"root": str(root.path), "root_source": root.source,
-                               "datasets": rows}, indent=2))
+                               "datasets": rows, "graph_datasets": grows}, indent=2))
         return
     click.echo(f"Data root: {root.describe()}")
     width = max(len(s.name) for s in statuses)
@@ -68,3 +73,7 @@ def datasets_command(data_root: str | None, as_json: bool) -> None:
     if n_ok < len(statuses):
         click.echo("Missing raw files go under the data root in PyG's layout "
                    "(or choose another root with --data-root / $GNNPRIVACY_DATA).")
+    click.echo("Graph classification (--task graph; one graph per privacy unit):")
+    for s in graphs:
+        mark = "yes" if s.available else "no"
+        click.echo(f"{s.name.ljust(width)}  {mark.ljust(9)}  {_why(s)}".rstrip())

@@ -40,6 +40,8 @@ class RunConfig:
     split_seed: int | None = field(default=None, metadata={"help": "seed of the split (default: the run seed)"})
     runs_dir: str = field(default=DEFAULT_RUNS_DIR, metadata={"help": "where run records are written"})
     device: str = field(default="cpu", metadata={"help": "torch device (cpu, cuda)"})
+    task: str | None = field(default=None, metadata={
+        "help": "node | graph (graph classification on TU datasets; default: the method's)"})
     resume: bool = field(default=False, metadata={
         "help": "continue a killed private run from its last checkpoint under "
                 "<runs_dir>/checkpoints (same configuration and seed)"})
@@ -127,6 +129,13 @@ def resolve_config(values: dict[str, Any]):
     if unknown:
         raise UnknownNameError(f"config key (for method {spec.name!r})", unknown[0],
                                set(RUN_FIELDS) | param_names)
+    task = run_values.get("task") or spec.task
+    if task not in ("node", "graph") or task != spec.task:
+        raise InvalidParameterError(
+            "task", f"{spec.task!r}, the task of method {spec.name!r} (graph methods: "
+            "dpsgd-graph, graph)", task)
+    if task == "graph":
+        run_values.update(task="graph", dataset=run_values.get("dataset", "").lower())
     config = RunConfig(**run_values)
     method_values = {k: v for k, v in values.items() if k in param_names}
     _check_sizes(method_values)

@@ -32,6 +32,12 @@ def load_run_data(config):
     """
     from gnnprivacy.datasets import load_dataset
 
+    if config.task == "graph":      # a GraphSet: the graphs and a stratified split
+        from gnnprivacy.datasets.tu_graphs import load_graph_dataset
+
+        return load_graph_dataset(config.dataset, root=config.data_root,
+                                  seed=config.seed if config.split_seed is None
+                                  else config.split_seed)
     if config.split_seed is not None and split_kind(config) == "public":
         raise InvalidParameterError(
             "split_seed", f"unset with the public split of {config.dataset} (its nodes are fixed; "

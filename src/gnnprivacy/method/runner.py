@@ -77,8 +77,9 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
                                  train_frac=config.train_frac, val_frac=config.val_frac,
                                  test_frac=config.test_frac)
         info = {**(info or {}), "user_data": True}
-    validate_data(data)  # NaN/inf, shapes, masks, empty split, < 2 training classes
-    notes = split_warnings(data.split)   # fewer than 500 training nodes
+    if spec.task == "node":
+        validate_data(data)  # NaN/inf, shapes, masks, empty split, < 2 training classes
+    notes = split_warnings(data.split) if spec.task == "node" else []  # < 500 training nodes
     for note in notes:
         (log or (lambda m: None))(f"warning: {note}")
     t_loaded = time.perf_counter()

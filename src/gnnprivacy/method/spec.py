@@ -26,6 +26,7 @@ class MethodSpec:
     private: bool
     default_delta: Callable[[int], float] | None = None  #: delta as a function of N (paper default)
     checkpoints: bool = False  #: writes checkpoints (``RunContext.checkpoint_path``), so ``resume`` applies
+    task: str = "node"  #: ``"node"`` classification, or ``"graph"`` (data: a `GraphSet`)
 
     def make_params(self, values: dict[str, Any]):
         """Instantiate the params dataclass from ``values`` (unknown keys are an error)."""
@@ -41,7 +42,7 @@ _METHODS: dict[str, MethodSpec] = {}
 
 def register_method(name: str, *, params: type, description: str, private: bool,
                     default_delta: Callable[[int], float] | None = None, force: bool = False,
-                    checkpoints: bool = False):
+                    checkpoints: bool = False, task: str = "node"):
     """Decorator registering ``fn`` as method ``name``."""
     if not dataclasses.is_dataclass(params):
         raise TypeError(f"params of method {name!r} must be a dataclass; got {params!r}")
@@ -49,7 +50,8 @@ def register_method(name: str, *, params: type, description: str, private: bool,
     def decorator(fn):
         if name in _METHODS and not force:
             raise ValueError(f"method {name!r} is already registered")
-        _METHODS[name] = MethodSpec(name, fn, params, description, private, default_delta, checkpoints)
+        _METHODS[name] = MethodSpec(name, fn, params, description, private, default_delta, checkpoints,
+                                    task)
         return fn
 
     return decorator

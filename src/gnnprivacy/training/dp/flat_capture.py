@@ -74,6 +74,15 @@ class BatchLayout:
     batch: Tensor
     num_subgraphs: int
     data: object = None
+    _ids: Tensor | None = None
+
+    @property
+    def subgraph_ids(self) -> Tensor:
+        """``arange(B)``: the subgraph of each row of a one-row-per-subgraph output (one
+        tensor per batch, so every such layer shares its size buckets)."""
+        if self._ids is None:
+            self._ids = torch.arange(self.num_subgraphs, device=self.batch.device)
+        return self._ids
 
     @property
     def num_rows(self) -> int:
@@ -208,6 +217,7 @@ class FlatCapture(Probe):
         self._edge_modules = _edge_level(model)
         self.records: dict[nn.Module, list[_Record]] = {}
         self.root_calls: list[tuple[tuple, dict]] = []
+        self.output_rows: list[int | None] = []     # rows of each recorded root output
         self._frozen: list[nn.Parameter] = []
         self._active = False
         self._replaying = False
@@ -252,6 +262,9 @@ class FlatCapture(Probe):
         return None
 
     def _root_post(self, module, args, output):
+        if self._active and not self._replaying:
+            self.output_rows.append(output.shape[0] if isinstance(output, Tensor)
+                                    and output.dim() else None)
         for p in self._frozen:
             p.requires_grad_(True)
         self._frozen = []
@@ -325,6 +338,7 @@ class FlatCapture(Probe):
         self.records = {}
         self.root_calls = []
         self._open = {}
+        self.output_rows = []
 
     # ------------------------------------------------------------------ checks
     def check_inputs(self, layout: BatchLayout) -> None:
@@ -354,6 +368,20 @@ class FlatCapture(Probe):
                 if (t.dim() == 2 and t.shape[0] == 2 and not t.is_floating_point()
                         and t.numel() and not _same_storage(t, layout.x)):
                     _check_edges(t, layout)
+
+    def check_output_rows(self, layout: BatchLayout) -> None:
+        """Every recorded forward returned one row per subgraph (graph-level tasks).
+
+        Raises:
+            SubgraphMixingError: an output with another number of rows (one per node).
+        """
+        for rows in self.output_rows:
+            if rows is not None and rows != layout.num_subgraphs:
+                raise SubgraphMixingError(
+                    f"the model's output has {rows} rows, but the batch has "
+                    f"{layout.num_subgraphs} graphs ({layout.num_rows} nodes): a graph-level "
+                    "model returns one row per graph; pool the node rows with "
+                    "batch=batch.batch (e.g. global_mean_pool(h, batch.batch))")
 
     def probe_independence(self, layout: BatchLayout) -> None:
         """Re-run the first recorded forward twice in eval mode, once with one subgraph's
@@ -558,7 +586,7 @@ def _row_segments(rows: int, layout: BatchLayout, *, edge: bool) -> Tensor | Non
     if rows == layout.num_rows:
         return layout.batch
     if rows == layout.num_subgraphs:
-        return torch.arange(rows, device=layout.batch.device)
+        return layout.subgraph_ids
     return None
 
 

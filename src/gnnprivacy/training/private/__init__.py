@@ -1,10 +1,12 @@
 """Node-level DP for the user's own PyG model and loop: `make_private`.
 
 See `make_private` for the loop and its privacy contract, `samplers` for the
-subgraph samplers (``"heterpoisson"``, ``"degree_bounded"``, ``"nodes"``), `private_predict`
-for predictions that read no training node.
+subgraph samplers (``"heterpoisson"``, ``"degree_bounded"``, ``"nodes"``), `graph_sampler`
+for graph-level DP (``"graphs"``: unit graph), `private_predict` for predictions that read
+no training node.
 """
 
+from gnnprivacy.training.private.graph_sampler import GraphSampler
 from gnnprivacy.training.private.inference import private_predict
 from gnnprivacy.training.private.make_private import PrivateLoader, PrivateTraining, make_private
 from gnnprivacy.training.private.samplers import (SAMPLERS, DegreeBoundedSubgraphs,
@@ -13,6 +15,7 @@ from gnnprivacy.training.private.samplers import (SAMPLERS, DegreeBoundedSubgrap
 
 __all__ = [
     "DegreeBoundedSubgraphs",
+    "GraphSampler",
     "HeterPoissonSubgraphs",
     "NodeSubgraphs",
     "PrivateLoader",

@@ -45,17 +45,18 @@ import torch
 from torch import nn
 
 from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
-from gnnprivacy.accounting.units import PrivacyUnit
 from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.training.dp import clipping
 from gnnprivacy.training.dp.engine import DPEngine
 from gnnprivacy.training.dp.flat_capture import BatchLayout, FlatCapture, SubgraphMixingError
+from gnnprivacy.training.private.graph_sampler import GraphSampler
 from gnnprivacy.training.private.guards import LoopGuard
-from gnnprivacy.training.private.samplers import SubgraphSampler, make_sampler
+from gnnprivacy.training.private.samplers import SAMPLERS, SubgraphSampler, make_sampler
 
 __all__ = ["PrivateLoader", "PrivateTraining", "make_private"]
 
 LOSS_REDUCTIONS = ("mean", "sum")
+SAMPLERS["graphs"] = GraphSampler       # graph-level DP (unit graph), `.graph_sampler`
 
 
 def _make_generators(seed: int | None, secure: bool) -> dict[str, torch.Generator | None]:
@@ -171,7 +172,8 @@ class PrivateTraining:
         from gnnprivacy.training import _privacy
 
         _privacy.check_delta(self.delta, self.sampler.num_train,
-                             allow_large_delta=bool(allow_large_delta))
+                             allow_large_delta=bool(allow_large_delta),
+                             units=f"training {self.plan.unit.value}s")
         self.epochs = None if epochs is None else check_positive("epochs", epochs)
         if steps is not None:
             self.steps_planned = check_int("steps", steps, low=1)
@@ -191,7 +193,7 @@ class PrivateTraining:
                 delta=self.delta, kind=self.plan.accountant)
         self.event = self.plan.event_factory(self.noise_multiplier)
         self.accountant = _privacy.new_accountant(
-            self.plan.accountant, PrivacyUnit.NODE, self.plan.relation,
+            self.plan.accountant, self.plan.unit, self.plan.relation,
             epsilon=self.target_epsilon if _accounting_target is None else _accounting_target,
             steps=self.steps_planned)
         self.capture = FlatCapture(model, expected_subgraphs=self.plan.expected_batch_size)
@@ -237,7 +239,7 @@ class PrivateTraining:
     @property
     def privacy(self) -> dict:
         """Unit, relation, scope, what is unaccounted, and the mechanism's parameters."""
-        return {"unit": PrivacyUnit.NODE.value, "relation": self.plan.relation.value,
+        return {"unit": self.plan.unit.value, "relation": self.plan.relation.value,
                 "scope": self.plan.scope,
                 "unaccounted": (list(self.plan.unaccounted) + self.guard.unaccounted
                                 + self._seed_note()),
@@ -324,6 +326,8 @@ class PrivateTraining:
         self.guard.stop()
         try:
             self.capture.check_inputs(layout)
+            if getattr(self.sampler, "output", None) == "subgraphs":
+                self.capture.check_output_rows(layout)
             if not self._probed:
                 self.capture.probe_independence(layout)
                 self._probed = True
@@ -444,8 +448,11 @@ def make_private(model: nn.Module, optimizer: torch.optim.Optimizer, data, *,
             The batches carry the graph's edge attributes (``batch.edge_attr``, ...).
         optimizer: a ``torch.optim`` optimizer over the model's parameters; its ``step``
             becomes the DP step (SGD gives DP-SGD, Adam DP-Adam).
-        data: the PyG ``Data`` graph with ``x``, ``y``, ``edge_index`` and ``train_mask``.
-        sampler: ``"heterpoisson"``, ``"degree_bounded"``, ``"nodes"`` or a sampler object
+        data: the PyG ``Data`` graph with ``x``, ``y``, ``edge_index`` and ``train_mask``;
+            with ``sampler="graphs"`` the training graphs (a PyG ``Dataset`` or a list of
+            ``Data``, each with ``x``, ``edge_index`` and one label row ``y``), unit graph.
+        sampler: ``"heterpoisson"``, ``"degree_bounded"``, ``"nodes"``, ``"graphs"``
+            (`graph_sampler`: Poisson over whole graphs) or a sampler object
             with options (`gnnprivacy.training.private.samplers`).
         epsilon: target epsilon (the noise multiplier is calibrated for the planned steps);
             or ``noise_multiplier``: fixed ``z``, the epsilon is computed (``0``: a labelled

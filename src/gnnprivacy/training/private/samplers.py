@@ -37,7 +37,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from gnnprivacy._validation import check_choice, check_int, check_real
-from gnnprivacy.accounting.units import NeighboringRelation
+from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.errors import InvalidParameterError
 
 __all__ = ["DegreeBoundedSubgraphs", "HeterPoissonSubgraphs", "NodeSubgraphs", "SAMPLERS",
@@ -59,6 +59,7 @@ class SamplerPlan:
         default_delta: delta when the user gives none.
         scope, unaccounted: what the epsilon covers and what it does not.
         details: sampler facts for the record.
+        unit: the privacy unit (a node; a graph for `GraphSampler`).
     """
 
     event_factory: Any
@@ -72,6 +73,7 @@ class SamplerPlan:
     scope: str
     unaccounted: tuple[str, ...] = ()
     details: dict = field(default_factory=dict)
+    unit: PrivacyUnit = PrivacyUnit.NODE
 
 
 def _check_data(data: Any) -> Data:
@@ -421,6 +423,9 @@ class NodeSubgraphs(SubgraphSampler):
     """
 
     name = "nodes"
+    unit = PrivacyUnit.NODE
+    scope = ("the model's parameters: every executed noisy step, for one training node added "
+             "or removed (features and label; the model sees no edge)")
 
     def default_batch_size(self) -> int:
         from gnnprivacy.training.defaults import BATCH_FRACTION, adaptive_batch
@@ -438,11 +443,12 @@ class NodeSubgraphs(SubgraphSampler):
         return SamplerPlan(
             _privacy.dpsgd_event_factory(sample_rate=q), "pld",
             NeighboringRelation.ADD_OR_REMOVE, "poisson", q, q * self.num_train, 1.0,
-            1.0 / (10.0 * self.num_train),
-            "the model's parameters: every executed noisy step, for one training node added "
-            "or removed (features and label; the model sees no edge)",
-            ("the number of training nodes (assumed public) sets the sampling rate",),
-            {"sample_rate": q, "batch_size": m})
+            1.0 / (10.0 * self.num_train), self.scope,
+            (f"the number of training {self.unit.value}s (assumed public) sets the sampling "
+             "rate",), {"sample_rate": q, "batch_size": m, **self._details()}, unit=self.unit)
+
+    def _details(self) -> dict:
+        return {}
 
     def sample(self, generator: torch.Generator) -> Data:
         from gnnprivacy.sampling import poisson_node_batch

@@ -1,0 +1,163 @@
+"""Graph-level DP (``make_private(sampler="graphs")``): step cost, accuracy table, membership.
+
+Three parts (``--part``):
+
+* ``step``: the DP step against the non-private step of an identical GIN on PROTEINS_full's
+  training graphs at an expected batch of 64 graphs. The DP run draws its batches from
+  ``pt.loader``; the same batches are replayed through a plain step (forward, cross-entropy,
+  ``backward``, Adam). Both are timed from forward to update, in alternating rounds; medians
+  of wall and process CPU time (target: DP at most 1.5x).
+* ``table``: test accuracy of the built-in task (``dpsgd-graph`` at each epsilon and the
+  non-private ``graph`` with the same model, batch, epochs and split) on the TU sets, seeds
+  0-2 of the stratified 80/10/10 split; mean and std over seeds, epsilon spent, delta.
+* ``mia``: LiRA graph membership inference (`gnnprivacy.attacks.graph_membership`) at
+  epsilon 1 and non-private: AUC with its bootstrap 95% interval.
+
+Usage::
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_graph_classification.py --part step
+    OMP_NUM_THREADS=1 python benchmarks/bench_graph_classification.py --part table \\
+        [--datasets proteins,aids,enzymes,cox2,dhfr] [--epsilons 1,4,8] [--seeds 0,1,2]
+    OMP_NUM_THREADS=1 python benchmarks/bench_graph_classification.py --part mia \\
+        [--dataset proteins] [--models 8] [--mia-epsilons none,1] [--epochs 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import time
+
+import torch
+from torch.nn import functional as F
+
+import gnnprivacy as gp
+from gnnprivacy.datasets.tu_graphs import load_graph_dataset
+from gnnprivacy.training.graph_classification import (GraphClassifier, accuracy,
+                                                      fit_graph_classifier)
+
+
+def _step(model, opt, batch):
+    opt.zero_grad()
+    out = model(batch.x, batch.edge_index, batch.batch, getattr(batch, "edge_attr", None))
+    F.cross_entropy(out, batch.y).backward()
+    opt.step()
+
+
+def _timed(fn):
+    t, c = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - t, time.process_time() - c
+
+
+def part_step(args) -> None:
+    gset = load_graph_dataset(args.dataset, root=args.data_root, seed=0)
+    train = gset.subset("train")
+    torch.manual_seed(0)
+    model = GraphClassifier(gset.num_features, gset.num_classes, backbone=args.backbone,
+                            edge_dim=gset.edge_dim)
+    plain = copy.deepcopy(model)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    plain_opt = torch.optim.Adam(plain.parameters(), lr=0.01)
+    pt = gp.make_private(model, opt, train, sampler="graphs", noise_multiplier=1.0,
+                         batch_size=64, steps=args.steps + 3, seed=0)
+    dp, base, graphs, rows = [], [], [], []
+    for batch in pt.loader:                    # alternate: one DP step, then the same batch
+        dp.append(_timed(lambda: _step(model, opt, batch)))
+        base.append(_timed(lambda: _step(plain, plain_opt, batch)))
+        graphs.append(batch.num_graphs)
+        rows.append(batch.num_nodes)
+    med = [statistics.median(t[i] for t in times[3:]) for times in (dp, base) for i in (0, 1)]
+    print(f"{args.dataset} ({args.backbone}), {len(dp)} steps, mean {statistics.mean(graphs):.0f}"
+          f" graphs / {statistics.mean(rows):.0f} nodes per batch, torch threads "
+          f"{torch.get_num_threads()}")
+    print(f"{'':<17}{'wall ms':>9}{'CPU ms':>9}")
+    print(f"non-private step {med[2] * 1e3:9.1f}{med[3] * 1e3:9.1f}")
+    print(f"DP step          {med[0] * 1e3:9.1f}{med[1] * 1e3:9.1f}   ratio {med[0] / med[2]:.2f}x "
+          f"wall, {med[1] / med[3]:.2f}x CPU (target <= 1.5x)")
+
+
+def _fit(gset, epsilon, seed, args):
+    fit = fit_graph_classifier(gset.subset("train"), num_features=gset.num_features,
+                               num_classes=gset.num_classes, edge_dim=gset.edge_dim,
+                               backbone=args.backbone, epsilon=epsilon, epochs=args.epochs,
+                               batch_size=args.batch_size, lr=args.lr, seed=seed)
+    return accuracy(fit.model, gset.subset("test")), fit
+
+
+def part_table(args) -> None:
+    epsilons = [None] + [float(e) for e in args.epsilons.split(",")]
+    seeds = [int(s) for s in args.seeds.split(",")]
+    rows = []
+    for name in args.datasets.split(","):
+        sets = {s: load_graph_dataset(name, root=args.data_root, seed=s) for s in seeds}
+        n_train = len(sets[seeds[0]].subset("train"))
+        cells = []
+        for eps in epsilons:
+            accs, spent, delta = [], [], None
+            for s in seeds:
+                acc, fit = _fit(sets[s], eps, s, args)
+                accs.append(acc)
+                spent.append(fit.epsilon)
+                delta = fit.delta
+            mean, sd = statistics.mean(accs), (statistics.stdev(accs) if len(accs) > 1 else 0.0)
+            cells.append({"epsilon": eps, "mean": mean, "std": sd, "accs": accs,
+                          "spent": max(spent), "delta": delta})
+            print(f"{name:<9} eps {'inf' if eps is None else eps:>4}: {100 * mean:5.1f} "
+                  f"+- {100 * sd:4.1f}  (spent {max(spent):.3f}, delta "
+                  f"{'-' if delta is None else f'{delta:.2g}'})", flush=True)
+        rows.append({"dataset": name, "num_train_graphs": n_train, "cells": cells})
+    head = " | ".join(["non-private"] + [f"epsilon {e:g}" for e in epsilons[1:]])
+    print(f"\n| dataset (train graphs, delta) | {head} |")
+    print("|---" * (len(epsilons) + 1) + "|")
+    for r in rows:
+        delta = next(c["delta"] for c in r["cells"] if c["delta"] is not None)
+        vals = " | ".join(f"{100 * c['mean']:.1f} ± {100 * c['std']:.1f}" for c in r["cells"])
+        print(f"| {r['dataset']} ({r['num_train_graphs']}, {delta:.2g}) | {vals} |")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=1)
+
+
+def part_mia(args) -> None:
+    from gnnprivacy.attacks.graph_membership import graph_membership
+
+    gset = load_graph_dataset(args.dataset, root=args.data_root, seed=0)
+    for text in args.mia_epsilons.split(","):
+        eps = None if text == "none" else float(text)
+        out = graph_membership(gset, epsilon=eps, num_models=args.models, seed=0,
+                               backbone=args.backbone, epochs=args.epochs,
+                               batch_size=args.batch_size, lr=args.lr)
+        ci = out["auc_ci95"]
+        print(f"{args.dataset} {'non-private' if eps is None else f'epsilon {eps:g}'}: LiRA AUC "
+              f"{out['auc']:.3f} [95% CI {ci['low']:.3f}, {ci['high']:.3f}], TPR@1%FPR "
+              f"{out['tpr_at_1pct_fpr']:.3f}, {out['num_models']} models on halves of "
+              f"{out['pool']} graphs, spent {out['epsilon']:.3f}, mean test accuracy "
+              f"{out['test_accuracy']:.3f} ({out['seconds']:.0f} s)", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--part", choices=("step", "table", "mia"), default="step")
+    ap.add_argument("--data-root", default="../shared/datasets")
+    ap.add_argument("--dataset", default="proteins")
+    ap.add_argument("--datasets", default="proteins,aids,enzymes,cox2,dhfr")
+    ap.add_argument("--epsilons", default="1,4,8")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--backbone", default="gin")
+    ap.add_argument("--epochs", type=int, default=30)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--models", type=int, default=8)
+    ap.add_argument("--mia-epsilons", default="none,1",
+                    help="settings of the membership part ('none': non-private)")
+    ap.add_argument("--json", default=None, help="also write the table's numbers here")
+    args = ap.parse_args()
+    {"step": part_step, "table": part_table, "mia": part_mia}[args.part](args)
+
+
+if __name__ == "__main__":
+    main()
