@@ -106,6 +106,8 @@ class GraphSampler(NodeSubgraphs):
 
     def setup(self, data, *, model: torch.nn.Module | None = None,
               generator: torch.Generator | None = None) -> None:
+        from torch_geometric.data import Data
+
         graphs = check_graphs(data)
         self.num_train = len(graphs)
         sizes = torch.tensor([int(g.num_nodes) for g in graphs], dtype=torch.long)
@@ -120,6 +122,9 @@ class GraphSampler(NodeSubgraphs):
         self._y = torch.cat([g.y for g in graphs])
         has_attr = getattr(graphs[0], "edge_attr", None) is not None
         self._ea = torch.cat([g.edge_attr for g in graphs]) if has_attr else None
+        # the private tensors, for the loop guard: a read outside the batch is refused
+        self.source_graphs = graphs
+        self.graph = Data(x=self._x, y=self._y, edge_index=self._ei, edge_attr=self._ea)
 
     def default_batch_size(self) -> int:
         from gnnprivacy.training.defaults import adaptive_batch

@@ -207,7 +207,8 @@ class PrivateTraining:
         self.loader = PrivateLoader(self)
         self._pending: BatchLayout | None = None
         self._probed = False
-        self.guard = LoopGuard(model, [data, self.sampler.graph],
+        self.guard = LoopGuard(model, [data, self.sampler.graph,
+                                       *getattr(self.sampler, "source_graphs", ())],
                                {self.sampler.num_nodes, self.sampler.num_train,
                                 int(getattr(data, "num_nodes", 0) or 0)}, optimizer)
         self.capture.attach()
