@@ -972,6 +972,24 @@ CASES += [
         setup="good_record", outcome="warning"),
     api("train output", "TrainResult.save over a run record", "save_over_record", "path",
         "existing run record"),
+    cli("report", "-o folder holding the user's own report.md (was replaced silently)",
+        ["report", "{tmp}/runs", "-o", "{tmp}/out"], "output", "report.md that gnnprivacy did not write",
+        "--force", files={"out/report.md": "my notes"}, setup="good_record"),
+    cli("report", "-o naming the runs directory it reads", ["report", "{tmp}/runs", "-o", "{tmp}/runs"],
+        "output", "other than the runs directory", setup="good_record"),
+    api("report", "a PNG of the user's in plots/ (the plot writer deleted every *.png it had not just "
+        "written)", "report_keeps_stray_plot", "plots/mine.png kept", "its own stale plot removed",
+        outcome="handled"),
+    cli("demo", "-o folder holding the user's own report.html (refused before any training)",
+        ["demo", "--runs-dir", "{tmp}/runs", "-o", "{tmp}/out"], "report.html that gnnprivacy did not write",
+        "--force", files={"out/report.html": "<p>mine</p>"}),
+    cli("reproduce", "-o folder holding the user's own report.md (refused before any run)",
+        ["reproduce", "000-table2", "--quick", "--runs-dir", "{tmp}/runs", "-o", "{tmp}/out"],
+        "report.md that gnnprivacy did not write", "--force", files={"out/report.md": "my notes"}),
+    cli("reproduce", "--all --docs naming a hand-written page",
+        ["reproduce", "--all", "--report-only", "--runs-dir", "{tmp}/runs", "-o", "{tmp}/out", "--docs",
+         "{tmp}/docs/page.md"], "--docs", "page.md that gnnprivacy did not write", "--force",
+        files={"docs/page.md": "hand-written"}),
 ]
 
 
@@ -1191,6 +1209,22 @@ def setup_saved_model(tmp: Path) -> None:
     _train_user(_graph(), method="mlp", epochs=1, runs_dir=str(tmp / "m-runs")).save(str(tmp / "m.model.pt"))
 
 
+def api_report_keeps_stray_plot(tmp: Path) -> str:
+    from gnnprivacy._files import OutputFolder
+    from gnnprivacy.reporting.html import write_report
+
+    setup_good_record(tmp)
+    write_report(tmp / "runs", tmp / "out")
+    mine = tmp / "out" / "plots" / "mine.png"
+    mine.parent.mkdir(exist_ok=True)
+    mine.write_bytes(b"\x89PNG the user's")
+    stale = OutputFolder(tmp / "out", name="output").write("plots/stale.png", b"\x89PNG an old report's")
+    write_report(tmp / "runs", tmp / "out")
+    kept = mine.read_bytes() == b"\x89PNG the user's"
+    return ("plots/mine.png kept" if kept else "plots/mine.png LOST") + (
+        "; its own stale plot removed" if not stale.exists() else "; stale plot left")
+
+
 def api_save_over_record(tmp: Path) -> str:
     setup_good_record(tmp)
     before = (tmp / "runs" / "ok-run.json").read_bytes()
@@ -1208,6 +1242,7 @@ def run_case(case: Case, tmp: Path) -> tuple[bool, str]:
     ``failed`` is True for a non-zero exit code / an exception of the expected kind.
     """
     for name, text in case.files.items():
+        (tmp / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp / name).write_text(text)
     if case.setup:
         globals()[f"setup_{case.setup}"](tmp)

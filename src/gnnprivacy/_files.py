@@ -27,7 +27,7 @@ from typing import IO
 
 from gnnprivacy.errors import InvalidParameterError, WriteFailedError
 
-__all__ = ["DISK_FAULTS", "atomic_write", "check_output_file", "check_writable_dir", "file_digest", "fsync_dir",
+__all__ = ["DISK_FAULTS", "OUTPUT_MANIFEST", "OutputFolder", "atomic_write", "check_output_file", "check_writable_dir", "file_digest", "fsync_dir",
            "is_write_fault", "open_regular", "owned_file_kind", "read_regular"]
 
 #: errno values that mean "the storage refused" whoever asked (no space, read-only, no permission)
@@ -281,3 +281,90 @@ def check_output_file(path: str | os.PathLike, *, name: str, force: bool = False
         raise InvalidParameterError(name, f"a path in a writable directory ({exc.strerror or exc})",
                                     str(path)) from None
     return target
+
+
+#: the file in a report folder listing what gnnprivacy wrote there (relative path -> sha256)
+OUTPUT_MANIFEST = ".gnnprivacy-outputs.json"
+
+
+class OutputFolder:
+    """A folder that a report (``report``, ``demo``, ``reproduce``) writes into, with a manifest
+    (`OUTPUT_MANIFEST`) of the files it wrote there and their sha256.
+
+    A rerun replaces the files that an earlier report wrote and that nobody changed since (their
+    digest is the manifest's); any other existing file (the user's own ``report.md``, a report
+    edited by hand, a file in ``plots/``) is refused unless ``force``, and replaced with a
+    warning saying so when forced. Stale plots are deleted only when the manifest lists them with
+    their current digest: a file the library did not write is never deleted, ``force`` or not.
+    """
+
+    def __init__(self, root: str | os.PathLike, *, name: str, force: bool = False) -> None:
+        self.root = Path(root)
+        self.name = name
+        self.force = force
+        self._written = self._load()
+
+    def _load(self) -> dict[str, str]:
+        import json
+
+        try:
+            data = json.loads(read_regular(self.root / OUTPUT_MANIFEST, max_bytes=_SNIFF_BYTES))
+        except (OSError, ValueError, RecursionError):
+            return {}  # none, or unreadable: every existing file counts as someone else's
+        if not isinstance(data, dict):
+            return {}
+        return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
+
+    def owns(self, rel: str) -> bool:
+        """Whether ``rel`` is a file an earlier report wrote here, unchanged since."""
+        path = self.root / rel
+        if rel not in self._written or not path.is_file():
+            return False
+        try:
+            return file_digest(path) == self._written[rel]
+        except OSError:
+            return False
+
+    def check(self, rels) -> None:
+        """Refuse (before any work) when writing ``rels`` would replace a file this library did
+        not write, unless ``force``; a folder in the way is refused whatever ``force`` says."""
+        for rel in rels:
+            path = self.root / rel
+            if path.is_dir():
+                raise InvalidParameterError(self.name, f"a folder where {rel} can be written (it is a "
+                                            "directory)", str(self.root))
+            if (path.exists() or path.is_symlink()) and not self.owns(rel) and not self.force:
+                raise InvalidParameterError(self.name, f"a folder without a {rel} that gnnprivacy did not "
+                                            "write (writing would replace it; pass --force to replace it)",
+                                            str(self.root))
+
+    def write(self, rel: str, data: bytes, *, what: str = "report file") -> Path:
+        """Write ``rel`` (atomically) and record it in the manifest."""
+        self.check([rel])
+        path = self.root / rel
+        if path.exists() and not self.owns(rel):
+            import warnings
+
+            warnings.warn(f"{self.name}: replacing the existing file {path} (--force)", UserWarning,
+                          stacklevel=2)
+        atomic_write(path, data, what=what)
+        self._written[rel] = hashlib.sha256(data).hexdigest()
+        self._save()
+        return path
+
+    def remove_stale(self, under: str, keep) -> None:
+        """Delete the files under ``under/`` that an earlier report wrote (unchanged since) and
+        that are not in ``keep``; any other file there is left alone."""
+        prefix = under.rstrip("/") + "/"
+        keep = set(keep)
+        for rel in [r for r in self._written if r.startswith(prefix) and r not in keep]:
+            if self.owns(rel):
+                (self.root / rel).unlink()
+            del self._written[rel]
+        self._save()
+
+    def _save(self) -> None:
+        import json
+
+        atomic_write(self.root / OUTPUT_MANIFEST, json.dumps(self._written, indent=1, sort_keys=True),
+                     what="report manifest")

@@ -108,16 +108,17 @@ def plain_table(rows: list[tuple[str, ...]], columns: tuple[str, ...] = _COLUMNS
               type=click.Path(file_okay=False), help="where the Markdown/HTML report goes")
 @click.option("--report", "report_alias", default=None, hidden=True, type=click.Path(file_okay=False))
 @click.option("-q", "--quiet", is_flag=True, help="print only the table")
+@click.option("--force", is_flag=True, help="let -o replace report files that gnnprivacy did not write there")
 @click.option("--graph", default=DEMO_GRAPH, hidden=True, help="CSBM dataset args (tests use a small graph)")
 def demo_command(epsilon: float, seed: int, runs_dir: str, runs_alias: str | None,
-                 report_dir: str, report_alias: str | None, quiet: bool, graph: str) -> None:
+                 report_dir: str, report_alias: str | None, quiet: bool, force: bool, graph: str) -> None:
     """Privatize and train on a synthetic graph; print epsilon beside accuracy; write a report."""
     from gnnprivacy.experiments.progress import progress_factory, quiet_mode
     from gnnprivacy.method.runner import run
 
     runs_dir = runs_alias or runs_dir
     report_dir = report_alias or report_dir
-    _check_outputs(runs_dir, report_dir)
+    _check_outputs(runs_dir, report_dir, force)
     tty = sys.stdout.isatty()
     say = (lambda m: None) if quiet else (lambda m: click.echo(m, err=not tty))
     say(f"gnnprivacy demo: CSBM graph ({graph}), target epsilon {epsilon:g}")
@@ -144,25 +145,30 @@ def demo_command(epsilon: float, seed: int, runs_dir: str, runs_alias: str | Non
         Console().print(Markdown(card))
     else:
         click.echo(card)
-    _write_report(runs_dir, report_dir, say, plots="methods")
-    _link_stealing_section(seed, runs_dir, report_dir, graph, quiet=quiet, say=say, tty=tty)
+    _write_report(runs_dir, report_dir, say, plots="methods", force=force)
+    _link_stealing_section(seed, runs_dir, report_dir, graph, quiet=quiet, say=say, tty=tty, force=force)
 
 
-def _check_outputs(runs_dir: str, report_dir: str) -> None:
-    """Prove every folder the demo writes to is writable before the first run trains."""
+def _check_outputs(runs_dir: str, report_dir: str, force: bool = False) -> None:
+    """Prove every folder the demo writes to is writable, and that its reports replace no file
+    gnnprivacy did not write (unless ``force``), before the first run trains."""
     from gnnprivacy._files import check_writable_dir
     from gnnprivacy.errors import InvalidParameterError
+    from gnnprivacy.reporting.html import check_report_outputs
 
     try:
         for folder, name in ((runs_dir, "--runs-dir"), (Path(runs_dir) / "link-stealing", "--runs-dir"),
                              (report_dir, "-o/--output"), (Path(report_dir) / "link-stealing", "-o/--output")):
             check_writable_dir(folder, name=name, create=False)
+        for runs, report in ((runs_dir, report_dir), (Path(runs_dir) / "link-stealing",
+                                                       Path(report_dir) / "link-stealing")):
+            check_report_outputs(runs, report, force)
     except InvalidParameterError as exc:
         raise click.ClickException(str(exc)) from None
 
 
 def _link_stealing_section(seed: int, runs_dir: str, report_dir: str, graph: str, *, quiet: bool,
-                           say, tty: bool) -> None:
+                           say, tty: bool, force: bool = False) -> None:
     """Attack-0 against a non-private GCN's posteriors without a defence and with GRID; records
     and a report of their own under ``link-stealing/``."""
     import gnnprivacy.attacks.link_stealing.method  # noqa: F401  (registers ``link-stealing``)
@@ -180,7 +186,8 @@ def _link_stealing_section(seed: int, runs_dir: str, report_dir: str, graph: str
                "keeps every label, so an attacker can always reach it; the target GCN trains on "
                "the attack protocol's graph D1, spec 003 §6.1)")
     _write_report(Path(runs_dir) / "link-stealing", Path(report_dir) / "link-stealing", say,
-                  title="gnnprivacy demo: link stealing", metrics=("auc", "auc_label_only", "test_accuracy"))
+                  title="gnnprivacy demo: link stealing", metrics=("auc", "auc_label_only", "test_accuracy"),
+                  force=force)
 
 def _print_table(title: str, rows: list[tuple[str, ...]], columns: tuple[str, ...], tty: bool) -> None:
     if tty:
@@ -219,8 +226,8 @@ def _report_card(record, runs_dir: str) -> str:
 
 
 def _write_report(runs_dir, report_dir, say, *, title: str = "gnnprivacy demo",
-                  metrics: tuple[str, ...] = ("test_accuracy",), plots: str = "panels") -> None:
+                  metrics: tuple[str, ...] = ("test_accuracy",), plots: str = "panels", force: bool = False) -> None:
     from gnnprivacy.reporting.html import write_report
 
-    paths = write_report(runs_dir, report_dir, title=title, metrics=metrics, plots=plots)
+    paths = write_report(runs_dir, report_dir, title=title, metrics=metrics, plots=plots, force=force)
     say("report: " + ", ".join(str(p) for p in paths))

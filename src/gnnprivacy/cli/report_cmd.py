@@ -18,10 +18,12 @@ from gnnprivacy.errors import GnnPrivacyError
               help="metric(s) to tabulate and plot (repeatable)")
 @click.option("--reference", "references", multiple=True,
               help="only these published tables (ids of reporting/references/*.yaml; default: all)")
-def report_command(runs_dir, runs_dir_option, out_dir, title, metrics, references):
+@click.option("--force", is_flag=True, help="let -o replace report files that gnnprivacy did not write there")
+def report_command(runs_dir, runs_dir_option, out_dir, title, metrics, references, force):
     """Aggregate RUNS_DIR over seeds (mean ± std, 95% CI) with the papers' numbers beside ours.
 
-    Unreadable (e.g. truncated) records are skipped with a warning naming the file."""
+    Unreadable (e.g. truncated) records are skipped with a warning naming the file. A rerun
+    replaces the files an earlier report wrote; any other file there is kept unless --force."""
     from pathlib import Path
 
     from gnnprivacy.cli.results_cmd import _pick_dir
@@ -30,7 +32,7 @@ def report_command(runs_dir, runs_dir_option, out_dir, title, metrics, reference
     runs_dir = _pick_dir(runs_dir, runs_dir_option)
     try:
         paths = write_report(runs_dir, out_dir, title=title or f"gnnprivacy report: {Path(runs_dir).name}",
-                             metrics=tuple(metrics), reference_ids=list(references) or None)
+                             metrics=tuple(metrics), reference_ids=list(references) or None, force=force)
     except GnnPrivacyError as exc:
         raise click.ClickException(str(exc)) from None
     for p in paths:

@@ -48,14 +48,15 @@ def _print_list(data_root) -> None:
               help="report folder (default: reports/<name>[-quick]; with --all: reports/reproduction"
                    "[-quick])")
 @click.option("--report", "report_alias", default=None, hidden=True, type=click.Path(file_okay=False))
+@click.option("--force", is_flag=True, help="let -o (and --docs) replace files that gnnprivacy did not write there")
 @executor_options
 def reproduce_command(name, list_only, run_all, quick, report_only, docs_page, runs_dir, runs_alias, report_dir,
-                      report_alias, executor, address, workers, data_root, quiet):
+                      report_alias, force, executor, address, workers, data_root, quiet):
     """Reproduce a paper table NAME (see --list), or with --all every paper: run the sweeps, then
     write a report with the published numbers beside ours. Exit code 1 if any run failed (the
     report is still written)."""
     from gnnprivacy.experiments.reproduce import get_reproduction
-    from gnnprivacy.reporting.html import write_report
+    from gnnprivacy.reporting.html import check_report_outputs, write_report
 
     if list_only:
         _print_list(data_root)
@@ -67,7 +68,7 @@ def reproduce_command(name, list_only, run_all, quick, report_only, docs_page, r
             raise click.UsageError("give a reproduction NAME or --all, not both")
         _reproduce_all(quick, report_only, docs_page, pick_runs_dir(runs_dir, runs_alias) or "runs",
                        report_dir or report_alias or ("reports/reproduction" + ("-quick" if quick else "")),
-                       executor, address, workers, data_root, quiet)
+                       executor, address, workers, data_root, quiet, force)
         return
     if report_only or docs_page:
         raise click.UsageError("--report-only and --docs go with --all")
@@ -80,12 +81,16 @@ def reproduce_command(name, list_only, run_all, quick, report_only, docs_page, r
     spec = repro.spec(quick=quick)
     runs_dir = pick_runs_dir(runs_dir, runs_alias) or f"runs/{spec.name}"
     report_dir = report_dir or report_alias or f"reports/{spec.name}"
+    try:
+        check_report_outputs(runs_dir, report_dir, force)  # before any run
+    except GnnPrivacyError as exc:
+        raise click.ClickException(str(exc)) from None
     result = run_and_summarise(spec, runs_dir=runs_dir, executor=executor, address=address, workers=workers,
                                data_root=data_root, quiet=quiet)
     try:
         paths = write_report(runs_dir, report_dir, title=f"Reproduction {spec.name}: {repro.description}",
                              reference_ids=list(repro.references),  # none: no paper table
-                             metrics=repro.report_metrics, missing_metrics_ok=True)
+                             metrics=repro.report_metrics, missing_metrics_ok=True, force=force)
     except GnnPrivacyError as exc:
         raise click.ClickException(f"no report: {exc}") from None
     for p in paths:
@@ -95,7 +100,7 @@ def reproduce_command(name, list_only, run_all, quick, report_only, docs_page, r
 
 
 def _reproduce_all(quick, report_only, docs_page, runs_root, report_dir, executor, address, workers, data_root,
-                   quiet):
+                   quiet, force=False):
     from gnnprivacy.experiments.reproduce import reproduce_all
 
     command = ("gnnprivacy reproduce --all" + (" --quick" if quick else "")
@@ -103,7 +108,7 @@ def _reproduce_all(quick, report_only, docs_page, runs_root, report_dir, executo
     with sweep_progress(quiet) as (progress, log):
         run = reproduce_all(quick=quick, runs_root=runs_root, out_dir=report_dir, docs_page=docs_page,
                             report_only=report_only, executor=executor, workers=workers, address=address,
-                            data_root=data_root, progress=progress, log=log, command=command)
+                            data_root=data_root, progress=progress, log=log, command=command, force=force)
     for name, result in run.results.items():
         if result is not None:
             echo_sweep_result(result, name)

@@ -161,7 +161,8 @@ def reproduce_all(*, quick: bool = False, runs_root: str | Path = "runs",
                   out_dir: str | Path = "reports/reproduction", docs_page: str | Path | None = None,
                   names: list[str] | None = None, report_only: bool = False, executor: str = "local",
                   workers: int | None = None, address: str | None = None, data_root: str | None = None,
-                  progress: Any = None, log: Any = None, command: str | None = None) -> ReproductionRun:
+                  progress: Any = None, log: Any = None, command: str | None = None,
+                  force: bool = False) -> ReproductionRun:
     """Run every packaged paper reproduction and write one report with verdicts.
 
     Each reproduction runs as a sweep into ``runs_root/<name>[-quick]`` (finished runs are
@@ -185,11 +186,13 @@ def reproduce_all(*, quick: bool = False, runs_root: str | Path = "runs",
         progress: ``progress(description, total)`` factory, as for ``run_sweep``.
         log: message sink (one line per reproduction started or skipped, and the sweeps' lines).
         command: the command line named in the report (default: the equivalent CLI call).
+        force: replace files in ``out_dir`` (and beside ``docs_page``) that gnnprivacy did not
+            write (without it they are refused, before any run).
 
     Returns:
         A `ReproductionRun`; ``ok`` is False when some run failed (the report is still written).
     """
-    from gnnprivacy._files import check_writable_dir
+    from gnnprivacy._files import OutputFolder, check_writable_dir
     from gnnprivacy.experiments.sweep import run_sweep
     from gnnprivacy.reporting.reproduction import Part, build_reproduction, write_docs_page, write_reproduction
 
@@ -202,8 +205,10 @@ def reproduce_all(*, quick: bool = False, runs_root: str | Path = "runs",
                 raise UnknownNameError("reproduction", n, known)
         available = [known[n] for n in names]
     check_writable_dir(out_dir, name="output", create=False)
+    OutputFolder(out_dir, name="output", force=force).check(["report.md", "report.html"])
     if docs_page is not None:
         check_writable_dir(Path(docs_page).parent, name="docs page folder", create=False)
+        OutputFolder(Path(docs_page).parent, name="--docs", force=force).check([Path(docs_page).name])
     results: dict[str, Any] = {}
     skipped: dict[str, str] = {}
     parts = []
@@ -228,7 +233,7 @@ def reproduce_all(*, quick: bool = False, runs_root: str | Path = "runs",
                           str(runs_dir), tuple(missing)))
     command = command or ("gnnprivacy reproduce --all" + (" --quick" if quick else ""))
     report = build_reproduction(parts, command=command, quick=quick, data_root=data_root)
-    paths = write_reproduction(report, out_dir)
+    paths = write_reproduction(report, out_dir, force=force)
     if docs_page is not None:
-        paths.append(write_docs_page(report, docs_page))
+        paths.append(write_docs_page(report, docs_page, force=force))
     return ReproductionRun(results, skipped, report, paths)

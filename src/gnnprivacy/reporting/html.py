@@ -218,21 +218,38 @@ def figures_html(plots: list[Plot]) -> list[str]:
     return out + ["</div>"]
 
 
-def write_plots(folder: Path, plots: list[Plot]) -> None:
-    """Write each plot's PNG into ``folder`` (atomically) and drop the PNGs of an earlier report there."""
-    for p in plots:
-        _write_atomic(folder / p.filename, p.png)
-    current = {p.filename for p in plots}
-    if folder.is_dir():
-        for old in folder.glob("*.png"):
-            if old.name not in current:
-                old.unlink()
+def write_plots(out, under: str, plots: list[Plot]) -> list[Path]:
+    """Write each plot's PNG into ``under/`` of the `~gnnprivacy._files.OutputFolder` ``out``
+    (atomically) and drop the PNGs an earlier report wrote there; a file there that gnnprivacy
+    did not write is never deleted (and replaced only with ``--force``)."""
+    out.check([f"{under}/{p.filename}" for p in plots])
+    paths = [out.write(f"{under}/{p.filename}", p.png) for p in plots]
+    out.remove_stale(under, {f"{under}/{p.filename}" for p in plots})
+    return paths
 
 
-def _write_atomic(path: Path, data: bytes) -> Path:
-    from gnnprivacy._files import atomic_write
+def report_files(report: Report | None = None) -> list[str]:
+    """The files (relative to the report folder) a report writes: ``report.md``, ``report.html``
+    and its plots."""
+    plots = [f"plots/{p.filename}" for p in report.plots] if report is not None else []
+    return ["report.md", "report.html"] + plots
 
-    return atomic_write(path, data, what="report file")
+
+def check_report_dir(runs_dir, out_dir) -> None:
+    """Refuse a report folder that is the runs directory it reports on (the input)."""
+    a, b = Path(runs_dir), Path(out_dir)
+    if a.exists() and b.exists() and os.path.samefile(a, b):
+        raise InvalidParameterError("output", "a folder other than the runs directory the report reads",
+                                    str(out_dir))
+
+
+def check_report_outputs(runs_dir, out_dir, force: bool = False) -> None:
+    """Before any work: ``out_dir`` is not ``runs_dir``, and a report there replaces no
+    ``report.md`` or ``report.html`` that gnnprivacy did not write (unless ``force``)."""
+    from gnnprivacy._files import OutputFolder
+
+    check_report_dir(runs_dir, out_dir)
+    OutputFolder(out_dir, name="output", force=force).check(report_files())
 
 
 def _card_sections(runs_dir) -> list[tuple[str, str]]:
@@ -244,30 +261,36 @@ def _card_sections(runs_dir) -> list[tuple[str, str]]:
 
 def write_report(runs_dir: str | os.PathLike, out_dir: str | os.PathLike, *, title: str = "gnnprivacy report",
                  metrics: tuple[str, ...] = ("test_accuracy",), reference_ids: list[str] | None = None,
-                 missing_metrics_ok: bool = False, plots: str = "panels") -> list[Path]:
+                 missing_metrics_ok: bool = False, plots: str = "panels", force: bool = False) -> list[Path]:
     """Write ``report.md`` (+ ``plots/``) and ``report.html`` into ``out_dir``; returns their paths.
 
-    ``plots``: ``"panels"`` or ``"methods"``, as in `build_report`.
+    ``plots``: ``"panels"`` or ``"methods"``, as in `build_report`. A rerun replaces what an
+    earlier report wrote there; a file there that gnnprivacy did not write is refused unless
+    ``force`` (see `gnnprivacy._files.OutputFolder`), and ``out_dir`` may not be ``runs_dir``.
 
     Raises:
-        InvalidParameterError: ``runs_dir`` holds no finished run, or ``out_dir`` is not writable.
+        InvalidParameterError: ``runs_dir`` holds no finished run, ``out_dir`` is not writable,
+            is ``runs_dir``, or holds a ``report.md``, ``report.html`` or plot gnnprivacy did not
+            write (without ``force``).
     """
-    from gnnprivacy._files import check_writable_dir
+    from gnnprivacy._files import OutputFolder, check_writable_dir
 
     check_writable_dir(out_dir, name="output", create=False)  # before reading the runs: fails at once
+    check_report_outputs(runs_dir, out_dir, force)
+    out = OutputFolder(out_dir, name="output", force=force)
     report = build_report(runs_dir, title=title, metrics=metrics, reference_ids=reference_ids,
                           missing_metrics_ok=missing_metrics_ok, plots=plots)
-    out = Path(out_dir)
+    out.check(report_files(report))  # every file before the first write
     try:
-        write_plots(out / "plots", report.plots)
+        write_plots(out, "plots", report.plots)
         md_text, html_text = render_markdown(report), render_html(report)
         cards = _card_sections(runs_dir)
         if cards:
             md_text += "\n" + "\n".join(c[0] for c in cards)
             html_text = html_text.replace("\n</body></html>", "\n" + "\n".join(c[1] for c in cards)
                                           + "\n</body></html>", 1)
-        md = _write_atomic(out / "report.md", md_text.encode("utf-8"))
-        page = _write_atomic(out / "report.html", html_text.encode("utf-8"))
+        md = out.write("report.md", md_text.encode("utf-8"))
+        page = out.write("report.html", html_text.encode("utf-8"))
     except OSError as exc:
-        raise InvalidParameterError("output", f"a writable directory ({exc.strerror or exc})", str(out)) from None
+        raise InvalidParameterError("output", f"a writable directory ({exc.strerror or exc})", str(out_dir)) from None
     return [md, page]

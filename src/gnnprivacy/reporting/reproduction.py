@@ -467,25 +467,31 @@ def _html_links(table_html: str) -> str:
     return _LINK.sub(r'<a href="#\2">\1</a>', table_html)
 
 
-def write_reproduction(report: ReproductionReport, out_dir: str | os.PathLike) -> list[Path]:
-    """``report.md`` + ``plots/`` and ``report.html`` in ``out_dir``; returns their paths."""
-    from gnnprivacy._files import atomic_write
-    from gnnprivacy.reporting.html import write_plots
+def write_reproduction(report: ReproductionReport, out_dir: str | os.PathLike, *, force: bool = False) -> list[Path]:
+    """``report.md`` + ``plots/`` and ``report.html`` in ``out_dir``; returns their paths. A file
+    there that gnnprivacy did not write is refused unless ``force`` (`gnnprivacy._files.OutputFolder`)."""
+    from gnnprivacy._files import OutputFolder
+    from gnnprivacy.reporting.html import report_files, write_plots
 
-    out = Path(out_dir)
-    write_plots(out / "plots", report.plots)
-    md = atomic_write(out / "report.md", render_markdown(report).encode("utf-8"), what="report file")
-    page = atomic_write(out / "report.html", render_html(report).encode("utf-8"), what="report file")
+    out = OutputFolder(out_dir, name="output", force=force)
+    out.check(report_files(report))
+    write_plots(out, "plots", report.plots)
+    md = out.write("report.md", render_markdown(report).encode("utf-8"))
+    page = out.write("report.html", render_html(report).encode("utf-8"))
     return [md, page]
 
 
-def write_docs_page(report: ReproductionReport, page: str | os.PathLike) -> Path:
-    """``docs/reproduction.md`` and its figures in ``docs/reproduction/`` (beside the page)."""
-    from gnnprivacy._files import atomic_write
+def write_docs_page(report: ReproductionReport, page: str | os.PathLike, *, force: bool = False) -> Path:
+    """``docs/reproduction.md`` and its figures in ``docs/reproduction/`` (beside the page); the
+    manifest of what it wrote is ``docs/.gnnprivacy-outputs.json``. A file it did not write is
+    refused unless ``force``."""
+    from gnnprivacy._files import OutputFolder
     from gnnprivacy.reporting.html import write_plots
 
     page = Path(page)
     folder = page.with_suffix("")
-    write_plots(folder, report.plots)
+    out = OutputFolder(page.parent, name="--docs", force=force)
+    out.check([page.name] + [f"{folder.name}/{p.filename}" for p in report.plots])
+    write_plots(out, folder.name, report.plots)
     text = render_markdown(report, plot_dir=folder.name, anchors="attr")
-    return atomic_write(page, text.encode("utf-8"), what="docs page")
+    return out.write(page.name, text.encode("utf-8"), what="docs page")
