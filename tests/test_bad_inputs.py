@@ -972,6 +972,8 @@ CASES += [
         setup="good_record", outcome="warning"),
     api("train output", "TrainResult.save over a run record", "save_over_record", "path",
         "existing run record"),
+    api("accounting", "Accountant.save / Ledger.save over a run record (plain write_text)",
+        "accountant_save_over_record", "path", "existing run record", "--force"),
     cli("report", "-o folder holding the user's own report.md (was replaced silently)",
         ["report", "{tmp}/runs", "-o", "{tmp}/out"], "output", "report.md that gnnprivacy did not write",
         "--force", files={"out/report.md": "my notes"}, setup="good_record"),
@@ -1207,6 +1209,26 @@ def api_nan_x_featurerr(tmp: Path) -> str:
 def setup_saved_model(tmp: Path) -> None:
     setup_good_record(tmp)
     _train_user(_graph(), method="mlp", epochs=1, runs_dir=str(tmp / "m-runs")).save(str(tmp / "m.model.pt"))
+
+
+def api_accountant_save_over_record(tmp: Path) -> str:
+    from gnnprivacy.accounting import make_accountant
+
+    setup_good_record(tmp)
+    record = tmp / "runs" / "ok-run.json"
+    before = record.read_bytes()
+    acc = make_accountant("rdp")
+    try:
+        try:
+            acc.ledger.save(record)
+        except ValueError:
+            pass
+        else:
+            raise AssertionError("Ledger.save replaced a run record")
+        acc.save(record)
+    finally:
+        assert record.read_bytes() == before
+    return "saved"
 
 
 def api_report_keeps_stray_plot(tmp: Path) -> str:

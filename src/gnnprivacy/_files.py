@@ -27,7 +27,7 @@ from typing import IO
 
 from gnnprivacy.errors import InvalidParameterError, WriteFailedError
 
-__all__ = ["DISK_FAULTS", "OUTPUT_MANIFEST", "OutputFolder", "atomic_write", "check_output_file", "check_writable_dir", "file_digest", "fsync_dir",
+__all__ = ["DISK_FAULTS", "OUTPUT_MANIFEST", "OutputFolder", "atomic_write", "check_output_file", "check_writable_dir", "write_output_file", "file_digest", "fsync_dir",
            "is_write_fault", "open_regular", "owned_file_kind", "read_regular"]
 
 #: errno values that mean "the storage refused" whoever asked (no space, read-only, no permission)
@@ -281,6 +281,15 @@ def check_output_file(path: str | os.PathLike, *, name: str, force: bool = False
         raise InvalidParameterError(name, f"a path in a writable directory ({exc.strerror or exc})",
                                     str(path)) from None
     return target
+
+
+def write_output_file(path: str | os.PathLike, text: str, *, name: str = "path", force: bool = False,
+                      what: str = "file") -> Path:
+    """`check_output_file` then `atomic_write`: write ``text`` to a file the caller names,
+    refusing to replace a run record, model or checkpoint unless ``force`` (and warning when it
+    replaces any other existing file)."""
+    target = check_output_file(path, name=name, force=force, create_folder=True)
+    return atomic_write(target, text, what=what)
 
 
 #: the file in a report folder listing what gnnprivacy wrote there (relative path -> sha256)

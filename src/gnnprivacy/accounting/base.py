@@ -178,11 +178,13 @@ class Accountant(abc.ABC):
             out.update(epsilon=eps if math.isfinite(eps) else "inf", delta=delta)
         return out
 
-    def save(self, path: Union[str, Path], delta: Optional[float] = None) -> Path:
-        """Write `to_dict` as JSON to ``path``."""
-        path = Path(path)
-        path.write_text(json.dumps(self.to_dict(delta), indent=2) + "\n")
-        return path
+    def save(self, path: Union[str, Path], delta: Optional[float] = None, *, force: bool = False) -> Path:
+        """Write `to_dict` as JSON to ``path`` (atomically); an existing run record, model or
+        checkpoint there is refused unless ``force`` (`gnnprivacy._files.check_output_file`)."""
+        from gnnprivacy._files import write_output_file
+
+        return write_output_file(path, json.dumps(self.to_dict(delta), indent=2) + "\n", force=force,
+                                 what="accountant")
 
     def __str__(self) -> str:
         return self.summary()

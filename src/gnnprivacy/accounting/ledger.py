@@ -65,11 +65,14 @@ class Ledger:
         return {"unit": self.unit.value, "relation": self.relation.value,
                 "entries": [entry.to_dict() for entry in self._entries]}
 
-    def save(self, path: Union[str, Path]) -> Path:
-        """Write `to_dict` as JSON to ``path`` and return the path."""
-        path = Path(path)
-        path.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n")
-        return path
+    def save(self, path: Union[str, Path], *, force: bool = False) -> Path:
+        """Write `to_dict` as JSON to ``path`` (atomically) and return the path; an existing run
+        record, model or checkpoint there is refused unless ``force``
+        (`gnnprivacy._files.check_output_file`)."""
+        from gnnprivacy._files import write_output_file
+
+        return write_output_file(path, json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n",
+                                 force=force, what="ledger")
 
     def summary(self) -> str:
         """Multi-line human-readable listing."""

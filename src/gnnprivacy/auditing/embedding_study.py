@@ -248,12 +248,20 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default=None, help="write the Markdown report here")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    if args.out:
+        from gnnprivacy._files import check_output_file
+
+        try:  # before the study: a run record or model there is refused
+            check_output_file(args.out, name="--out", create_folder=True)
+        except ValueError as exc:
+            ap.error(str(exc))
     study = run_study(dataset=args.dataset, data_root=args.data_root, epsilon=args.epsilon,
                       max_degree=args.max_degree, runs=args.runs)
     text = json.dumps(study, indent=2, default=float) if args.json else to_markdown(study)
     if args.out:
-        with open(args.out, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        from gnnprivacy._files import atomic_write
+
+        atomic_write(args.out, text, what="study report")
     print(text)
 
 
