@@ -247,12 +247,13 @@ def main(argv=None) -> None:
     ap.add_argument("--runs", type=int, default=10000)
     ap.add_argument("--out", default=None, help="write the Markdown report here")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--force", action="store_true", help="let --out replace a run record, model or checkpoint")
     args = ap.parse_args(argv)
     if args.out:
         from gnnprivacy._files import check_output_file
 
         try:  # before the study: a run record or model there is refused
-            check_output_file(args.out, name="--out", create_folder=True)
+            check_output_file(args.out, name="--out", force=args.force, create_folder=True)
         except ValueError as exc:
             ap.error(str(exc))
     study = run_study(dataset=args.dataset, data_root=args.data_root, epsilon=args.epsilon,
