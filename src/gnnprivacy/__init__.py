@@ -10,6 +10,7 @@ gp.account("dpsgd", sample_rate=0.01, noise_multiplier=1.0, steps=1000, delta=1e
 gp.methods(); gp.datasets(); gp.load_dataset("cora", root="...")
 gp.audit("heterpoisson", "facebook", epsilon=2.0)     # empirical epsilon lower bound
 gp.assess(result.record)                              # privacy report card
+gp.assess(model, data, train_fn=fn, privacy=pt)       # ... of any node model
 gp.tune("tune.yaml")                                  # tuning with the selection counted
 gp.attack_link_stealing("cora", attack=6, defense="grid")
 pt = gp.make_private(model, optimizer, data, sampler="heterpoisson", epsilon=8.0)
@@ -34,11 +35,11 @@ __version__ = "0.1.0"
 # checkers read them (so `gp.train` has its signature) and `lazy_exports` builds the lazy
 # `__getattr__` from them.
 if TYPE_CHECKING:
-    from gnnprivacy.api import MethodInfo, TrainResult, account, datasets, load, methods, train
+    from gnnprivacy.api import (MethodInfo, TrainResult, account, assess, datasets, load, methods,
+                                train)
     from gnnprivacy.attacks.link_stealing.method import \
         run_link_stealing as attack_link_stealing
     from gnnprivacy.auditing.api import audit
-    from gnnprivacy.auditing.report_card import report_card as assess
     from gnnprivacy.datasets import load_dataset, validate_data
     from gnnprivacy.experiments.linkteller_run import run_linkteller as attack_linkteller
     from gnnprivacy.experiments.reproduce import reproduce_all

@@ -120,36 +120,6 @@ def _model_and_data(record, record_path, data_root):
     return load_run_data(config), saved[0], f"the saved model {saved[1]}"
 
 
-def _link_stealing(model, data, *, pairs: int = 2000, seed: int = 0) -> dict:
-    import torch
-
-    from gnnprivacy.attacks.link_stealing.he import NodeView, run_he_attack
-    from gnnprivacy.datasets.link_splits import PairSet
-
-    rng = np.random.default_rng(seed)
-    from gnnprivacy.auditing.training import node_logits
-
-    post = torch.softmax(node_logits(model, data).double(), 1).numpy()
-    ei = data.edge_index.numpy()
-    und = ei[:, ei[0] < ei[1]]
-    pick = rng.choice(und.shape[1], size=min(pairs, und.shape[1]), replace=False)
-    pos_u, pos_w = und[0, pick], und[1, pick]
-    n = int(data.num_nodes)
-    linked = set(map(tuple, und.T.tolist()))
-    neg = []
-    while len(neg) < pos_u.size:
-        a, b = sorted(rng.integers(0, n, size=2).tolist())
-        if a != b and (a, b) not in linked:
-            neg.append((a, b))
-    neg = np.asarray(neg)
-    ps = PairSet(np.concatenate([pos_u, neg[:, 0]]), np.concatenate([pos_w, neg[:, 1]]),
-                 np.concatenate([np.ones(pos_u.size, int), np.zeros(len(neg), int)]))
-    outcome = run_he_attack(0, NodeView(target=post), ps, seed=seed)
-    m = outcome.metrics
-    return {"attack": "He et al. Attack-0 (posterior correlation distance)",
-            "auc": m["auc"], "tpr_at_1pct_fpr": m["tpr_at_1pct_fpr"], "pairs": int(len(ps))}
-
-
 def _baseline(record, data, *, seed: int) -> dict:
     from gnnprivacy.method.builtin.nonprivate import NonPrivateParams, make_trainer
     from gnnprivacy.training.metrics import evaluate
@@ -248,8 +218,12 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
                                                   mia["lira"]["auc_ci95"]["high"]]
     covers_edges = (p.get("unit") in ("node", "edge", "feature+edge")) or not private
     if link_stealing and covers_edges:
+        from gnnprivacy.auditing.model_card import posterior_sections
+
         data, model, where = _model_and_data(record, record_path, data_root)
-        card["link_stealing"] = {**_link_stealing(model, data, seed=seed), "model": where}
+        sections = posterior_sections(model, data, seed=seed)
+        card["link_stealing"] = {**sections["link_stealing"], "model": where}
+        card.setdefault("membership", {}).update(sections["membership"])
     if baseline:
         if data is None:
             from gnnprivacy.method.config import resolve_config
@@ -273,6 +247,10 @@ def _fmt(v, digits: int = 3) -> str:
     return str(v)
 
 
+def _ci(m: dict) -> str:
+    return f" [{_fmt(m['auc_ci95'][0])}, {_fmt(m['auc_ci95'][1])}]" if m.get("auc_ci95") else ""
+
+
 def _rows(card: dict) -> list[tuple[str, str]]:
     from gnnprivacy.auditing.bounds import gdp_estimate_of   # cards before issue 22: old key
 
@@ -294,14 +272,24 @@ def _rows(card: dict) -> list[tuple[str, str]]:
                      f"{a['confidence']:.0%}); GDP estimate {_fmt(gdp_estimate_of(a))} "
                      "(assumes a Gaussian trade-off curve: an estimate, not a bound)"
                      + ("  EXCEEDS THE CLAIM" if a["violation"] else "")))
+    for name, e in card.get("empirical", {}).items():
+        rows.append((f"Empirical epsilon (lower bound, {name.replace('_', ' ')})",
+                     f"{_fmt(e['epsilon_lower_bound'])} at delta {_fmt(e['delta'])} "
+                     f"({e['runs']} nodes per side, {e['confidence']:.0%}; each node one trial)"
+                     + ("  EXCEEDS THE CLAIM" if e["exceeds_claim"] else "")))
+    if "code_audit" in card:
+        rows.append(("Code audit", card["code_audit"]["note"]))
     for name, m in card.get("membership", {}).items():
         rows.append((f"Membership inference ({name.replace('_', ' ')})",
-                     f"AUC {_fmt(m['auc'])}, TPR@1%FPR {_fmt(m['tpr_at_1pct_fpr'])}, "
+                     f"AUC {_fmt(m['auc'])}{_ci(m)}, TPR@1%FPR {_fmt(m['tpr_at_1pct_fpr'])}, "
                      f"TPR@0.1%FPR {_fmt(m['tpr_at_0.1pct_fpr'])}"
                      + (f" (query {m['query']}, {m['game']} game)" if "query" in m else "")))
     if "link_stealing" in card:
         ls = card["link_stealing"]
-        rows.append(("Link stealing", f"AUC {_fmt(ls['auc'])} ({ls['attack']}, {ls['pairs']} pairs)"))
+        rows.append(("Link stealing", f"AUC {_fmt(ls['auc'])}{_ci(ls)} ({ls['attack']}, "
+                                      f"{ls['pairs']} pairs)"
+                     + (f"; linked vs {ls['n_hop']}-hop pairs: AUC {_fmt(ls['auc_vs_nhop'])}"
+                        if "auc_vs_nhop" in ls else "")))
     u = card["utility"]
     base = u.get("baseline")
     rows.append(("Utility (test accuracy)", _fmt(u["test_accuracy"])
