@@ -285,7 +285,8 @@ def lira_section(train_fn, data, target_logits, pool: np.ndarray, target_members
                  *, shadows: int, seed: int, fixed_variance: bool = True, progress=None
                  ) -> dict:
     """Train ``shadows`` models with ``train_fn`` on random halves of ``pool`` and run LiRA
-    (online, offline, and the released model scored against all shadows)."""
+    (online, offline, and the released model scored against all shadows): the sections, and
+    the released model's ``(member, non-member)`` scores (``None`` without both)."""
     from gnnprivacy._validation import check_int
     from gnnprivacy.attacks.lira import (half_memberships, lira_attack, lira_scores,
                                          logit_confidence, summarise_scores)
@@ -310,10 +311,12 @@ def lira_section(train_fn, data, target_logits, pool: np.ndarray, target_members
     s = lira_scores(x, phi, mem, variant="online", fixed_variance=fixed_variance)[pool_ids]
     lab = target_members[pool_ids]
     ok = np.isfinite(s)
+    scores = None
     if 0 < lab[ok].sum() < ok.sum():
         out["lira_released_model"] = {**summarise_scores(s[ok], lab[ok], seed=seed),
                                       "variant": "online", "shadows": k}
-    return out
+        scores = (s[ok][lab[ok]], s[ok][~lab[ok]])
+    return out, scores
 
 
 def _code_audit(train_fn, data, seed: int, claimed: dict) -> dict:
@@ -379,7 +382,7 @@ def assess_model(model, data, *, train_fn=None, privacy=None, members=None, nonm
         privacy: the claim (`claim_of`); default the `PrivateTraining` passed as ``model``,
             else none (a non-private release).
         members, nonmembers: node masks or ids (default the training and the test nodes).
-        shadows: LiRA's shadow models (``>= 4``; only with ``train_fn``).
+        shadows: LiRA's shadow models (``>= 4``, ``0``: no LiRA; only with ``train_fn``).
         code_audit: audit one run of ``train_fn`` with canaries (when it uses make_private).
         link_stealing, n_hop: the link-stealing section and the distance of its n-hop pairs.
         fixed_variance: LiRA's global variances (advised for few shadows).
@@ -404,7 +407,7 @@ def assess_model(model, data, *, train_fn=None, privacy=None, members=None, nonm
     sec = posterior_sections(model, data, members=members, nonmembers=nonmembers, seed=seed,
                              link_stealing=link_stealing, n_hop=n_hop)
     label = name or type(_unwrap(model)).__name__
-    card: dict[str, Any] = {"run_id": f"{label} ({'private' if math.isfinite(claimed['epsilon']) else 'not private'})",
+    card: dict[str, Any] = {"run_id": label,
                             "method": label,
                             "dataset": str(getattr(data, "name", None) or "custom graph"),
                             "claimed": claimed, "membership": sec["membership"],
@@ -416,13 +419,15 @@ def assess_model(model, data, *, train_fn=None, privacy=None, members=None, nonm
     nm = _mask(data.test_mask if nonmembers is None else nonmembers, n, "nonmembers")
     loss = -torch.nn.functional.cross_entropy(sec["logits"], data.y, reduction="none").numpy()
     scores_of = {"loss_threshold": (loss[m], loss[nm])}
-    if train_fn is not None:
-        card["membership"].update(lira_section(train_fn, data, sec["logits"], m | nm, m,
-                                               shadows=shadows, seed=seed,
-                                               fixed_variance=fixed_variance,
-                                               progress=progress))
-        if code_audit:
-            audit = _code_audit(train_fn, data, seed, claimed)
-            card["audit" if "mode" in audit else "code_audit"] = audit
+    if train_fn is not None and shadows:
+        lira, released = lira_section(train_fn, data, sec["logits"], m | nm, m,
+                                      shadows=shadows, seed=seed,
+                                      fixed_variance=fixed_variance, progress=progress)
+        card["membership"].update(lira)
+        if released is not None:
+            scores_of["lira_released_model"] = released
+    if train_fn is not None and code_audit:
+        audit = _code_audit(train_fn, data, seed, claimed)
+        card["audit" if "mode" in audit else "code_audit"] = audit
     _empirical(card, scores_of, delta=claimed["delta"], seed=seed)
     return card
