@@ -23,7 +23,7 @@ functions (`posterior_sections`) for both:
 * **code audit** (`gnnprivacy.auditing.code.code_audit`) of one run of ``train_fn`` when it
   trains through `make_private` (the executed noise, clip and sampling rate against the claim);
 * **link stealing** on the released posteriors: He et al.'s Attack-0 (unsupervised), with a
-  bootstrap interval, Attack-3 (the attacker knows part of the graph) and ``auc_vs_nhop``
+  bootstrap interval, and ``auc_vs_nhop``
   (linked pairs against pairs at distance ``n_hop``);
 * **utility**: test accuracy of the model on ``data.test_mask``.
 
@@ -123,11 +123,13 @@ def model_logits(model, data) -> torch.Tensor:
 
 # ----------------------------------------------------------------------------- sections
 def link_stealing_section(post: np.ndarray, data, *, seed: int = 0, pairs: int = 2000,
-                          n_hop: int = 2, n_boot: int = 200) -> dict:
-    """He et al.'s Attack-0 (and Attack-3 with known pairs) on released posteriors, with a
-    bootstrap interval, and ``auc_vs_nhop``."""
+                          n_hop: int | None = 2, n_boot: int = 200) -> dict:
+    """He et al.'s Attack-0 on released posteriors, with a bootstrap interval, and
+    ``auc_vs_nhop`` (linked pairs against pairs at distance ``n_hop``; ``None``: skip, it
+    pairs every edge of the graph)."""
     from gnnprivacy.attacks.link_stealing.he import NodeView, run_he_attack
     from gnnprivacy.attacks.link_stealing.protocols import auc_vs_nhop
+    from gnnprivacy.attacks.lira import rank_auc
     from gnnprivacy.attacks.metrics import bootstrap_ci
     from gnnprivacy.datasets.link_splits import PairSet
 
@@ -148,13 +150,15 @@ def link_stealing_section(post: np.ndarray, data, *, seed: int = 0, pairs: int =
                  np.concatenate([np.ones(pos_u.size, int), np.zeros(len(neg), int)]))
     outcome = run_he_attack(0, NodeView(target=post), ps, seed=seed)
     m = outcome.metrics
-    ci = bootstrap_ci(outcome.scores, outcome.labels, n_boot=n_boot,
+    ci = bootstrap_ci(outcome.scores, outcome.labels, n_boot=n_boot, metric=rank_auc,
                       generator=np.random.default_rng(seed))
     out = {"attack": "He et al. Attack-0 (posterior correlation distance)",
            "auc": m["auc"], "tpr_at_1pct_fpr": m["tpr_at_1pct_fpr"], "pairs": int(len(ps)),
            "auc_ci95": [ci["low"], ci["high"]]}
-    nh = auc_vs_nhop(post, ei, n, n_hop, metric="correlation", seed=seed)
-    out.update(auc_vs_nhop=nh["auc_vs_nhop"], n_hop=n_hop, nhop_pairs=int(nh["nhop_pairs"]))
+    if n_hop is not None:
+        nh = auc_vs_nhop(post, ei, n, n_hop, metric="correlation", seed=seed)
+        out.update(auc_vs_nhop=nh["auc_vs_nhop"], n_hop=n_hop,
+                   nhop_pairs=int(nh["nhop_pairs"]))
     return out
 
 
@@ -192,7 +196,7 @@ def membership_sections(logits: torch.Tensor, y: torch.Tensor, members, nonmembe
 
 
 def posterior_sections(model, data, *, members=None, nonmembers=None, seed: int = 0,
-                       link_stealing: bool = True, n_hop: int = 2) -> dict:
+                       link_stealing: bool = True, n_hop: int | None = 2) -> dict:
     """The sections of a card computed from the released model's outputs on ``data`` alone
     (shared by `assess_model` and the built-in card of a record): ``membership`` (threshold
     attacks), ``link_stealing`` and ``utility``; ``logits`` as well, for the callers."""
@@ -368,8 +372,8 @@ def _empirical(card: dict, scores_of: dict, *, delta: float | None, seed: int) -
 # ----------------------------------------------------------------------------- the card
 def assess_model(model, data, *, train_fn=None, privacy=None, members=None, nonmembers=None,
                  shadows: int = 8, code_audit: bool = True, link_stealing: bool = True,
-                 n_hop: int = 2, fixed_variance: bool = True, seed: int = 0, name: str | None = None,
-                 progress=None) -> dict[str, Any]:
+                 n_hop: int | None = 2, fixed_variance: bool = True, seed: int = 0,
+                 name: str | None = None, progress=None) -> dict[str, Any]:
     """The report card of ``model`` released on ``data`` (see the module docstring).
 
     Args:
