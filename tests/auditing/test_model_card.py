@@ -203,3 +203,11 @@ def test_a_private_model_whose_noise_is_secretly_off_is_flagged(noise, monkeypat
     assert card["audit"]["mode"] == "code"
     assert card["audit"]["violation"] == (noise != "honest"), card["audit"]
     assert ("EXCEEDS THE CLAIM" in card_to_markdown(card)) == (noise != "honest")
+
+
+def test_the_html_card_plots_the_membership_roc_curves(small_graph):
+    card = gp.assess(fit(small_graph, 0, epochs=20), small_graph, link_stealing=False)
+    page = card_to_html(card)
+    assert page.count("<polyline") == 1 + len(card["membership"]) and "<svg" in page
+    card["membership"] = {}
+    assert "<svg" not in card_to_html(card)

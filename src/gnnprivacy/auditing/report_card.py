@@ -312,7 +312,38 @@ def card_to_html(card: dict) -> str:
     return (f"<section class=\"report-card\"><h2>Privacy report card: "
             f"{html.escape(card['method'])} on {html.escape(card['dataset'])}</h2>"
             f"<p>Run <code>{html.escape(card['run_id'])}</code></p><table>{body}</table>"
-            f"</section>")
+            f"{_roc_svg(card)}</section>")
+
+
+_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+
+
+def _roc_svg(card: dict, size: int = 260) -> str:
+    """The membership attacks' ROC curves (log FPR from 1e-4, as Carlini et al. plot them)
+    as an inline SVG; empty when no attack kept one."""
+    curves = [(name, m["roc"]) for name, m in card.get("membership", {}).items()
+              if isinstance(m, dict) and m.get("roc")]
+    if not curves:
+        return ""
+    pad = 30
+
+    def xy(f: float, t: float) -> str:
+        x = pad + (math.log10(max(f, 1e-4)) + 4) / 4 * (size - pad)
+        return f"{x:.1f},{size - pad - t * (size - 2 * pad):.1f}"
+
+    lines = [f'<polyline fill="none" stroke="#999" stroke-dasharray="3" '
+             f'points="{" ".join(xy(f, f) for f in np.logspace(-4, 0, 20))}"/>']
+    for i, (name, roc) in enumerate(curves):
+        colour = _COLOURS[i % len(_COLOURS)]
+        pts = " ".join(xy(f, t) for f, t in zip(roc["fpr"], roc["tpr"]))
+        lines.append(f'<polyline fill="none" stroke="{colour}" points="{pts}"/>'
+                     f'<text x="{pad + 4}" y="{14 + 12 * i}" font-size="10" fill="{colour}">'
+                     f'{html.escape(name.replace("_", " "))}</text>')
+    axes = (f'<text x="{size // 2}" y="{size - 4}" font-size="10">FPR (log, 1e-4 to 1)</text>'
+            f'<text x="2" y="{size // 2}" font-size="10" transform="rotate(-90 8 {size // 2})">'
+            f'TPR</text>')
+    return (f'<svg class="roc" width="{size}" height="{size}" role="img" '
+            f'aria-label="ROC curves of the membership attacks">{"".join(lines)}{axes}</svg>')
 
 
 CARDS_DIR = "cards"  #: report cards live in RUNS/cards/<run_id>.json, beside the records
