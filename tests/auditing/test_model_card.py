@@ -211,3 +211,15 @@ def test_the_html_card_plots_the_membership_roc_curves(small_graph):
     assert page.count("<polyline") == 1 + len(card["membership"]) and "<svg" in page
     card["membership"] = {}
     assert "<svg" not in card_to_html(card)
+
+
+def test_several_cards_plot_auc_against_epsilon(small_graph):
+    from gnnprivacy.auditing.report_card import cards_to_html
+
+    model = fit(small_graph, 0, epochs=20)
+    cards = [gp.assess(model, small_graph, link_stealing=False,
+                       privacy=None if eps is None else {"epsilon": eps, "delta": 1e-5})
+             for eps in (None, 1.0, 8.0)]
+    page = cards_to_html(cards)
+    assert page.count("<section") == 3 and "auc-vs-epsilon" in page
+    assert "auc-vs-epsilon" not in cards_to_html(cards[:1])

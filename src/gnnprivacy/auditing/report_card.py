@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["report_card", "card_to_markdown", "card_to_html", "retrain_from_record", "save_card",
-           "load_cards"]
+__all__ = ["report_card", "card_to_markdown", "card_to_html", "cards_to_html",
+           "retrain_from_record", "save_card", "load_cards"]
 
 _RUN_ONLY = ("runs_dir", "resume", "device")
 
@@ -313,6 +313,53 @@ def card_to_html(card: dict) -> str:
             f"{html.escape(card['method'])} on {html.escape(card['dataset'])}</h2>"
             f"<p>Run <code>{html.escape(card['run_id'])}</code></p><table>{body}</table>"
             f"{_roc_svg(card)}</section>")
+
+
+def cards_to_html(cards: list[dict]) -> str:
+    """Several cards (e.g. one model at several epsilons) as HTML: a plot of every attack's AUC
+    against the claimed epsilon (a model without DP at the right end, "no DP"), then each card."""
+    return _auc_vs_epsilon_svg(cards) + "".join(card_to_html(c) for c in cards)
+
+
+def _auc_vs_epsilon_svg(cards: list[dict], width: int = 360, height: int = 240) -> str:
+    points: dict[str, list[tuple[float, float]]] = {}
+    for card in cards:
+        eps = card["claimed"]["epsilon"]
+        eps = math.inf if eps in (None, "inf") else float(eps)
+        attacks = {**card.get("membership", {}),
+                   **({"link_stealing": card["link_stealing"]} if "link_stealing" in card else {})}
+        for name, m in attacks.items():
+            if isinstance(m, dict) and isinstance(m.get("auc"), float):
+                points.setdefault(name, []).append((eps, m["auc"]))
+    finite = [e for pts in points.values() for e, _ in pts if math.isfinite(e) and e > 0]
+    if len(cards) < 2 or not points:
+        return ""
+    lo, hi = (math.log10(min(finite)), math.log10(max(finite))) if finite else (0.0, 1.0)
+    hi = hi if hi > lo else lo + 1.0
+    pad, right = 34, width - 40                 # the last column is "no DP"
+
+    def x(e: float) -> float:
+        if not math.isfinite(e):
+            return width - 16.0
+        return pad + (math.log10(max(e, 10 ** lo)) - lo) / (hi - lo) * (right - pad)
+
+    def y(a: float) -> float:     # AUC 0.4 .. 1
+        return height - pad - (min(max(a, 0.4), 1.0) - 0.4) / 0.6 * (height - 2 * pad)
+
+    parts = [f'<line x1="{pad}" x2="{width - 8}" y1="{y(0.5):.1f}" y2="{y(0.5):.1f}" '
+             f'stroke="#999" stroke-dasharray="3"/>']
+    for i, (name, pts) in enumerate(sorted(points.items())):
+        colour = _COLOURS[i % len(_COLOURS)]
+        pts = sorted(pts)
+        parts.append(f'<polyline fill="none" stroke="{colour}" points="'
+                     + " ".join(f"{x(e):.1f},{y(a):.1f}" for e, a in pts) + '"/>'
+                     f'<text x="{pad + 4}" y="{14 + 12 * i}" font-size="10" fill="{colour}">'
+                     f'{html.escape(name.replace("_", " "))}</text>')
+    parts.append(f'<text x="{width // 2 - 40}" y="{height - 6}" font-size="10">claimed epsilon '
+                 f'(log; right: no DP)</text><text x="2" y="{y(0.5) - 3:.1f}" font-size="9">'
+                 f'0.5</text>')
+    return (f'<svg class="auc-vs-epsilon" width="{width}" height="{height}" role="img" '
+            f'aria-label="attack AUC against the claimed epsilon">{"".join(parts)}</svg>')
 
 
 _COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
