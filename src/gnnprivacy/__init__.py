@@ -10,6 +10,8 @@ gp.account("dpsgd", sample_rate=0.01, noise_multiplier=1.0, steps=1000, delta=1e
 gp.methods(); gp.datasets(); gp.load_dataset("cora", root="...")
 gp.audit("heterpoisson", "facebook", epsilon=2.0)     # empirical epsilon lower bound
 gp.assess(result.record)                              # privacy report card
+gp.assess(model, data, train_fn=fn, privacy=pt)       # ... of any node model
+gp.save_model(model, "net.pt", privacy=pt, init={...}); gp.load_model("net.pt")
 gp.tune("tune.yaml")                                  # tuning with the selection counted
 gp.attack_link_stealing("cora", attack=6, defense="grid")
 pt = gp.make_private(model, optimizer, data, sampler="heterpoisson", epsilon=8.0)
@@ -34,21 +36,22 @@ __version__ = "0.1.0"
 # checkers read them (so `gp.train` has its signature) and `lazy_exports` builds the lazy
 # `__getattr__` from them.
 if TYPE_CHECKING:
-    from gnnprivacy.api import MethodInfo, TrainResult, account, datasets, load, methods, train
+    from gnnprivacy.api import (MethodInfo, TrainResult, account, assess, datasets, load, methods,
+                                train)
     from gnnprivacy.attacks.link_stealing.method import \
         run_link_stealing as attack_link_stealing
     from gnnprivacy.auditing.api import audit
-    from gnnprivacy.auditing.report_card import report_card as assess
     from gnnprivacy.datasets import load_dataset, validate_data
     from gnnprivacy.experiments.linkteller_run import run_linkteller as attack_linkteller
     from gnnprivacy.experiments.reproduce import reproduce_all
     from gnnprivacy.experiments.tune import tune
     from gnnprivacy.records.record import RunRecord, read_record
     from gnnprivacy.training.private import PrivateTraining, make_private
+    from gnnprivacy.training.user_model import load_model, save_model
 
 __all__ = ["__version__", "train", "account", "methods", "datasets", "TrainResult", "MethodInfo",
            "load_dataset", "validate_data", "read_record", "RunRecord", "audit", "assess", "tune",
            "attack_link_stealing", "attack_linkteller", "make_private", "PrivateTraining",
-           "load", "reproduce_all"]
+           "load", "reproduce_all", "save_model", "load_model"]
 
 __getattr__, __dir__ = lazy_exports(__name__, __file__, globals())

@@ -29,8 +29,8 @@ from typing import Any
 from gnnprivacy.accounting.query import account
 from gnnprivacy.errors import InvalidParameterError, SmallSplitWarning
 
-__all__ = ["MethodInfo", "ParameterInfo", "TrainResult", "account", "datasets", "load", "methods",
-           "train"]
+__all__ = ["MethodInfo", "ParameterInfo", "TrainResult", "account", "assess", "datasets", "load",
+           "methods", "train"]
 
 
 @dataclass(frozen=True)
@@ -283,3 +283,47 @@ def load(path: str) -> TrainResult:
         raise InvalidParameterError("path", "the path of a saved model (<run_id>.model.pt)", path)
     model, record = load_model_file(path)
     return TrainResult(record=RunRecord(**_decode(record)), model=model, data=None)
+
+
+def assess(model: Any, data: Any = None, **options: Any) -> dict[str, Any]:
+    """The privacy report card of a model or a run (Markdown / HTML:
+    `gnnprivacy.auditing.report_card.card_to_markdown`, ``card_to_html``).
+
+    * ``assess(model, data, train_fn=None, privacy=None, ...)``: any node model released on
+      ``data``: an ``nn.Module`` with ``forward(x, edge_index)``, a `PrivateTraining` or a
+      `TrainResult` (`gnnprivacy.auditing.model_card.assess_model`: membership thresholds,
+      LiRA with shadows trained by ``train_fn(data, seed)``, the code audit, link stealing);
+    * ``assess(record)``: a built-in method's run record, its path, a `TrainResult` or a
+      saved model (`gnnprivacy.auditing.report_card.report_card`, options as there).
+
+    Raises:
+        InvalidParameterError: a model without ``data``, or data without a model.
+
+    Example:
+        >>> import gnnprivacy as gp
+        >>> from torch_geometric.nn import GCNConv
+        >>> data = gp.load_dataset("csbm", num_nodes=300)
+        >>> model = GCNConv(data.num_features, int(data.num_classes))
+        >>> card = gp.assess(model, data)     # untrained and not private
+        >>> loss_attack = card["membership"].get("loss_threshold")
+        >>> card["claimed"].get("epsilon"), 0.3 < loss_attack.get("auc") < 0.7
+        (inf, True)
+    """
+    from gnnprivacy.auditing.model_card import assess_model, is_model
+    from gnnprivacy.auditing.report_card import report_card
+
+    if isinstance(model, TrainResult):
+        if data is None:
+            return report_card(model.record, **options)
+        options.setdefault("privacy", model.record if model.record.privacy.get("private")
+                           else None)
+        model = model.model
+    if is_model(model):
+        if data is None:
+            raise InvalidParameterError("data", "the graph the model was trained on "
+                                        "(assess(model, data))", None)
+        return assess_model(model, data, **options)
+    if data is not None:
+        raise InvalidParameterError("model", "a node model (an nn.Module with forward(x, "
+                                    "edge_index)) to assess on data", type(model).__name__)
+    return report_card(model, **options)

@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["report_card", "card_to_markdown", "card_to_html", "retrain_from_record", "save_card",
-           "load_cards"]
+__all__ = ["report_card", "card_to_markdown", "card_to_html", "cards_to_html",
+           "retrain_from_record", "save_card", "load_cards"]
 
 _RUN_ONLY = ("runs_dir", "resume", "device")
 
@@ -118,36 +118,6 @@ def _model_and_data(record, record_path, data_root):
         values["data_root"] = data_root
     config, _ = resolve_config(values)
     return load_run_data(config), saved[0], f"the saved model {saved[1]}"
-
-
-def _link_stealing(model, data, *, pairs: int = 2000, seed: int = 0) -> dict:
-    import torch
-
-    from gnnprivacy.attacks.link_stealing.he import NodeView, run_he_attack
-    from gnnprivacy.datasets.link_splits import PairSet
-
-    rng = np.random.default_rng(seed)
-    from gnnprivacy.auditing.training import node_logits
-
-    post = torch.softmax(node_logits(model, data).double(), 1).numpy()
-    ei = data.edge_index.numpy()
-    und = ei[:, ei[0] < ei[1]]
-    pick = rng.choice(und.shape[1], size=min(pairs, und.shape[1]), replace=False)
-    pos_u, pos_w = und[0, pick], und[1, pick]
-    n = int(data.num_nodes)
-    linked = set(map(tuple, und.T.tolist()))
-    neg = []
-    while len(neg) < pos_u.size:
-        a, b = sorted(rng.integers(0, n, size=2).tolist())
-        if a != b and (a, b) not in linked:
-            neg.append((a, b))
-    neg = np.asarray(neg)
-    ps = PairSet(np.concatenate([pos_u, neg[:, 0]]), np.concatenate([pos_w, neg[:, 1]]),
-                 np.concatenate([np.ones(pos_u.size, int), np.zeros(len(neg), int)]))
-    outcome = run_he_attack(0, NodeView(target=post), ps, seed=seed)
-    m = outcome.metrics
-    return {"attack": "He et al. Attack-0 (posterior correlation distance)",
-            "auc": m["auc"], "tpr_at_1pct_fpr": m["tpr_at_1pct_fpr"], "pairs": int(len(ps))}
 
 
 def _baseline(record, data, *, seed: int) -> dict:
@@ -248,8 +218,12 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
                                                   mia["lira"]["auc_ci95"]["high"]]
     covers_edges = (p.get("unit") in ("node", "edge", "feature+edge")) or not private
     if link_stealing and covers_edges:
+        from gnnprivacy.auditing.model_card import posterior_sections
+
         data, model, where = _model_and_data(record, record_path, data_root)
-        card["link_stealing"] = {**_link_stealing(model, data, seed=seed), "model": where}
+        sections = posterior_sections(model, data, seed=seed)
+        card["link_stealing"] = {**sections["link_stealing"], "model": where}
+        card.setdefault("membership", {}).update(sections["membership"])
     if baseline:
         if data is None:
             from gnnprivacy.method.config import resolve_config
@@ -273,6 +247,10 @@ def _fmt(v, digits: int = 3) -> str:
     return str(v)
 
 
+def _ci(m: dict) -> str:
+    return f" [{_fmt(m['auc_ci95'][0])}, {_fmt(m['auc_ci95'][1])}]" if m.get("auc_ci95") else ""
+
+
 def _rows(card: dict) -> list[tuple[str, str]]:
     from gnnprivacy.auditing.bounds import gdp_estimate_of   # cards before issue 22: old key
 
@@ -294,14 +272,24 @@ def _rows(card: dict) -> list[tuple[str, str]]:
                      f"{a['confidence']:.0%}); GDP estimate {_fmt(gdp_estimate_of(a))} "
                      "(assumes a Gaussian trade-off curve: an estimate, not a bound)"
                      + ("  EXCEEDS THE CLAIM" if a["violation"] else "")))
+    for name, e in card.get("empirical", {}).items():
+        rows.append((f"Empirical epsilon (lower bound, {name.replace('_', ' ')})",
+                     f"{_fmt(e['epsilon_lower_bound'])} at delta {_fmt(e['delta'])} "
+                     f"({e['runs']} nodes per side, {e['confidence']:.0%}; each node one trial)"
+                     + ("  EXCEEDS THE CLAIM" if e["exceeds_claim"] else "")))
+    if "code_audit" in card:
+        rows.append(("Code audit", card["code_audit"]["note"]))
     for name, m in card.get("membership", {}).items():
         rows.append((f"Membership inference ({name.replace('_', ' ')})",
-                     f"AUC {_fmt(m['auc'])}, TPR@1%FPR {_fmt(m['tpr_at_1pct_fpr'])}, "
+                     f"AUC {_fmt(m['auc'])}{_ci(m)}, TPR@1%FPR {_fmt(m['tpr_at_1pct_fpr'])}, "
                      f"TPR@0.1%FPR {_fmt(m['tpr_at_0.1pct_fpr'])}"
                      + (f" (query {m['query']}, {m['game']} game)" if "query" in m else "")))
     if "link_stealing" in card:
         ls = card["link_stealing"]
-        rows.append(("Link stealing", f"AUC {_fmt(ls['auc'])} ({ls['attack']}, {ls['pairs']} pairs)"))
+        rows.append(("Link stealing", f"AUC {_fmt(ls['auc'])}{_ci(ls)} ({ls['attack']}, "
+                                      f"{ls['pairs']} pairs)"
+                     + (f"; linked vs {ls['n_hop']}-hop pairs: AUC {_fmt(ls['auc_vs_nhop'])}"
+                        if "auc_vs_nhop" in ls else "")))
     u = card["utility"]
     base = u.get("baseline")
     rows.append(("Utility (test accuracy)", _fmt(u["test_accuracy"])
@@ -324,7 +312,85 @@ def card_to_html(card: dict) -> str:
     return (f"<section class=\"report-card\"><h2>Privacy report card: "
             f"{html.escape(card['method'])} on {html.escape(card['dataset'])}</h2>"
             f"<p>Run <code>{html.escape(card['run_id'])}</code></p><table>{body}</table>"
-            f"</section>")
+            f"{_roc_svg(card)}</section>")
+
+
+def cards_to_html(cards: list[dict]) -> str:
+    """Several cards (e.g. one model at several epsilons) as HTML: a plot of every attack's AUC
+    against the claimed epsilon (a model without DP at the right end, "no DP"), then each card."""
+    return _auc_vs_epsilon_svg(cards) + "".join(card_to_html(c) for c in cards)
+
+
+def _auc_vs_epsilon_svg(cards: list[dict], width: int = 360, height: int = 240) -> str:
+    points: dict[str, list[tuple[float, float]]] = {}
+    for card in cards:
+        eps = card["claimed"]["epsilon"]
+        eps = math.inf if eps in (None, "inf") else float(eps)
+        attacks = {**card.get("membership", {}),
+                   **({"link_stealing": card["link_stealing"]} if "link_stealing" in card else {})}
+        for name, m in attacks.items():
+            if isinstance(m, dict) and isinstance(m.get("auc"), float):
+                points.setdefault(name, []).append((eps, m["auc"]))
+    finite = [e for pts in points.values() for e, _ in pts if math.isfinite(e) and e > 0]
+    if len(cards) < 2 or not points:
+        return ""
+    lo, hi = (math.log10(min(finite)), math.log10(max(finite))) if finite else (0.0, 1.0)
+    hi = hi if hi > lo else lo + 1.0
+    pad, right = 34, width - 40                 # the last column is "no DP"
+
+    def x(e: float) -> float:
+        if not math.isfinite(e):
+            return width - 16.0
+        return pad + (math.log10(max(e, 10 ** lo)) - lo) / (hi - lo) * (right - pad)
+
+    def y(a: float) -> float:     # AUC 0.4 .. 1
+        return height - pad - (min(max(a, 0.4), 1.0) - 0.4) / 0.6 * (height - 2 * pad)
+
+    parts = [f'<line x1="{pad}" x2="{width - 8}" y1="{y(0.5):.1f}" y2="{y(0.5):.1f}" '
+             f'stroke="#999" stroke-dasharray="3"/>']
+    for i, (name, pts) in enumerate(sorted(points.items())):
+        colour = _COLOURS[i % len(_COLOURS)]
+        pts = sorted(pts)
+        parts.append(f'<polyline fill="none" stroke="{colour}" points="'
+                     + " ".join(f"{x(e):.1f},{y(a):.1f}" for e, a in pts) + '"/>'
+                     f'<text x="{pad + 4}" y="{14 + 12 * i}" font-size="10" fill="{colour}">'
+                     f'{html.escape(name.replace("_", " "))}</text>')
+    parts.append(f'<text x="{width // 2 - 40}" y="{height - 6}" font-size="10">claimed epsilon '
+                 f'(log; right: no DP)</text><text x="2" y="{y(0.5) - 3:.1f}" font-size="9">'
+                 f'0.5</text>')
+    return (f'<svg class="auc-vs-epsilon" width="{width}" height="{height}" role="img" '
+            f'aria-label="attack AUC against the claimed epsilon">{"".join(parts)}</svg>')
+
+
+_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+
+
+def _roc_svg(card: dict, size: int = 260) -> str:
+    """The membership attacks' ROC curves (log FPR from 1e-4, as Carlini et al. plot them)
+    as an inline SVG; empty when no attack kept one."""
+    curves = [(name, m["roc"]) for name, m in card.get("membership", {}).items()
+              if isinstance(m, dict) and m.get("roc")]
+    if not curves:
+        return ""
+    pad = 30
+
+    def xy(f: float, t: float) -> str:
+        x = pad + (math.log10(max(f, 1e-4)) + 4) / 4 * (size - pad)
+        return f"{x:.1f},{size - pad - t * (size - 2 * pad):.1f}"
+
+    lines = [f'<polyline fill="none" stroke="#999" stroke-dasharray="3" '
+             f'points="{" ".join(xy(f, f) for f in np.logspace(-4, 0, 20))}"/>']
+    for i, (name, roc) in enumerate(curves):
+        colour = _COLOURS[i % len(_COLOURS)]
+        pts = " ".join(xy(f, t) for f, t in zip(roc["fpr"], roc["tpr"]))
+        lines.append(f'<polyline fill="none" stroke="{colour}" points="{pts}"/>'
+                     f'<text x="{pad + 4}" y="{14 + 12 * i}" font-size="10" fill="{colour}">'
+                     f'{html.escape(name.replace("_", " "))}</text>')
+    axes = (f'<text x="{size // 2}" y="{size - 4}" font-size="10">FPR (log, 1e-4 to 1)</text>'
+            f'<text x="2" y="{size // 2}" font-size="10" transform="rotate(-90 8 {size // 2})">'
+            f'TPR</text>')
+    return (f'<svg class="roc" width="{size}" height="{size}" role="img" '
+            f'aria-label="ROC curves of the membership attacks">{"".join(lines)}{axes}</svg>')
 
 
 CARDS_DIR = "cards"  #: report cards live in RUNS/cards/<run_id>.json, beside the records

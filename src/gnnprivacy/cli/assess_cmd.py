@@ -1,10 +1,15 @@
-"""``gnnprivacy assess RUN_RECORD``: the privacy report card of a trained model.
+"""``gnnprivacy assess RUN_RECORD | MODEL``: the privacy report card of a trained model.
+
+A run record (or a built-in method's saved ``<run_id>.model.pt``) gets the built-in card; a
+model saved with ``gp.save_model`` gets the card of `gnnprivacy.auditing.model_card` on the
+dataset the file names (membership thresholds, link stealing, the claim).
 
 Example:
 
 ```
 gnnprivacy train --method heterpoisson --dataset cora --epsilon 2 --runs-dir runs
 gnnprivacy assess runs/<run_id>.json --json
+gnnprivacy assess net.pt --data-root data        # a model saved by gp.save_model
 ```
 """
 
@@ -16,7 +21,7 @@ import click
 
 
 @click.command("assess")
-@click.argument("record", type=click.Path(exists=True, dir_okay=False))
+@click.argument("record", type=click.Path(exists=True, dir_okay=False), metavar="RECORD|MODEL")
 @click.option("--data-root", type=click.Path(file_okay=False), default=None,
               help="Dataset root (default: the record's).")
 @click.option("--audit-runs", type=click.IntRange(min=2), default=10_000, show_default=True,
@@ -45,10 +50,25 @@ def assess_command(record, data_root, audit_runs, lira_models, lira_query,
     membership-inference and link-stealing AUCs, utility against a non-private baseline."""
     from pathlib import Path
 
-    from gnnprivacy.auditing.report_card import (card_to_html, card_to_markdown, report_card,
-                                                 save_card)
+    from gnnprivacy.auditing.report_card import report_card, save_card
     from gnnprivacy.errors import GnnPrivacyError
 
+    from gnnprivacy.training.persist import FORMAT
+    from gnnprivacy.training.user_model import USER_FORMAT, model_file_format
+
+    fmt_of_file = model_file_format(record) if not record.endswith(".json") else None
+    if fmt_of_file == USER_FORMAT:
+        try:
+            card = _assess_user_model(record, data_root=data_root, seed=seed,
+                                      link_stealing=not no_link_stealing)
+        except (GnnPrivacyError, ValueError) as exc:
+            raise click.ClickException(str(exc)) from None
+        _echo(card, fmt, as_json)
+        return
+    if record.endswith(".pt") and fmt_of_file != FORMAT:
+        raise click.ClickException(f"invalid path: expected a run record (.json) or a model "
+                                   f"saved by gnnprivacy (format {FORMAT} or {USER_FORMAT}), "
+                                   f"got {record} (format: {fmt_of_file})")
     try:
         card = report_card(record, data_root=data_root, audit_runs=audit_runs,
                            lira_models=lira_models, lira_query=lira_query,
@@ -59,9 +79,34 @@ def assess_command(record, data_root, audit_runs, lira_models, lira_query,
         raise click.ClickException(str(exc)) from None
     if not no_save:
         save_card(card, Path(record).parent)
+    _echo(card, fmt, as_json)
+
+
+def _echo(card: dict, fmt: str, as_json: bool) -> None:
+    from gnnprivacy.auditing.report_card import card_to_html, card_to_markdown
+
     if as_json:
         click.echo(json.dumps(card, indent=2, default=str))
     elif fmt == "html":
         click.echo(card_to_html(card))
     else:
         click.echo(card_to_markdown(card))
+
+
+def _assess_user_model(path: str, *, data_root, seed: int, link_stealing: bool) -> dict:
+    """The card of a model saved by ``gp.save_model``, on the dataset its file names."""
+    from pathlib import Path
+
+    from gnnprivacy.auditing.model_card import assess_model
+    from gnnprivacy.datasets import load_dataset
+    from gnnprivacy.errors import InvalidParameterError
+    from gnnprivacy.training.user_model import load_model
+
+    saved = load_model(path)
+    if not saved.dataset:
+        raise InvalidParameterError("dataset", "the dataset saved with the model "
+                                    "(gp.save_model(..., dataset={'name': ...}))", None)
+    options = {k: v for k, v in saved.dataset.items() if k != "name"}
+    data = load_dataset(saved.dataset["name"], root=data_root, **options)
+    return assess_model(saved.model, data, privacy=saved.privacy, seed=seed,
+                        link_stealing=link_stealing, name=Path(path).name)

@@ -1,0 +1,220 @@
+"""Saved user models: ``gp.save_model(model, path, privacy=...)`` and ``gp.load_model(path)``.
+
+A model the user built (any ``nn.Module``, e.g. the SAGE model of the own-model page trained
+with `gnnprivacy.make_private`, or a non-private PyG model) is saved as one file that
+``torch.load(path, weights_only=True)`` reads, holding only tensors and JSON strings:
+
+```
+{"format": "gnnprivacy-user-model/1",
+ "class": "my_package.models:Net",           # the model class's import path
+ "init": "<JSON: the constructor's keyword arguments>",
+ "record": "<JSON: the claim (epsilon, delta, unit, relation, scope ...) and the dataset>",
+ "tensors": {"conv1.lin_l.weight": tensor, ...}}
+```
+
+Loading imports the class by its path (your own installed code, as ``import`` would: the file
+itself carries no code, so reading it cannot run any), builds it from ``init`` and loads the
+weights. ``gnnprivacy assess MODEL`` assesses such a file on the dataset it names
+(`gnnprivacy.auditing.model_card`). Built-in methods' models
+(`gnnprivacy.training.persist`) keep their own format; `model_file_format` tells the two
+apart.
+
+*Privacy.* Saving adds nothing to the claim: the weights are the released model, the record
+holds the claim as the training loop stated it (``pt.epsilon``, ``pt.privacy``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from gnnprivacy.errors import InvalidParameterError
+
+__all__ = ["USER_FORMAT", "SavedModel", "load_model", "model_file_format", "save_model"]
+
+USER_FORMAT = "gnnprivacy-user-model/1"
+
+
+@dataclass
+class SavedModel:
+    """A user model read back by `load_model`.
+
+    Attributes:
+        model: the rebuilt ``nn.Module`` in evaluation mode, with the saved weights.
+        privacy: the claim saved with it (``epsilon``, ``delta``, ``unit`` ...), or ``None``
+            for a non-private model.
+        dataset: the dataset it was trained on (``{"name": ..., **load_dataset options}``),
+            or ``None``.
+        class_path: ``"module:QualName"`` of the model class.
+    """
+
+    model: nn.Module
+    privacy: dict | None = None
+    dataset: dict | None = None
+    class_path: str = ""
+    info: dict = field(default_factory=dict)
+
+
+def _class_path(model: nn.Module) -> str:
+    cls = type(model)
+    if "<locals>" in cls.__qualname__:
+        raise InvalidParameterError("model", "an instance of a class importable by its module "
+                                    "path (defined at a module's top level)",
+                                    f"{cls.__module__}.{cls.__qualname__}")
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _import_class(path: str):
+    module, _, qualname = path.partition(":")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise InvalidParameterError("class", "an importable nn.Module class (the module that "
+                                    "defines it on the Python path)",
+                                    f"{path} ({type(exc).__name__}: {exc})") from None
+    if not (isinstance(obj, type) and issubclass(obj, nn.Module)):
+        raise InvalidParameterError("class", "an nn.Module subclass", path)
+    return obj
+
+
+def _claim(privacy) -> dict | None:
+    """The claim as JSON-able facts: a `PrivateTraining`, a dict with ``epsilon``, or None."""
+    if privacy is None:
+        return None
+    if hasattr(privacy, "engine") and hasattr(privacy, "privacy"):
+        return {**privacy.privacy, "epsilon": float(privacy.epsilon),
+                "delta": float(privacy.delta)}
+    if isinstance(privacy, dict) and "epsilon" in privacy:
+        return dict(privacy)
+    raise InvalidParameterError("privacy", "a PrivateTraining, a dict with the claimed "
+                                "'epsilon' (and 'delta'), or None",
+                                type(privacy).__name__ if not isinstance(privacy, dict)
+                                else f"a dict without 'epsilon' ({sorted(privacy)})")
+
+
+def _build(cls, init: dict, tensors: dict, where: str) -> nn.Module:
+    try:
+        model = cls(**init)
+    except TypeError as exc:
+        raise InvalidParameterError("init", f"the keyword arguments that build "
+                                    f"{cls.__qualname__}", f"{init} ({exc})") from None
+    try:
+        model.load_state_dict(tensors, strict=True)
+    except RuntimeError as exc:
+        raise InvalidParameterError("init", f"arguments that build {cls.__qualname__} with the "
+                                    f"{where} weights' shapes",
+                                    f"{init} ({str(exc).splitlines()[0]})") from None
+    return model.eval()
+
+
+def save_model(model: nn.Module, path: str | Path, *, privacy=None,
+               init: dict[str, Any] | None = None, dataset: dict[str, Any] | None = None) -> Path:
+    """Save a user model: its class's import path, constructor arguments, weights and claim.
+
+    Args:
+        model: the trained ``nn.Module`` (a `PrivateTraining`'s ``.model``).
+        path: the file to write (conventionally ``*.pt``).
+        privacy: the claim: the `PrivateTraining` (its epsilon, delta and ``privacy``), a
+            dict with ``epsilon`` and ``delta``, or ``None`` (a non-private model).
+        init: the keyword arguments that rebuild the model (``type(model)(**init)``);
+            checked now, by rebuilding it and loading the weights.
+        dataset: where its data comes from, for ``gnnprivacy assess``:
+            ``{"name": "computers", "split": "random", "train_frac": 0.8, ...}``
+            (`gnnprivacy.load_dataset`'s name and options).
+
+    Returns:
+        The path written.
+
+    Raises:
+        InvalidParameterError: not an ``nn.Module``, a class defined inside a function, a
+            claim without epsilon, ``init`` that does not rebuild the model.
+
+    Example:
+        >>> import gnnprivacy as gp, tempfile, os
+        >>> from torch_geometric.nn import GCNConv
+        >>> conv = GCNConv(8, 3)
+        >>> path = os.path.join(tempfile.mkdtemp(), "gcn.pt")
+        >>> _ = gp.save_model(conv, path, init={"in_channels": 8, "out_channels": 3})
+        >>> type(gp.load_model(path).model).__name__
+        'GCNConv'
+    """
+    from gnnprivacy._files import atomic_write
+
+    if hasattr(model, "engine") and hasattr(model, "privacy") and hasattr(model, "model"):
+        privacy = model if privacy is None else privacy
+        model = model.model
+    if not isinstance(model, nn.Module):
+        raise InvalidParameterError("model", "an nn.Module", type(model).__name__)
+    cls_path = _class_path(model)
+    init = dict(init or {})
+    claim = _claim(privacy)
+    tensors = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+    _build(_import_class(cls_path), init, tensors, "model's")          # loadable, or refuse
+    if dataset is not None and not (isinstance(dataset, dict) and "name" in dataset):
+        raise InvalidParameterError("dataset", "a dict with the dataset's 'name' and "
+                                    "load_dataset options", dataset)
+    blob = {"format": USER_FORMAT, "class": cls_path,
+            "init": json.dumps(init), "tensors": tensors,
+            "record": json.dumps({"privacy": claim, "dataset": dataset}, default=str)}
+    buffer = io.BytesIO()
+    torch.save(blob, buffer)
+    path = Path(path)
+    atomic_write(path, buffer.getvalue(), what="saved model")
+    return path
+
+
+def _read(path: str | Path) -> Any:
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidParameterError("path", "a saved model file", str(path))
+    try:
+        return torch.load(path, weights_only=True, map_location="cpu")
+    except Exception as exc:  # noqa: BLE001 - any unreadable file gets one clear message
+        first = str(exc).split(". ")[0].splitlines()[0] if str(exc) else ""
+        raise InvalidParameterError("path", "a model saved by gnnprivacy (a torch file that "
+                                    "loads weights-only)",
+                                    f"{path} ({type(exc).__name__}: {first[:120]})") from None
+
+
+def model_file_format(path: str | Path) -> str | None:
+    """The format of a saved model file (``USER_FORMAT``, the built-in methods'
+    ``"gnnprivacy-model/1"``), or ``None`` when it is not a torch file of a known shape.
+    Reads weights-only."""
+    try:
+        blob = _read(path)
+    except InvalidParameterError:
+        return None
+    fmt = blob.get("format") if isinstance(blob, dict) else None
+    return fmt if isinstance(fmt, str) else None
+
+
+def load_model(path: str | Path) -> SavedModel:
+    """Read a model written by `save_model` (weights-only: the file runs no code).
+
+    Raises:
+        InvalidParameterError: the file is missing, unreadable, not a saved user model, or
+            its class cannot be imported or rebuilt.
+    """
+    blob = _read(path)
+    if not isinstance(blob, dict) or blob.get("format") != USER_FORMAT:
+        got = blob.get("format") if isinstance(blob, dict) else type(blob).__name__
+        raise InvalidParameterError("path", f"a model saved by gnnprivacy.save_model "
+                                    f"(format {USER_FORMAT})", f"{path} (format: {got})")
+    try:
+        init, record = json.loads(blob["init"]), json.loads(blob["record"])
+        tensors, cls_path = blob["tensors"], blob["class"]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InvalidParameterError("path", f"a complete {USER_FORMAT} file",
+                                    f"{path} ({type(exc).__name__}: {exc})") from None
+    model = _build(_import_class(cls_path), init, tensors, "saved")
+    return SavedModel(model=model, privacy=record.get("privacy"), dataset=record.get("dataset"),
+                      class_path=cls_path, info={"path": str(path), "init": init})

@@ -1,0 +1,225 @@
+"""``gp.assess(model, data, ...)``: the report card of any node model (issue 34)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+import gnnprivacy as gp
+from gnnprivacy.auditing.report_card import card_to_html, card_to_markdown
+from gnnprivacy.errors import InvalidParameterError
+
+SMALL = "num_nodes=300"
+
+
+@pytest.fixture(scope="module")
+def builtin(tmp_path_factory):
+    runs = tmp_path_factory.mktemp("runs")
+    result = gp.train("csbm", method="dpmlp", epsilon=2.0, steps=10, dataset_args=SMALL,
+                      runs_dir=str(runs))
+    return result, runs / f"{result.record.run_id}.json"
+
+
+def test_a_builtin_record_through_the_model_path_gives_todays_numbers(builtin):
+    result, record_path = builtin
+    old = gp.assess(record_path, audit_runs=300, baseline=False)
+    new = gp.assess(result.model, result.data, privacy=result.record)
+    via_result = gp.assess(result, result.data)
+    for card in (new, via_result):
+        for key in ("epsilon", "delta", "unit", "relation", "scope", "accountant",
+                    "unaccounted"):
+            assert card["claimed"][key] == old["claimed"][key], key
+        for key in ("auc", "auc_ci95", "tpr_at_1pct_fpr", "pairs", "auc_vs_nhop"):
+            assert card["link_stealing"][key] == old["link_stealing"][key], key
+        for name in ("loss_threshold", "confidence_threshold"):
+            assert card["membership"][name] == old["membership"][name], name
+        assert card["utility"]["test_accuracy"] == pytest.approx(
+            old["utility"]["test_accuracy"], abs=1e-6)
+    assert "Link stealing" in card_to_markdown(new) and "<table>" in card_to_html(new)
+
+
+def fit(data, seed, epochs=200):
+    """PyG's own GraphSAGE, fitted to the training nodes."""
+    from torch_geometric.nn.models import GraphSAGE
+
+    torch.manual_seed(seed)
+    model = GraphSAGE(data.num_features, 32, 2, int(data.y.max()) + 1)
+    opt = torch.optim.Adam(model.parameters(), lr=0.02)
+    for _ in range(epochs):
+        opt.zero_grad()
+        out = model(data.x, data.edge_index)
+        F.cross_entropy(out[data.train_mask], data.y[data.train_mask]).backward()
+        opt.step()
+    return model
+
+
+@pytest.fixture(scope="module")
+def small_graph():
+    return gp.load_dataset("csbm", num_nodes=300, train_frac=0.5, val_frac=0.0, test_frac=0.5)
+
+
+def test_a_non_private_model_is_assessed_and_the_card_says_so(small_graph):
+    model = fit(small_graph, 0)
+    card = gp.assess(model, small_graph)
+    assert math.isinf(card["claimed"]["epsilon"])
+    assert "without DP" in card_to_markdown(card)
+    assert card["link_stealing"]["auc"] > 0.5
+    lo, hi = card["link_stealing"]["auc_ci95"]
+    assert lo <= card["link_stealing"]["auc"] <= hi
+
+
+# ----------------------------------------------------------------------------- bad input
+def test_a_model_whose_output_is_not_one_row_per_node(small_graph):
+    class Pooled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(small_graph.num_features, 3)
+
+        def forward(self, x, edge_index):
+            return self.lin(x).mean(0, keepdim=True)
+
+    with pytest.raises(InvalidParameterError, match="one row of logits per node"):
+        gp.assess(Pooled(), small_graph)
+
+
+def test_a_graph_of_another_feature_size(small_graph):
+    from torch_geometric.nn import GCNConv
+
+    with pytest.raises(InvalidParameterError, match="model's 7 features per node"):
+        gp.assess(GCNConv(7, 3), small_graph)
+
+
+def test_a_train_fn_that_returns_something_else(small_graph):
+    model = fit(small_graph, 0, epochs=2)
+    with pytest.raises(InvalidParameterError, match="train_fn.*returning dict"):
+        gp.assess(model, small_graph, train_fn=lambda data, seed: {"model": model}, shadows=4,
+                  link_stealing=False)
+
+
+def test_assess_needs_the_graph_of_a_model(small_graph):
+    with pytest.raises(InvalidParameterError, match="the graph the model was trained on"):
+        gp.assess(fit(small_graph, 0, epochs=1))
+
+
+# ----------------------------------------------------------------------------- saved models
+def test_a_saved_user_model_round_trips_weights_only(small_graph, tmp_path):
+    from torch_geometric.nn.models import GraphSAGE
+
+    model = fit(small_graph, 0, epochs=20)
+    init = {"in_channels": small_graph.num_features, "hidden_channels": 32, "num_layers": 2,
+            "out_channels": int(small_graph.y.max()) + 1}
+    claim = {"epsilon": 3.0, "delta": 1e-5, "unit": "node", "relation": "add/remove"}
+    path = gp.save_model(model, tmp_path / "sage.pt", privacy=claim, init=init,
+                         dataset={"name": "csbm", "num_nodes": 300, "train_frac": 0.5,
+                                  "val_frac": 0.0, "test_frac": 0.5})
+    blob = torch.load(path, weights_only=True)          # tensors and strings only
+    assert blob["class"] == "torch_geometric.nn.models.basic_gnn:GraphSAGE"
+    saved = gp.load_model(path)
+    assert isinstance(saved.model, GraphSAGE) and saved.privacy["epsilon"] == 3.0
+    with torch.no_grad():
+        model.eval()
+        assert torch.equal(saved.model(small_graph.x, small_graph.edge_index),
+                           model(small_graph.x, small_graph.edge_index))
+    card = gp.assess(saved.model, small_graph, privacy=saved.privacy)
+    assert card["claimed"]["epsilon"] == 3.0 and card["claimed"]["relation"] == "add/remove"
+
+
+def test_save_model_refuses_init_that_does_not_rebuild_the_model(small_graph, tmp_path):
+    with pytest.raises(InvalidParameterError, match="init"):
+        gp.save_model(fit(small_graph, 0, epochs=1), tmp_path / "m.pt", init={"in_channels": 3})
+
+
+def test_a_saved_file_that_is_not_a_model(tmp_path):
+    from click.testing import CliRunner
+
+    from gnnprivacy.cli import main
+
+    torch.save({"weights": torch.zeros(3)}, tmp_path / "other.pt")
+    (tmp_path / "text.pt").write_text("not a torch file")
+    for name in ("other.pt", "text.pt"):
+        with pytest.raises(InvalidParameterError, match="a model saved by gnnprivacy"):
+            gp.load_model(tmp_path / name)
+        result = CliRunner().invoke(main, ["assess", str(tmp_path / name)])
+        assert result.exit_code != 0 and "a model saved by gnnprivacy" in result.output
+        assert "Traceback" not in result.output
+
+
+def test_gnnprivacy_assess_a_saved_user_model(small_graph, tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from gnnprivacy.cli import main
+
+    model = fit(small_graph, 0, epochs=20)
+    init = {"in_channels": small_graph.num_features, "hidden_channels": 32, "num_layers": 2,
+            "out_channels": int(small_graph.y.max()) + 1}
+    gp.save_model(model, tmp_path / "sage.pt", init=init,
+                  dataset={"name": "csbm", "num_nodes": 300, "train_frac": 0.5,
+                           "val_frac": 0.0, "test_frac": 0.5})
+    result = CliRunner().invoke(main, ["assess", str(tmp_path / "sage.pt"), "--json"])
+    assert result.exit_code == 0, result.output
+    card = json.loads(result.output)
+    direct = gp.assess(gp.load_model(tmp_path / "sage.pt").model, small_graph)
+    assert card["link_stealing"]["auc"] == direct["link_stealing"]["auc"]
+    assert card["claimed"]["epsilon"] == "inf" or math.isinf(card["claimed"]["epsilon"])
+
+
+# ----------------------------------------------------------------------------- code audit
+def _private_train_fn(epsilon):
+    def train_fn(data, seed):
+        from torch_geometric.nn.models import GraphSAGE
+
+        torch.manual_seed(seed)
+        model = GraphSAGE(data.num_features, 16, 1, int(data.y.max()) + 1)
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        pt = gp.make_private(model, opt, data, sampler="heterpoisson", epsilon=epsilon,
+                             seed=seed, steps=40)
+        for batch in pt.loader:
+            opt.zero_grad()
+            out = model(batch.x, batch.edge_index)
+            F.cross_entropy(out[batch.center], batch.y[batch.center]).backward()
+            opt.step()
+        return pt
+    return train_fn
+
+
+@pytest.mark.parametrize("noise", ["honest", "secretly off"])
+def test_a_private_model_whose_noise_is_secretly_off_is_flagged(noise, monkeypatch):
+    from gnnprivacy.training.dp import engine as engine_module
+
+    if noise == "secretly off":
+        original = engine_module.gaussian_noise
+        monkeypatch.setattr(engine_module, "gaussian_noise",
+                            lambda like, std, **kw: original(like, std * 0.01, **kw))   # 1% of the plan
+    data = gp.load_dataset("csbm", num_nodes=400)
+    train_fn = _private_train_fn(1.0)
+    pt = train_fn(data, 0)
+    card = gp.assess(pt, data, train_fn=train_fn, shadows=0, link_stealing=False)
+    assert card["claimed"]["epsilon"] == pytest.approx(pt.epsilon)
+    assert card["audit"]["mode"] == "code"
+    assert card["audit"]["violation"] == (noise != "honest"), card["audit"]
+    assert ("EXCEEDS THE CLAIM" in card_to_markdown(card)) == (noise != "honest")
+
+
+def test_the_html_card_plots_the_membership_roc_curves(small_graph):
+    card = gp.assess(fit(small_graph, 0, epochs=20), small_graph, link_stealing=False)
+    page = card_to_html(card)
+    assert page.count("<polyline") == 1 + len(card["membership"]) and "<svg" in page
+    card["membership"] = {}
+    assert "<svg" not in card_to_html(card)
+
+
+def test_several_cards_plot_auc_against_epsilon(small_graph):
+    from gnnprivacy.auditing.report_card import cards_to_html
+
+    model = fit(small_graph, 0, epochs=20)
+    cards = [gp.assess(model, small_graph, link_stealing=False,
+                       privacy=None if eps is None else {"epsilon": eps, "delta": 1e-5})
+             for eps in (None, 1.0, 8.0)]
+    page = cards_to_html(cards)
+    assert page.count("<section") == 3 and "auc-vs-epsilon" in page
+    assert "auc-vs-epsilon" not in cards_to_html(cards[:1])
