@@ -1380,6 +1380,49 @@ FAULTS: list[tuple[str, str, str, str]] = [
 ]
 
 
+CODE_TESTS = Path(__file__).resolve().parent / "test_files_run_no_code.py"
+#: (file the library reads, the payload planted, what happens, the test in
+#: tests/test_files_run_no_code.py): a pickle payload never runs (issue 35 class 2)
+CODE_FILES: list[tuple[str, str, str, str]] = [
+    ("`train --resume` checkpoint", "a pickle whose `__reduce__` calls `os.system`",
+     "one line naming the object it would call (`posix.system`), not blamed on the fingerprint; "
+     "read with `torch.load(weights_only=True)`", "test_train_resume_refuses_a_checkpoint_with_a_payload"),
+    ("a trainer's `resume=True` checkpoint", "the same", "the same",
+     "test_trainer_resume_refuses_a_checkpoint_with_a_payload"),
+    ("`make_private` state (`pt.state_dict()`)", "none: it holds tensors and plain values",
+     "round-trips through `torch.load(weights_only=True)`", "test_make_private_state_round_trips_weights_only"),
+    ("a saved model (`gp.load`, `predict`)", "a payload in torch's zip format", "refused with one line",
+     "test_a_saved_model_with_a_payload_is_refused"),
+    ("a saved model", "a bare pickle posing as `.model.pt`", "refused with one line naming the object",
+     "test_a_plain_pickle_posing_as_a_model_is_refused"),
+    ("run records, the index cache, splits", "a payload in each", "JSON / npz without pickles: "
+     "refused or skipped by name", "test_records_index_and_split_files_with_a_payload"),
+    ("the accounting cache", "an `.npz` holding a pickled object", "ignored with a warning and "
+     "recomputed", "test_accounting_cache_entries_with_a_payload_are_ignored"),
+    ("`gnnprivacy datasets` (Planetoid `ind.*`)", "a payload in `ind.cora.graph`", "the listing parses "
+     "the pickle opcodes without unpickling and reports the file", "test_dataset_listing_never_unpickles_planetoid_files"),
+    ("loading Planetoid `ind.*`", "the same", "refused before PyG's loader unpickles the file",
+     "test_loading_refuses_a_planetoid_file_with_a_payload"),
+    ("PyG's processed cache (`data.pt`, `pre_transform.pt`)", "a payload planted in the cache",
+     "refused and rebuilt from the raw files with a warning", "test_processed_cache_with_a_payload_is_rebuilt_not_run"),
+    ("a YAML config (`-c`)", "a `!!python/object/apply` tag", "refused (safe loader)",
+     "test_a_yaml_config_with_a_python_tag_is_refused"),
+    ("a checkpoint torn by a crash", "none: a truncated file", "one line, not a traceback",
+     "test_checkpoint_message_is_one_line_for_a_torn_file"),
+]
+
+
+def test_every_file_that_could_run_code_names_a_test_that_exists():
+    import ast
+
+    tree = ast.parse(CODE_TESTS.read_text(encoding="utf-8"))
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}
+    named = [f[3] for f in CODE_FILES]
+    assert len(named) == len(set(named)) and set(named) <= defined, set(named) - defined
+    missing = defined - set(named) - {"test_the_payload_runs_when_unpickled"}   # the positive control
+    assert not missing, f"tests in test_files_run_no_code.py without a row: {missing}"
+
+
 def test_every_fault_names_a_test_that_exists():
     import ast
 
@@ -1446,6 +1489,21 @@ def render_table() -> str:
     ]
     for i, (where, fault, outcome, test) in enumerate(FAULTS, 1):
         lines.append(f"| {i} | {where} | {fault} | {outcome} | `{test}` |")
+    lines += [
+        "",
+        "## Files that run code",
+        "",
+        "Every file the library reads, with a pickle payload planted in it (an object whose "
+        "`__reduce__` would create a marker file): the marker is never created. Each row is a test in "
+        "`tests/test_files_run_no_code.py`, whose first test is the positive control (the same payload "
+        "does run under a plain `pickle.load`). PyG's own Planetoid loader unpickles `ind.*` files: the "
+        "library parses their opcodes first, and [the install page](install.md) says to trust your data root.",
+        "",
+        "| # | file | planted | what happens | test |",
+        "|---|---|---|---|---|",
+    ]
+    for i, (where, payload, outcome, test) in enumerate(CODE_FILES, 1):
+        lines.append(f"| {i} | {where} | {payload} | {outcome} | `{test}` |")
     return "\n".join(lines) + "\n"
 
 
