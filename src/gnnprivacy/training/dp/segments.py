@@ -191,7 +191,8 @@ CHUNKED_MAX_WEIGHT = 4096
 @dataclass(frozen=True)
 class Chunks:
     """The rows of every subgraph cut into chunks of at most ``width`` rows (each chunk inside
-    one subgraph; only a subgraph's last chunk is padded).
+    one subgraph; only a subgraph's last chunk is padded). With ``single_rows`` (no subgraph
+    has two rows) chunk ``r`` is row ``r`` itself and ``owner`` is ``seg``.
 
     Attributes:
         rows: ``(K W,)`` row ids of the ``K`` chunks, padding -> row 0.
@@ -222,6 +223,8 @@ def segment_chunks(seg: Tensor, num_segments: int, width: int = CHUNK_ROWS) -> C
     device, total = seg.device, seg.numel()
     counts = torch.bincount(seg, minlength=num_segments)
     largest = int(counts.max()) if total else 0
+    if largest <= 1:                          # one row per subgraph (pooled rows): no layout
+        return Chunks(torch.arange(total, device=device), None, seg, 1, False, True)
     w = max(1, min(width, largest))
     order = torch.argsort(seg, stable=True)
     per = (counts + (w - 1)) // w                              # chunks of each subgraph
@@ -247,12 +250,8 @@ def chunked_linear_norms_sq(a: Tensor, d: Tensor, chunks: Chunks, num_segments: 
     small weights (``p q`` up to `CHUNKED_MAX_WEIGHT`) and many subgraphs of varied sizes.
     """
     p, q = d.shape[1], a.shape[1]
-    if chunks.single_rows:                    # one row per subgraph: |d_r|² |a_r|²
-        da, aa = d.index_select(0, chunks.rows), a.index_select(0, chunks.rows)
-        val = (torch.linalg.vector_norm(da, dim=1).square()
-               * torch.linalg.vector_norm(aa, dim=1).square())
-        if chunks.valid is not None:
-            val = val * chunks.valid.view(-1).to(val.dtype)
+    if chunks.single_rows:                    # row r alone in subgraph owner[r]: |d_r|² |a_r|²
+        val = d.square().sum(1) * a.square().sum(1)
         return torch.zeros(num_segments, dtype=d.dtype, device=d.device).index_add_(
             0, chunks.owner, val)
     w, k = chunks.width, chunks.num_chunks
