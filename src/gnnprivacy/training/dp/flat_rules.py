@@ -9,8 +9,9 @@ the clip-weighted sum ``Σ_i c_i g_i``.
 
 Rules (a subgraph's gradient is the sum over its rows):
 
-* ``nn.Linear`` and PyG ``Linear``: ``g_i(W) = Σ_{r∈i} δ_r a_rᵀ``; ghost norms in Gram or
-  materialised form, whichever is cheaper per size class (`.segments`); the clipped
+* ``nn.Linear`` and PyG ``Linear``: ``g_i(W) = Σ_{r∈i} δ_r a_rᵀ``; norms from per-chunk
+  gradients summed per subgraph for small weights (``p q`` up to 4096), else ghost norms in
+  Gram or materialised form, whichever is cheaper per size class (`.segments`); the clipped
   sum is one matrix product ``(c_seg ⊙ Δ)ᵀ A``, the product a non-private backward does.
 * ``nn.LayerNorm`` and PyG ``LayerNorm(mode="node")``: ``g_i(w) = Σ_r δ_r ⊙ x̂_r``,
   ``g_i(b) = Σ_r δ_r`` with ``x̂`` the normalised input (recomputed).
