@@ -6,7 +6,8 @@ Three parts (``--part``):
   training graphs at an expected batch of 64 graphs. The DP run draws its batches from
   ``pt.loader``; the same batches are replayed through a plain step (forward, cross-entropy,
   ``backward``, Adam). Both are timed from forward to update, in alternating rounds; medians
-  of wall and process CPU time (target: DP at most 1.5x).
+  of wall and process CPU time (target: DP at most 1.5x). ``--linear-norms buckets`` forces
+  the per-size-class Linear norms instead of the chunked ones (to compare the two).
 * ``table``: test accuracy of the built-in task (``dpsgd-graph`` at each epsilon and the
   non-private ``graph`` with the same model, batch, epochs and split) on the TU sets, seeds
   0-2 of the stratified 80/10/10 split; mean and std over seeds, epsilon spent, delta.
@@ -53,6 +54,9 @@ def _timed(fn):
 
 
 def part_step(args) -> None:
+    if args.linear_norms == "buckets":         # the engine's earlier form, for comparison
+        from gnnprivacy.training.dp import flat_rules
+        flat_rules.CHUNKED_MAX_WEIGHT = 0
     gset = load_graph_dataset(args.dataset, root=args.data_root, seed=0)
     train = gset.subset("train")
     torch.manual_seed(0)
@@ -70,7 +74,7 @@ def part_step(args) -> None:
         graphs.append(batch.num_graphs)
         rows.append(batch.num_nodes)
     med = [statistics.median(t[i] for t in times[3:]) for times in (dp, base) for i in (0, 1)]
-    print(f"{args.dataset} ({args.backbone}), {len(dp)} steps, mean {statistics.mean(graphs):.0f}"
+    print(f"{args.dataset} ({args.backbone}, {args.linear_norms} Linear norms), {len(dp)} steps, mean {statistics.mean(graphs):.0f}"
           f" graphs / {statistics.mean(rows):.0f} nodes per batch, torch threads "
           f"{torch.get_num_threads()}")
     print(f"{'':<17}{'wall ms':>9}{'CPU ms':>9}")
@@ -154,6 +158,9 @@ def main() -> None:
     ap.add_argument("--models", type=int, default=8)
     ap.add_argument("--mia-epsilons", default="none,1",
                     help="settings of the membership part ('none': non-private)")
+    ap.add_argument("--linear-norms", choices=("auto", "buckets"), default="auto",
+                    help="step part: 'buckets' forces the per-size-class Linear norms "
+                         "(the form before the chunked one) to compare the two")
     ap.add_argument("--json", default=None, help="also write the table's numbers here")
     args = ap.parse_args()
     {"step": part_step, "table": part_table, "mia": part_mia}[args.part](args)

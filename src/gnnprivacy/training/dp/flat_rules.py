@@ -9,8 +9,9 @@ the clip-weighted sum ``Σ_i c_i g_i``.
 
 Rules (a subgraph's gradient is the sum over its rows):
 
-* ``nn.Linear`` and PyG ``Linear``: ``g_i(W) = Σ_{r∈i} δ_r a_rᵀ``; ghost norms in Gram or
-  materialised form, whichever is cheaper per size class (`.segments`); the clipped
+* ``nn.Linear`` and PyG ``Linear``: ``g_i(W) = Σ_{r∈i} δ_r a_rᵀ``; norms from per-chunk
+  gradients summed per subgraph for small weights (``p q`` up to 4096), else ghost norms in
+  Gram or materialised form, whichever is cheaper per size class (`.segments`); the clipped
   sum is one matrix product ``(c_seg ⊙ Δ)ᵀ A``, the product a non-private backward does.
 * ``nn.LayerNorm`` and PyG ``LayerNorm(mode="node")``: ``g_i(w) = Σ_r δ_r ⊙ x̂_r``,
   ``g_i(b) = Σ_r δ_r`` with ``x̂`` the normalised input (recomputed).
@@ -41,7 +42,9 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from gnnprivacy.training.dp.segments import linear_norms_sq, segment_buckets, segment_sum
+from gnnprivacy.training.dp.segments import (CHUNK_ELEMENTS, CHUNKED_MAX_WEIGHT,
+                                             chunked_linear_norms_sq, linear_norms_sq,
+                                             segment_buckets, segment_chunks, segment_sum)
 
 __all__ = ["Call", "Contribution", "FlatRule", "Probe", "exact_fallback", "flat_probe_for",
            "flat_rule_for", "register_flat_rule"]
@@ -157,16 +160,18 @@ def _rows(calls: list[Call], arg: Callable[[Call], Tensor]) -> tuple[Tensor, Ten
     return cat(a_parts), cat(d_parts), cat(s_parts)
 
 
-def _buckets(calls: list[Call], seg: Tensor, num: int):
-    """Size buckets of ``seg``, computed once per step for the batch's node rows (every layer
-    on node rows shares them: cached on the first call's ``cache``)."""
+def _buckets(calls: list[Call], seg: Tensor, num: int, *, chunks: bool = False):
+    """Size buckets (or `segment_chunks`, with ``chunks``) of ``seg``, computed once per step
+    for the batch's node rows (every layer on node rows shares them: cached on the first
+    call's ``cache``)."""
+    make = segment_chunks if chunks else segment_buckets
     shared = calls[0].cache.get("buckets")
     if shared is not None and len(calls) == 1 and seg is calls[0].seg:
-        key = id(seg)
+        key = (id(seg), chunks)
         if key not in shared:
-            shared[key] = segment_buckets(seg, num)
+            shared[key] = make(seg, num)
         return shared[key]
-    return segment_buckets(seg, num)
+    return make(seg, num)
 
 
 # ------------------------------------------------------------------------------ Linear
@@ -176,7 +181,11 @@ def _linear_rule(layer: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Cont
     a = a.to(d.dtype)
     out: dict[nn.Parameter, Contribution] = {}
     if layer.weight.requires_grad:
-        norms = linear_norms_sq(a, d, _buckets(calls, seg, num), num)
+        p, q = d.shape[1], a.shape[1]
+        if p * q <= CHUNKED_MAX_WEIGHT and num * p * q <= CHUNK_ELEMENTS:
+            norms = chunked_linear_norms_sq(a, d, _buckets(calls, seg, num, chunks=True), num)
+        else:
+            norms = linear_norms_sq(a, d, _buckets(calls, seg, num), num)
         out[layer.weight] = Contribution(norms, lambda c: _scaled_product(d, a, c[seg]))
     bias = getattr(layer, "bias", None)
     if bias is not None and bias.requires_grad:

@@ -8,6 +8,8 @@ each group to its largest member, so the padding never more than doubles the wor
 one subgraph is a thousand times larger than the others (a hub's star); a single global
 padding to the largest subgraph could. The grouping is computed once per batch and shared by
 every layer; each layer then gathers its rows in one ``index_select`` per tensor.
+For small weights `segment_chunks` is cheaper still: every subgraph's rows cut into chunks of
+16, one batched product for all chunks and one sum per subgraph, with no per-class loop.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["Bucket", "Buckets", "segment_buckets", "segment_sum", "linear_norms_sq"]
+__all__ = ["Bucket", "Buckets", "Chunks", "segment_buckets", "segment_chunks", "segment_sum",
+           "linear_norms_sq", "chunked_linear_norms_sq"]
 
 #: subgraphs of at most this many rows are grouped by exact size (no padding)
 EXACT_SIZES = 4
@@ -178,3 +181,97 @@ def linear_norms_sq(a: Tensor, d: Tensor, buckets: Buckets, num_segments: int) -
                 val = torch.bmm(dp.transpose(1, 2), ap).square().sum((1, 2))
             out[b.segments[s:s + chunk]] = val
     return out
+
+
+#: rows per chunk of `segment_chunks`
+CHUNK_ROWS = 16
+#: largest ``p q`` (weight elements) for which `chunked_linear_norms_sq` is used: the
+#: per-chunk gradients cost ``p q`` per row, the Gram form ``L (p + q)`` per row
+CHUNKED_MAX_WEIGHT = 4096
+
+
+@dataclass(frozen=True)
+class Chunks:
+    """The rows of every subgraph cut into chunks of at most ``width`` rows (each chunk inside
+    one subgraph; only a subgraph's last chunk is padded). With ``single_rows`` (no subgraph
+    has two rows) chunk ``r`` is row ``r`` itself and ``owner`` is ``seg``.
+
+    Attributes:
+        rows: ``(K W,)`` row ids of the ``K`` chunks, padding -> row 0.
+        valid: ``(K W, 1)`` float, zero on padded rows; ``None`` when nothing is padded.
+        owner: ``(K,)`` the subgraph of each chunk.
+        width: ``W``.
+        one_per_segment: whether chunk ``k`` is subgraph ``k``'s only chunk (then no sum).
+        single_rows: whether no subgraph has more than one row.
+    """
+
+    rows: Tensor
+    valid: Tensor | None
+    owner: Tensor
+    width: int
+    one_per_segment: bool
+    single_rows: bool = False
+
+    @property
+    def num_chunks(self) -> int:
+        return int(self.owner.numel())
+
+
+def segment_chunks(seg: Tensor, num_segments: int, width: int = CHUNK_ROWS) -> Chunks:
+    """Cut the rows of each subgraph (``seg[r]`` its subgraph, any order) into chunks of
+    ``W = min(width, largest subgraph)`` rows, all in a few vectorised operations: one layout
+    per batch, shared by every layer on these rows.
+    """
+    device, total = seg.device, seg.numel()
+    counts = torch.bincount(seg, minlength=num_segments)
+    largest = int(counts.max()) if total else 0
+    if largest <= 1:                          # one row per subgraph (pooled rows): no layout
+        return Chunks(torch.arange(total, device=device), None, seg, 1, False, True)
+    w = max(1, min(width, largest))
+    order = torch.argsort(seg, stable=True)
+    per = (counts + (w - 1)) // w                              # chunks of each subgraph
+    owner = torch.repeat_interleave(torch.arange(num_segments, device=device), per)
+    k = owner.numel()
+    first = torch.cumsum(per, 0) - per
+    pos = ((torch.arange(k, device=device) - first[owner]) * w).unsqueeze(1) + torch.arange(
+        w, device=device).unsqueeze(0)                          # (K, W) place in subgraph
+    valid = pos < counts[owner].unsqueeze(1)
+    start = torch.cumsum(counts, 0) - counts
+    idx = (start[owner].unsqueeze(1) + pos).clamp_max(max(total - 1, 0))
+    rows = order[idx].reshape(-1) if total else idx.reshape(-1)
+    padded = not bool(valid.all())
+    return Chunks(rows, valid.reshape(-1, 1).float() if padded else None, owner, w,
+                  k == num_segments and bool((per == 1).all()), largest <= 1)
+
+
+def chunked_linear_norms_sq(a: Tensor, d: Tensor, chunks: Chunks, num_segments: int
+                            ) -> Tensor:
+    """`linear_norms_sq` through per-chunk gradients: ``g_k = d_kᵀ a_k`` for every chunk
+    in one batched product, summed per subgraph (``index_add``), then squared. Exact; costs
+    ``K W p q`` flops and a ``(B, p q)`` sum, with no per-size-class loop: the cheap form for
+    small weights (``p q`` up to `CHUNKED_MAX_WEIGHT`) and many subgraphs of varied sizes.
+    """
+    p, q = d.shape[1], a.shape[1]
+    if chunks.single_rows:                    # row r alone in subgraph owner[r]: |d_r|² |a_r|²
+        val = d.square().sum(1) * a.square().sum(1)
+        return torch.zeros(num_segments, dtype=d.dtype, device=d.device).index_add_(
+            0, chunks.owner, val)
+    w, k = chunks.width, chunks.num_chunks
+    step = max(1, CHUNK_ELEMENTS // max(p * q, 1))
+    total = None if chunks.one_per_segment else torch.zeros(
+        num_segments, p * q, dtype=d.dtype, device=d.device)
+    parts = []
+    for s in range(0, k, step):
+        rows = chunks.rows[s * w:(s + step) * w]
+        db = d.index_select(0, rows)
+        if chunks.valid is not None:
+            db = db * chunks.valid[s * w:(s + step) * w].to(db.dtype)
+        n = rows.numel() // w
+        g = torch.bmm(db.view(n, w, p).transpose(1, 2), a.index_select(0, rows).view(n, w, q))
+        if total is None:
+            parts.append(g.view(n, -1).square().sum(1))
+        else:
+            total.index_add_(0, chunks.owner[s:s + step], g.view(n, -1))
+    if total is None:
+        return torch.cat(parts) if parts else torch.zeros(0, dtype=d.dtype, device=d.device)
+    return total.square().sum(1)
