@@ -84,6 +84,8 @@ IMPORTLIB_SITES = {
     "cli/lazy.py",            # the CLI's subcommands: modules of gnnprivacy.cli, the top layer
     "experiments/executors.py",   # a sweep's `imports:` (user modules) in each worker
     "experiments/sweep.py",
+    "training/user_model.py",     # the modules a caller names in load_model(imports=) /
+                                  # `assess --import` (user modules, never one a file names)
 }
 
 

@@ -223,3 +223,34 @@ def test_several_cards_plot_auc_against_epsilon(small_graph):
     page = cards_to_html(cards)
     assert page.count("<section") == 3 and "auc-vs-epsilon" in page
     assert "auc-vs-epsilon" not in cards_to_html(cards[:1])
+
+
+def test_loading_never_imports_a_module_the_file_names(small_graph, tmp_path, monkeypatch):
+    """A saved file names its class; importing that class's module would run its code, so
+    load_model refuses a module that is not imported unless the caller names it."""
+    import sys
+
+    from click.testing import CliRunner
+
+    from gnnprivacy.cli import main
+
+    marker = tmp_path / "ran"
+    (tmp_path / "planted_net.py").write_text(
+        f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n"
+        "from torch_geometric.nn import GraphSAGE as Net\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    model = fit(small_graph, 0, epochs=1)
+    init = {"in_channels": small_graph.num_features, "hidden_channels": 32, "num_layers": 2,
+            "out_channels": int(small_graph.y.max()) + 1}
+    path = gp.save_model(model, tmp_path / "sage.pt", init=init)
+    blob = torch.load(path, weights_only=True)
+    blob["class"] = "planted_net:Net"                    # a forged file names another module
+    torch.save(blob, path)
+    with pytest.raises(InvalidParameterError, match="never imports a module"):
+        gp.load_model(path)
+    result = CliRunner().invoke(main, ["assess", str(path)])
+    assert result.exit_code != 0 and "--import planted_net" in result.output
+    assert not marker.exists() and "planted_net" not in sys.modules
+    saved = gp.load_model(path, imports=["planted_net"])   # the caller's choice: imported
+    assert marker.exists() and isinstance(saved.model, torch.nn.Module)
+    sys.modules.pop("planted_net", None)

@@ -35,6 +35,9 @@ import click
 @click.option("--lira-game", type=click.Choice(["induced", "labels"]), default=None,
               help="Membership game (default: labels for the local-DP methods, else induced).")
 @click.option("--no-link-stealing", is_flag=True, help="Skip the link-stealing attack.")
+@click.option("--import", "imports", multiple=True, metavar="MODULE",
+              help="Import MODULE first (repeatable): the module defining a saved user model's "
+                   "class; a model file never chooses what is imported.")
 @click.option("--no-baseline", is_flag=True, help="Skip the non-private baseline.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "html"]), default="text",
@@ -44,8 +47,8 @@ import click
               help="Do not keep the card beside the record (RUNS/cards/<run_id>.json, where "
                    "`gnnprivacy report` shows it as a section).")
 def assess_command(record, data_root, audit_runs, lira_models, lira_query,
-                   lira_per_node_variance, lira_game, no_link_stealing, no_baseline, seed, fmt,
-                   as_json, no_save) -> None:
+                   lira_per_node_variance, lira_game, no_link_stealing, imports, no_baseline,
+                   seed, fmt, as_json, no_save) -> None:
     """Privacy report card: claimed epsilon (unit, relation, scope), audited epsilon,
     membership-inference and link-stealing AUCs, utility against a non-private baseline."""
     from pathlib import Path
@@ -60,7 +63,7 @@ def assess_command(record, data_root, audit_runs, lira_models, lira_query,
     if fmt_of_file == USER_FORMAT:
         try:
             card = _assess_user_model(record, data_root=data_root, seed=seed,
-                                      link_stealing=not no_link_stealing)
+                                      link_stealing=not no_link_stealing, imports=imports)
         except (GnnPrivacyError, ValueError) as exc:
             raise click.ClickException(str(exc)) from None
         _echo(card, fmt, as_json)
@@ -93,7 +96,8 @@ def _echo(card: dict, fmt: str, as_json: bool) -> None:
         click.echo(card_to_markdown(card))
 
 
-def _assess_user_model(path: str, *, data_root, seed: int, link_stealing: bool) -> dict:
+def _assess_user_model(path: str, *, data_root, seed: int, link_stealing: bool,
+                       imports: tuple[str, ...] = ()) -> dict:
     """The card of a model saved by ``gp.save_model``, on the dataset its file names."""
     from pathlib import Path
 
@@ -102,7 +106,7 @@ def _assess_user_model(path: str, *, data_root, seed: int, link_stealing: bool) 
     from gnnprivacy.errors import InvalidParameterError
     from gnnprivacy.training.user_model import load_model
 
-    saved = load_model(path)
+    saved = load_model(path, imports=imports)
     if not saved.dataset:
         raise InvalidParameterError("dataset", "the dataset saved with the model "
                                     "(gp.save_model(..., dataset={'name': ...}))", None)

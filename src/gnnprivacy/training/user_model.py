@@ -71,15 +71,34 @@ def _class_path(model: nn.Module) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def _import_class(path: str):
+def _import_class(path: str, imports: tuple[str, ...] = ()):
+    """The class ``module:qualname`` from a module that is already imported.
+
+    A file never chooses what gets imported: importing a module runs its top-level code, so a
+    saved file naming any module on the path would run code on load. The caller imports the
+    defining module (it already has when the model was built in this process), or names it
+    in ``imports`` (`load_model(imports=)`, ``gnnprivacy assess --import``).
+    """
+    import sys
+
     module, _, qualname = path.partition(":")
+    for name in imports:                       # what the caller chose to trust
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise InvalidParameterError("imports", "importable module names", f"{name} "
+                                        f"({type(exc).__name__}: {exc})") from None
+    if module not in sys.modules:
+        raise InvalidParameterError(
+            "class", f"a class whose module is imported (loading never imports a module a "
+            f"file names: import {module} first, or pass imports=({module!r},) / "
+            f"gnnprivacy assess --import {module})", path)
     try:
-        obj: Any = importlib.import_module(module)
+        obj: Any = sys.modules[module]
         for part in qualname.split("."):
             obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
-        raise InvalidParameterError("class", "an importable nn.Module class (the module that "
-                                    "defines it on the Python path)",
+    except AttributeError as exc:
+        raise InvalidParameterError("class", "an nn.Module class defined in its module",
                                     f"{path} ({type(exc).__name__}: {exc})") from None
     if not (isinstance(obj, type) and issubclass(obj, nn.Module)):
         raise InvalidParameterError("class", "an nn.Module subclass", path)
@@ -197,8 +216,12 @@ def model_file_format(path: str | Path) -> str | None:
     return fmt if isinstance(fmt, str) else None
 
 
-def load_model(path: str | Path) -> SavedModel:
+def load_model(path: str | Path, *, imports: tuple[str, ...] | list[str] = ()) -> SavedModel:
     """Read a model written by `save_model` (weights-only: the file runs no code).
+
+    The model's class must come from a module that is already imported, or one named in
+    ``imports``: the file names its class, but loading never imports a module on the file's
+    word (an import runs the module's code).
 
     Raises:
         InvalidParameterError: the file is missing, unreadable, not a saved user model, or
@@ -215,6 +238,6 @@ def load_model(path: str | Path) -> SavedModel:
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidParameterError("path", f"a complete {USER_FORMAT} file",
                                     f"{path} ({type(exc).__name__}: {exc})") from None
-    model = _build(_import_class(cls_path), init, tensors, "saved")
+    model = _build(_import_class(cls_path, tuple(imports)), init, tensors, "saved")
     return SavedModel(model=model, privacy=record.get("privacy"), dataset=record.get("dataset"),
                       class_path=cls_path, info={"path": str(path), "init": init})
