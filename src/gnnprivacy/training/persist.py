@@ -25,7 +25,8 @@ optimizer; no buffers), GAP's the encoder, the classifier and the ``K`` noisy ag
 recomputed from the features at prediction; tests/training/test_saved_model_scope.py checks
 that a training node's true feature vector cannot be told from a wrong candidate from the
 file). What the epsilon does not cover is listed in the record's ``privacy.unaccounted``
-(e.g. ``feature_norm="standardize_global"``'s mean and std, stored in ``fitted``). The
+(e.g. ``feature_norm="standardize_global"``'s mean and std, stored in ``fitted``, and
+HeterPoisson's ``train_mask_``, the run's training nodes, which private inference leaves out). The
 ``Predictions`` form holds the method's released outputs on its graph. The non-private
 methods (``gcn`` ...) have no epsilon to cover.
 

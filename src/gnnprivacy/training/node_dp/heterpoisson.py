@@ -284,7 +284,11 @@ class HeterPoissonTrainer(NodeDPTrainer):
                              "removing a node also changes its neighbours' sampling "
                              "probabilities"]
                             + (["feature standardisation over private nodes"]
-                               if self.feature_norm_.unaccounted else [])),
+                               if self.feature_norm_.unaccounted else [])
+                            + ["the saved model file lists the run's training nodes "
+                               "(train_mask_) so that private inference leaves them out: "
+                               "which nodes trained the model is in that file, not covered "
+                               "by the epsilon"]),
             "calibrated": self.noise_multiplier is None}
 
     # ------------------------------------------------------------------ predict
