@@ -36,7 +36,8 @@ def test_comparison_table_keeps_the_papers_layout(table2_runs):
     amazon = t.rows[1][4]
     assert amazon.startswith("paper 80.6 ± 0.4 | ours ") and "(n=3)" in amazon
     assert t.rows[1][3] == "paper 66.4 ± 0.4"  # Twitch: not run, paper only
-    assert "000_a68cceb6d6862899.md" in t.caption
+    assert "Table II" in t.caption and "docs/papers.md" in t.caption   # the paper's table, not
+    assert "000_a68cceb6d6862899.md" not in t.caption                    # a spec file not shipped
 
 
 def test_privacy_table_and_renderers(table2_runs):
