@@ -52,7 +52,8 @@ def test_reproduce_all_quick_writes_one_report_with_verdicts_and_resumes(tmp_pat
     page = (tmp_path / "report" / "report.html").read_text()
     assert "data:image/png;base64," in page and "<script" not in page
     # counted verdicts printed per paper
-    assert re.search(r"^paper 000: \d+ reproduced, \d+ beaten, \d+ not reproduced$", proc.stdout, re.M)
+    assert re.search(r"^paper 000: (\d+ reproduced, \d+ beaten, \d+ not reproduced, )?"
+                     r"\d+ without a verdict \(one run\)$", proc.stdout, re.M), proc.stdout
     again = subprocess.run(args + ["-q"], capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
     for line in (ln for ln in again.stdout.splitlines() if re.match(r"^\d{3}-[a-z0-9]+: \d+ runs", ln)):

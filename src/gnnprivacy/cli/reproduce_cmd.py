@@ -114,8 +114,12 @@ def _reproduce_all(quick, report_only, docs_page, runs_root, report_dir, executo
             echo_sweep_result(result, name)
         elif name in run.skipped:
             click.echo(f"{name}: skipped, {run.skipped[name]}")
-    for paper, counts in run.report.counts.items():
-        click.echo(f"paper {paper}: " + ", ".join(f"{n} {v}" for v, n in counts.items()))
+    counts, unjudged = run.report.counts, run.report.unjudged
+    for paper in sorted(set(counts) | set(unjudged)):
+        parts = [f"{n} {v}" for v, n in counts.get(paper, {}).items()]
+        if unjudged.get(paper):
+            parts.append(f"{unjudged[paper]} without a verdict (one run)")
+        click.echo(f"paper {paper}: " + ", ".join(parts))
     for p in run.paths:
         click.echo(f"report: {p}")
     if not run.ok:

@@ -92,6 +92,16 @@ class ReproductionReport:
         return count_verdicts(_judged(self.cells))
 
     @property
+    def unjudged(self) -> dict[str, int]:
+        """Per paper, the compared cells without a verdict (measured by one run)."""
+        judged = {id(c) for c in _judged(self.cells)}
+        out: dict[str, int] = {}
+        for c in self.cells:
+            if id(c) not in judged:
+                out[c.paper] = out.get(c.paper, 0) + 1
+        return out
+
+    @property
     def plots(self) -> list[Plot]:
         return [p for s in self.sections for p in s.plots]
 
