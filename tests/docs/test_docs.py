@@ -150,10 +150,18 @@ def _raw_files_missing(code: str, root: Path) -> list[str]:
     string: ``load_dataset("cora")``, ``dataset="cora"``) and that ``root`` lacks."""
     from gnnprivacy.datasets import dataset_info, list_datasets
 
-    named = [n for n in list_datasets() if not dataset_info(n).generated
-             and re.search(r"[\"']" + re.escape(n) + r"[\"']", code, re.I)]
-    return [f"{n}: {root / f}" for n in named for f in dataset_info(n).raw_files
-            if not (root / f).exists()]
+    from gnnprivacy.datasets.tu_graphs import _entry, list_graph_datasets
+
+    def quoted(n: str) -> bool:
+        return bool(re.search(r"[\"']" + re.escape(n) + r"[\"']", code, re.I))
+
+    files = {n: dataset_info(n).raw_files for n in list_datasets()
+             if not dataset_info(n).generated and quoted(n)}
+    for n in list_graph_datasets():                  # the graph-classification sets (--task graph)
+        if quoted(n):
+            folder, names = _entry(n)
+            files[n] = tuple(f"{folder}/{f}" for f in names)
+    return [f"{n}: {root / f}" for n, fs in files.items() for f in fs if not (root / f).exists()]
 
 
 def test_the_dataset_check_names_what_a_page_lacks(tmp_path):
@@ -161,6 +169,8 @@ def test_the_dataset_check_names_what_a_page_lacks(tmp_path):
     missing = _raw_files_missing('data = gp.load_dataset("cora")', tmp_path)
     assert missing and all(m.startswith(f"cora: {tmp_path}") for m in missing)
     assert _raw_files_missing('load_dataset("csbm", num_nodes=300)', tmp_path) == []
+    graph = _raw_files_missing('load_graph_dataset("proteins")', tmp_path)   # a TU graph set
+    assert graph and all(m.startswith(f"proteins: {tmp_path / 'PROTEINS_full'}") for m in graph)
 
 
 #: pages whose examples take minutes (run with ``-m slow``): the reason, measured
