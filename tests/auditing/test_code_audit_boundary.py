@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch import nn
 from torch.nn import functional as F
 
 import gnnprivacy as gp
@@ -189,15 +188,7 @@ def plant(bug, path, monkeypatch):
 
 
 # ---------------------------------------------------------------------- the audits
-class Sage(nn.Module):
-    def __init__(self, f, c, h=16):
-        super().__init__()
-        from torch_geometric.nn import SAGEConv
-
-        self.c1, self.norm, self.head = SAGEConv(f, h), nn.LayerNorm(h), nn.Linear(h, c)
-
-    def forward(self, x, edge_index):
-        return self.head(self.norm(torch.relu(self.c1(x, edge_index))))
+from tests.auditing.test_code_audit import Sage  # noqa: E402  (the code audit's own loop model)
 
 
 def _data(dataset):
