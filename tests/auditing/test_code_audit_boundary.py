@@ -188,7 +188,7 @@ def plant(bug, path, monkeypatch):
 
 
 # ---------------------------------------------------------------------- the audits
-from tests.auditing.test_code_audit import Sage  # noqa: E402  (the code audit's own loop model)
+from test_code_audit import Sage  # noqa: E402  (same test directory: the code audit's loop model)
 
 
 def _data(dataset):
