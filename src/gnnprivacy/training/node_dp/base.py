@@ -152,17 +152,22 @@ class NodeDPTrainer(EstimatorParams):
 
     def _run_fingerprint(self, data: Data) -> str:
         """What a checkpoint must match: the trainer's settings, the seed and the data."""
+        x = data.x
+        return fingerprint({**self._fingerprint_settings(),
+                            "num_nodes": int(data.num_nodes), "x_shape": list(x.shape),
+                            "x_sum": float(x.double().sum()),
+                            "edges": int(data.edge_index.shape[1]),
+                            "train": int(data.train_mask.sum())})
+
+    def _fingerprint_settings(self) -> dict[str, Any]:
+        """The trainer's part of a checkpoint fingerprint: its class, settings and int seed
+        (not where it runs, reports or checkpoints)."""
         skip = {"generator", "progress", "checkpoint_path", "checkpoint_every", "resume",
                 "device"}
         settings = {k: v for k, v in vars(self).items()
                     if not k.endswith("_") and not k.startswith("_") and k not in skip}
         seed = self.generator if isinstance(self.generator, int) else None
-        x = data.x
-        return fingerprint({"trainer": type(self).__name__, "settings": settings, "seed": seed,
-                            "num_nodes": int(data.num_nodes), "x_shape": list(x.shape),
-                            "x_sum": float(x.double().sum()),
-                            "edges": int(data.edge_index.shape[1]),
-                            "train": int(data.train_mask.sum())})
+        return {"trainer": type(self).__name__, "settings": settings, "seed": seed}
 
     def _fit(self, data: Data, gens: dict[str, torch.Generator]) -> None:  # pragma: no cover
         raise NotImplementedError(f"{type(self).__name__} must implement _fit(data, gens)")

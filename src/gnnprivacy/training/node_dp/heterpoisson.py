@@ -52,6 +52,7 @@ from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.nn.star import AGGREGATORS, StarGNN
 from gnnprivacy.sampling import HeterPoissonSampler
+from gnnprivacy.sampling.counter_rng import CounterRandom
 from gnnprivacy.sampling.fixed_shape import FixedShapeHeterPoisson
 from gnnprivacy.sampling.star_batch import StarBatch
 from gnnprivacy.training.dp import DPEngine, make_optimizer
@@ -61,9 +62,16 @@ from gnnprivacy.training.node_dp.common import FeatureNorm, is_inductive, node_m
 from gnnprivacy.training.node_dp.private_inference import private_star_logits
 from gnnprivacy.training.nonprivate import num_classes_of, training_graph
 
-__all__ = ["HeterPoissonTrainer", "default_delta_heterpoisson"]
+__all__ = ["HeterPoissonTrainer", "counter_seed", "default_delta_heterpoisson"]
 
 PERIPHERAL_POOLS = ("all_visible", "train_only")
+SAMPLING_STREAMS = ("generator", "counter")
+
+
+def counter_seed(generator: torch.Generator) -> int:
+    """The seed of a run's `CounterRandom` sampling stream: one draw of its sampling
+    generator (the same on every rank that holds the same generator state)."""
+    return int(torch.randint(0, 2**62, (1,), generator=generator))
 
 
 def default_delta_heterpoisson(num_nodes: int) -> float:
@@ -111,6 +119,11 @@ class HeterPoissonTrainer(NodeDPTrainer):
         checkpoint_path: file of the atomic checkpoint for kill-and-resume (``None``: off).
         checkpoint_every: steps between checkpoints.
         resume: continue from ``checkpoint_path`` when it holds a checkpoint of this run.
+        sampling_stream: ``"generator"`` (default: the batch drawn from the sampling
+            generator, O(batch)) or ``"counter"`` (every trial keyed by ``(seed, step, node
+            ids)`` with a `CounterRandom` whose seed is one draw of the sampling generator:
+            O(candidates) per step, and the same sample whichever process draws which node's
+            trials, as `gnnprivacy.training.sharded` needs; not on the fixed-shape GPU path).
 
     Attributes (after `fit`):
         model_, noise_multiplier_, noise_std_, steps_, q_b_, expected_batch_size_, epsilon_,
@@ -144,7 +157,7 @@ class HeterPoissonTrainer(NodeDPTrainer):
                  allow_large_delta: bool = False,
                  secure_mode: bool = False, device: str | torch.device = "cpu",
                  checkpoint_path: str | None = None, checkpoint_every: int = 100,
-                 resume: bool = False):
+                 resume: bool = False, sampling_stream: str = "generator"):
         self._set_runtime(secure_mode=secure_mode, device=device,
                           checkpoint_path=checkpoint_path, checkpoint_every=checkpoint_every,
                           resume=resume)
@@ -173,6 +186,7 @@ class HeterPoissonTrainer(NodeDPTrainer):
         self.generator = generator
         self.progress = progress
         self.allow_large_delta = bool(allow_large_delta)
+        self.sampling_stream = check_choice("sampling_stream", sampling_stream, SAMPLING_STREAMS)
 
     # ------------------------------------------------------------------ fit
     def _sampler(self, graph: Data, inductive: bool) -> HeterPoissonSampler:
@@ -185,20 +199,21 @@ class HeterPoissonTrainer(NodeDPTrainer):
                                    eligible=elig, q_b=self.q_b_, M=self.M,
                                    enforce_no_overlap=self.enforce_no_overlap)
 
-    def _fit(self, data: Data, gens: dict[str, torch.Generator]) -> None:
-        inductive = is_inductive(data)
-        graph = training_graph(data)
-        n_full = int(data.num_nodes)
-        delta = self.delta if self.delta is not None else default_delta_heterpoisson(n_full)
-        self.q_b_ = self.q_b if self.q_b is not None else min(1.0, 4096.0 / n_full)
+    def _plan(self, *, num_nodes: int, num_train: int) -> float:
+        """Fix ``q_b_`` and ``steps_planned_`` and check the plan; returns ``delta``."""
+        delta = self.delta if self.delta is not None else default_delta_heterpoisson(num_nodes)
+        self.q_b_ = self.q_b if self.q_b is not None else min(1.0, 4096.0 / num_nodes)
         self.steps_planned_ = self.steps or math.ceil(self.epochs / self.q_b_)
-        _privacy.check_plan(delta=delta, num_units=int(graph.train_mask.sum()),
+        _privacy.check_plan(delta=delta, num_units=num_train,
                             steps=self.steps_planned_, explicit_steps=self.steps is not None,
                             allow_large_delta=self.allow_large_delta,
                             how=f"T = ceil(epochs / q_b) with q_b = {self.q_b_:g}",
                             sample_rate=self.q_b_)
-        sampler = self._sampler(graph, inductive)
-        d_max = sampler.max_out_degree if self.degree_public else graph.num_nodes - 1
+        return delta
+
+    def _calibrate(self, delta: float, d_max: int):
+        """Fix ``noise_multiplier_`` for events maximised over out-degrees up to ``d_max``;
+        returns ``(accountant kind, event)``."""
         make_event = _privacy.heterpoisson_event_factory(
             q_b=self.q_b_, M=self.M, max_out_degree=d_max,
             overlap_removal=self.enforce_no_overlap, mode=self.accounting)
@@ -219,6 +234,20 @@ class HeterPoissonTrainer(NodeDPTrainer):
                                             NeighboringRelation.ADD_OR_REMOVE, event=event,
                                             steps=self.steps_planned_, delta=delta,
                                             epsilon=self.epsilon)
+        return kind, event
+
+    def _start_step(self) -> int:
+        """The step a run starts at: 0, or the checkpoint's step when resuming."""
+        state = getattr(self, "_resume_state", None)
+        return 0 if state is None else int(state["step"])
+
+    def _fit(self, data: Data, gens: dict[str, torch.Generator]) -> None:
+        inductive = is_inductive(data)
+        graph = training_graph(data)
+        delta = self._plan(num_nodes=int(data.num_nodes), num_train=int(graph.train_mask.sum()))
+        sampler = self._sampler(graph, inductive)
+        d_max = sampler.max_out_degree if self.degree_public else graph.num_nodes - 1
+        kind, event = self._calibrate(delta, d_max)
         public = None if inductive else ~graph.train_mask
         # the run's training nodes: private inference never aggregates them, whatever split
         # the graph it is later given carries (a saved model keeps them)
@@ -242,15 +271,24 @@ class HeterPoissonTrainer(NodeDPTrainer):
                           secure_mode=self.secure_mode, accountant=self.accountant_,
                           step_event=event, sampling="heterpoisson")
         y, model = graph.y.to(dev), self.model_
-        stars = FixedShapeHeterPoisson(sampler, dev) if fixed_shapes(dev) else None
+        counter = self.sampling_stream == "counter"
+        stars = FixedShapeHeterPoisson(sampler, dev) if fixed_shapes(dev) and not counter \
+            else None
+        if counter:
+            seed, step = counter_seed(gen), self._start_step()
 
         def closure_for_step():
-            if stars is not None:         # drawn on the device, padded: no host sync
+            nonlocal step
+            if counter:                   # trials keyed by (seed, step, node ids)
+                batch = sampler.sample(CounterRandom(seed, step))
+                step += 1
+            elif stars is not None:         # drawn on the device, padded: no host sync
                 batch = stars.sample(gen)
                 weight = batch.center_mask.to(x.dtype)
                 return lambda: F.cross_entropy(model(x, batch), y[batch.centers],
                                                reduction="none") * weight
-            batch = sampler.sample(gen)
+            else:
+                batch = sampler.sample(gen)
             if dev.type != "cpu":
                 batch = StarBatch(batch.centers.to(dev), batch.periph_nodes.to(dev),
                                   batch.periph_subgraph.to(dev), batch.num_subgraphs)

@@ -1,0 +1,358 @@
+r"""HeterPoisson node-level DP with the graph sharded over the ranks (no rank holds the graph).
+
+`gnnprivacy.training.distributed` is data-parallel: every rank holds the whole graph. Here
+each rank ``k`` holds one part of `gnnprivacy.datasets.shards.partition_graph` (its nodes'
+features, labels and in-edges, memory-mapped) and the global maps (owner, row, out-degree,
+training bit per node), and per step:
+
+1. **sampling**: every trial is keyed by ``(seed, step, node ids)`` (`CounterRandom`, the
+   ``"counter"`` sampling stream of `HeterPoissonTrainer`): rank ``k`` draws the central
+   trials of its own training nodes, so the union over the ranks IS the global Poisson
+   sample; each centre's in-neighbours come from the part's in-edges, each kept with
+   probability ``min(1, M / D_ot(j))`` by the trial keyed ``(centre, j)``; a neighbour that
+   is itself a centre of the step (on any rank) is removed, which every rank decides
+   locally from the same keyed central trial of ``j``;
+2. **exchange**: the feature rows of neighbours owned by other ranks are fetched with
+   ``torch.distributed`` all-to-all (counts, then the requested rows' ids, then the rows);
+   bytes per step: ``8 P`` (counts) + ``8`` per requested row + the rows themselves;
+3. **clipping**: each rank clips the gradients of its own star sub-graphs (ghost clipping,
+   as the single-process engine);
+4. **noise and release**: rank 0 adds ONE draw of ``N(0, σ² I)`` (the run's noise generator,
+   or the OS CSPRNG in secure mode) and one ``all_reduce(SUM)`` gives every rank the noisy
+   sum; every rank takes the same optimizer step and composes one event per step.
+
+The released sum is the single-process run's with ``sampling_stream="counter"`` and the same
+seed: the same sub-graphs, clipped alike, the same noise; parameters agree up to
+floating-point summation order and the ledgers are equal (``tests/training/test_sharded.py``).
+
+*Privacy.* Unchanged from `HeterPoissonTrainer`: node unit, add/remove inside a fixed graph
+whose degree sequence is public, one HeterPoisson mixture event per executed step. The
+ranks are one trusted party (the trainer): before the noise a rank sees the raw feature
+rows it fetches and, inside the reduction, the other ranks' clipped sums. The
+counter-based stream (splitmix64 keyed hashes) is not a CSPRNG; its seed comes from the
+sampling generator (OS-seeded on rank 0 and broadcast in secure mode).
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import Tensor
+from torch.nn import functional as F
+
+from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
+from gnnprivacy.datasets.shards import Shard, open_shard
+from gnnprivacy.errors import InvalidParameterError
+from gnnprivacy.nn.star import StarGNN
+from gnnprivacy.sampling._graph import gather_segments
+from gnnprivacy.sampling.counter_rng import CounterRandom
+from gnnprivacy.sampling.heter_poisson import STREAM_CENTRAL, STREAM_NEIGHBOR
+from gnnprivacy.sampling.star_batch import StarBatch
+from gnnprivacy.training import _privacy
+from gnnprivacy.training.checkpoint import fingerprint
+from gnnprivacy.training.distributed import (DistributedDPEngine, broadcast_parameters,
+                                             rank_and_world)
+from gnnprivacy.training.dp import DPEngine, make_optimizer
+from gnnprivacy.training.node_dp.common import FeatureNorm
+from gnnprivacy.training.node_dp.heterpoisson import HeterPoissonTrainer, counter_seed
+
+__all__ = ["ShardedHeterPoissonTrainer", "ShardedRunError", "exchange_rows", "init_file_group"]
+
+#: how long a rank waits in a collective for the others by default (``init_process_group``)
+DEFAULT_TIMEOUT = datetime.timedelta(minutes=10)
+
+
+class ShardedRunError(RuntimeError):
+    """A collective of a sharded run failed: another rank stopped or did not answer in time."""
+
+
+def _unsupported(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return "not supported" in text or "unsupported" in text or "not implemented" in text
+
+
+def _all_to_all_v(send: Tensor, send_sizes: list[int], recv_sizes: list[int]) -> Tensor:
+    """Uneven all-to-all of rows: ``send`` holds the rows for rank ``p`` in block ``p``
+    (``send_sizes[p]`` rows); returns the blocks received from every rank, in rank order.
+    ``all_to_all_single`` with split sizes (gloo and NCCL have it), or paired point-to-point
+    sends where a backend lacks it."""
+    out = send.new_empty((sum(recv_sizes),) + tuple(send.shape[1:]))
+    if getattr(_all_to_all_v, "native", True):
+        try:
+            dist.all_to_all_single(out, send, recv_sizes, send_sizes)
+            return out
+        except (RuntimeError, NotImplementedError) as exc:
+            if not _unsupported(exc):
+                raise
+            _all_to_all_v.native = False  # type: ignore[attr-defined]
+    rank = dist.get_rank()
+    outs, ins = out.split(recv_sizes), send.split(send_sizes)
+    ops = []
+    for peer in range(dist.get_world_size()):
+        if peer == rank:
+            outs[peer].copy_(ins[peer])
+        else:
+            ops += [dist.P2POp(dist.isend, ins[peer].contiguous(), peer),
+                    dist.P2POp(dist.irecv, outs[peer], peer)]
+    for work in dist.batch_isend_irecv(ops) if ops else []:
+        work.wait()
+    return out
+
+
+def exchange_rows(requests: list[Tensor], table: np.ndarray) -> tuple[Tensor, int]:
+    """Fetch rows of the other ranks' ``table`` (every rank calls it once per step).
+
+    Args:
+        requests: per rank ``p``, the rows of ``p``'s table this rank needs (int64; the own
+            rank's entry is ignored).
+        table: this rank's ``(n_k, F)`` rows (a memory map is fine).
+
+    Returns:
+        ``(rows, bytes_sent)``: ``rows`` stacks ``table_p[requests[p]]`` for ``p`` in rank
+        order (the own rank's block empty); ``bytes_sent`` counts what this rank put on the
+        wire (its request counts and row ids, and the rows it served).
+    """
+    rank, world = rank_and_world()
+    requests = [r if p != rank else r[:0] for p, r in enumerate(requests)]
+    ask = [int(r.numel()) for r in requests]
+    ones = [1] * world
+    counts = _all_to_all_v(torch.tensor(ask, dtype=torch.long), ones, ones).tolist()
+    asked = _all_to_all_v(torch.cat(requests), ask, counts)
+    served = torch.from_numpy(np.ascontiguousarray(table[asked.numpy()]))
+    rows = _all_to_all_v(served.reshape((asked.numel(),) + tuple(table.shape[1:])), counts, ask)
+    sent = 8 * (world - 1) + 8 * sum(ask) + served.numel() * served.element_size()
+    return rows, int(sent)
+
+
+def _feature_norm(requested: str, shard: Shard) -> FeatureNorm:
+    """`FeatureNorm` over all parts: the standardisations' mean and std are all-reduced
+    (float64 sums over this part's public, or all, rows)."""
+    norm = FeatureNorm(requested)
+    train = np.asarray(shard.train_mask[np.asarray(shard.nodes)], dtype=bool)
+    public_total = int(shard.meta["num_nodes"]) - int(shard.meta["num_train"])
+    mode = norm.requested
+    if mode == "auto":
+        mode = "standardize_public" if public_total > 0 else "signed"
+    if not mode.startswith("standardize"):      # per-node maps: nothing to reduce
+        return _set(norm, mode, *({"signed": (0.5, 0.5)}.get(mode, (0.0, 1.0))))
+    if mode == "standardize_public" and public_total == 0:
+        norm.fit(torch.zeros(1, 1), None)   # raises the single-process error
+    rows = ~train if mode == "standardize_public" else np.ones_like(train)
+    stats = torch.zeros(3, dtype=torch.float64)
+    for lo in range(0, rows.size, 1 << 16):
+        block = np.asarray(shard.x[lo:lo + (1 << 16)], dtype=np.float64)[rows[lo:lo + (1 << 16)]]
+        stats += torch.tensor([block.sum(), (block * block).sum(), block.size],
+                              dtype=torch.float64)
+    if rank_and_world()[1] > 1:
+        dist.all_reduce(stats)
+    s1, s2, count = (float(v) for v in stats)
+    mean = s1 / count
+    std = math.sqrt(max(s2 - count * mean * mean, 0.0) / max(count - 1.0, 1.0))
+    if mode == "standardize_global":
+        import warnings
+
+        warnings.warn("feature_norm='standardize_global' reads private features without "
+                      "privacy accounting (spec 000 §9 A13)", stacklevel=3)
+    return _set(norm, mode, mean, std + 1e-6)
+
+
+def _set(norm: FeatureNorm, mode: str, shift: float, scale: float) -> FeatureNorm:
+    norm.mode, norm.shift, norm.scale = mode, float(shift), float(scale)
+    return norm
+
+
+class _Part:
+    """The torch-side view of a shard used by every step (small arrays loaded, large mapped)."""
+
+    def __init__(self, shard: Shard):
+        self.shard = shard
+        nodes = np.asarray(shard.nodes)
+        train = np.asarray(shard.train_mask[nodes], dtype=bool)
+        self.cand = torch.from_numpy(nodes[train].copy())           # global ids, ascending
+        self.cand_rows = torch.from_numpy(np.flatnonzero(train).astype(np.int64))
+        self.indptr = torch.from_numpy(np.asarray(shard.indptr, dtype=np.int64).copy())
+        self.y = torch.from_numpy(np.asarray(shard.y, dtype=np.int64).copy())
+
+    def in_edges(self, rows: Tensor) -> tuple[Tensor, Tensor]:
+        """Global sources of the in-edges of the part's ``rows`` and their row slot."""
+        edge_ids, sub = gather_segments(self.indptr, rows)
+        src = torch.from_numpy(np.asarray(self.shard.src[edge_ids.numpy()], dtype=np.int64))
+        return src, sub
+
+    def lookup(self, name: str, ids: Tensor) -> Tensor:
+        return torch.from_numpy(np.asarray(getattr(self.shard, name)[ids.numpy()]))
+
+
+class ShardedHeterPoissonTrainer(HeterPoissonTrainer):
+    """`HeterPoissonTrainer` with the graph sharded over the ranks (module docstring).
+
+    Takes `HeterPoissonTrainer`'s arguments (the sampling stream is always ``"counter"``;
+    the fixed-shape GPU path is not used) and is fitted on shards instead of a ``Data``:
+    ``fit(path)`` on every rank of an initialised process group with as many ranks as parts
+    (``torchrun``, or `spawn_local` on one machine); rank ``k`` opens part ``k``. Without a
+    group it is one rank on a one-part partition. Only rank 0 writes checkpoints; with
+    ``resume`` every rank reads the same file. A failed collective (a rank killed or stuck
+    past the group's timeout) raises `ShardedRunError` naming the step.
+
+    Transductive only (the shards carry one training mask; every node is visible).
+
+    Attributes (after `fit`), besides `HeterPoissonTrainer`'s: ``exchange_`` (per-rank
+    totals over the run: ``bytes_sent``, ``remote_rows`` fetched, ``remote_feature_bytes``
+    = their features' size, ``steps``), ``world_size_``.
+
+    Privacy: as `HeterPoissonTrainer` (one HeterPoisson mixture event per executed step);
+    see the module docstring for what the ranks see of each other.
+    """
+
+    name = "heterpoisson-sharded"
+
+    def __init__(self, backbone: str = "gcn", **kwargs: Any):
+        stream = kwargs.pop("sampling_stream", "counter")
+        if stream != "counter":
+            raise InvalidParameterError("sampling_stream", "'counter' (sharded sampling keys "
+                                        "every trial by node)", stream)
+        super().__init__(backbone, sampling_stream="counter", **kwargs)
+
+    def fit(self, shards):
+        """Train on the shards in the folder ``shards`` (this rank's part); returns ``self``."""
+        rank, world = rank_and_world()
+        shard = shards if isinstance(shards, Shard) else open_shard(shards, rank)
+        if shard.num_parts != world or shard.part != rank:
+            raise InvalidParameterError("shards", f"{world} part(s), one per rank (this is "
+                                        f"rank {rank})", f"{shard.num_parts} part(s)")
+        return super().fit(shard)
+
+    def _run_fingerprint(self, shard: Shard) -> str:
+        meta = {k: v for k, v in shard.meta.items() if k != "source"}
+        return fingerprint({**self._fingerprint_settings(), "shards": meta})
+
+    def _fit(self, shard: Shard, gens: dict[str, torch.Generator]) -> None:
+        rank, world = rank_and_world()
+        meta = shard.meta
+        n, n_train = int(meta["num_nodes"]), int(meta["num_train"])
+        delta = self._plan(num_nodes=n, num_train=n_train)
+        d_max = int(meta["max_out_degree"]) if self.degree_public else n - 1
+        kind, event = self._calibrate(delta, d_max)
+        self.train_mask_ = torch.from_numpy(np.asarray(shard.train_mask, dtype=bool).copy())
+        self.feature_norm_ = _feature_norm(self.feature_norm, shard)
+        self.num_classes_ = int(meta["num_classes"])
+        dev = self.device_
+        self.model_ = StarGNN(int(meta["num_features"]), self.num_classes_,
+                              aggregator=self.backbone, hidden_channels=self.hidden_channels,
+                              update_layers=self.update_layers).to(dev)
+        broadcast_parameters(self.model_)
+        self.accountant_ = _privacy.new_accountant(kind, PrivacyUnit.NODE,
+                                                   NeighboringRelation.ADD_OR_REMOVE,
+                                                   epsilon=self.epsilon,
+                                                   steps=self.steps_planned_)
+        self.expected_batch_size_ = self.q_b_ * n_train
+        seed = counter_seed(gens["sample"])
+        if world > 1:                 # rank 0's stream (OS-seeded in secure mode)
+            box = torch.tensor([seed], dtype=torch.long)
+            dist.broadcast(box, src=0)
+            seed = int(box)
+        engine = DistributedDPEngine(
+            self.model_, make_optimizer("adam", self.model_.parameters(), lr=self.lr),
+            clip_norm=self.clip_norm, noise_multiplier=self.noise_multiplier_,
+            expected_batch_size=self.expected_batch_size_, generator=gens["noise"],
+            secure_mode=self.secure_mode, accountant=self.accountant_, step_event=event,
+            sampling="heterpoisson")
+        part, model = _Part(shard), self.model_
+        self.exchange_ = {"bytes_sent": 0, "remote_rows": 0, "remote_feature_bytes": 0,
+                          "steps": 0}
+        self._step_now = self._start_step()
+
+        def closure_for_step():
+            batch, ids, y_c = self._sample(part, CounterRandom(seed, self._step_now))
+            x_sub = self._features(part, ids).to(dev)
+            self._step_now += 1
+            batch = StarBatch(batch.centers.to(dev), batch.periph_nodes.to(dev),
+                              batch.periph_subgraph.to(dev), batch.num_subgraphs)
+            y_c = y_c.to(dev)
+            return lambda: F.cross_entropy(model(x_sub, batch), y_c, reduction="none")
+
+        self._run(engine, self.steps_planned_, closure_for_step)
+        self._finish(engine, delta)
+        self.world_size_ = world
+        self.privacy_info_ = {**self._privacy_info(kind, d_max), "world_size": world,
+                              "sharded": True}
+        self.info_ = {"setting": "transductive", "max_out_degree_accounted": d_max,
+                      "event": repr(event), "num_train": n_train, "num_nodes": n,
+                      "world_size": world, "rank": rank, "partition": meta["method"],
+                      "exchange": dict(self.exchange_)}
+
+    def _sample(self, part: _Part, rng: CounterRandom) -> tuple[StarBatch, Tensor, Tensor]:
+        """This rank's star sub-graphs of the global HeterPoisson sample of ``rng``'s step,
+        renumbered into ``ids`` (the sorted global ids whose features the step needs)."""
+        hit = rng.uniform(STREAM_CENTRAL, part.cand) < self.q_b_
+        centers, rows = part.cand[hit], part.cand_rows[hit]
+        src, sub = part.in_edges(rows)
+        if self.peripheral_pool == "train_only":
+            keep = part.lookup("train_mask", src)
+            src, sub = src[keep], sub[keep]
+        prob = torch.clamp(self.M / part.lookup("out_degree", src).to(torch.float64), max=1.0)
+        kept = (rng.uniform(STREAM_NEIGHBOR, centers[sub], src) < prob).nonzero().flatten()
+        src, sub = src[kept], sub[kept]
+        if self.enforce_no_overlap and src.numel():
+            central = part.lookup("train_mask", src) & (
+                rng.uniform(STREAM_CENTRAL, src) < self.q_b_)
+            src, sub = src[~central], sub[~central]
+        ids = torch.unique(torch.cat([centers, src]))
+        batch = StarBatch(torch.searchsorted(ids, centers), torch.searchsorted(ids, src), sub,
+                          int(centers.numel()))
+        return batch, ids, part.y[rows]
+
+    def _features(self, part: _Part, ids: Tensor) -> Tensor:
+        """Transformed features of the global ``ids``: own rows from the map, the others'
+        fetched from their owners."""
+        rank, world = rank_and_world()
+        shard = part.shard
+        owner = part.lookup("owner", ids).long()
+        local = part.lookup("local", ids)
+        mine = owner == rank
+        out = torch.empty((ids.numel(), int(shard.meta["num_features"])),
+                          dtype=torch.from_numpy(np.empty(0, dtype=shard.x.dtype)).dtype)
+        out[mine] = torch.from_numpy(np.asarray(shard.x[local[mine].numpy()]))
+        if world > 1:
+            where = [(owner == p).nonzero().flatten() for p in range(world)]
+            where[rank] = where[rank][:0]
+            rows, sent = exchange_rows([local[w] for w in where], shard.x)
+            out[torch.cat(where)] = rows
+            remote = int((~mine).sum())
+            self.exchange_["bytes_sent"] += sent
+            self.exchange_["remote_rows"] += remote
+            self.exchange_["remote_feature_bytes"] += remote * out.shape[1] * out.element_size()
+        self.exchange_["steps"] += 1
+        return self.feature_norm_.transform(out)
+
+    def _run(self, engine: DPEngine, steps: int, closure_for_step) -> None:
+        try:
+            super()._run(engine, steps, closure_for_step)
+        except RuntimeError as exc:
+            if not dist.is_initialized() or isinstance(exc, ShardedRunError):
+                raise
+            rank, world = rank_and_world()
+            raise ShardedRunError(
+                f"rank {rank} of {world}: a collective failed at step {self._step_now} "
+                "(another rank stopped, or did not answer within the process group's "
+                f"timeout); the run is not finished ({type(exc).__name__}: "
+                f"{str(exc).splitlines()[0] if str(exc) else ''})") from exc
+
+    def _save(self, engine: DPEngine) -> None:
+        if rank_and_world()[0] == 0:
+            super()._save(engine)
+
+
+def init_file_group(init_file: str | Path, rank: int, world_size: int, *,
+                    backend: str = "gloo",
+                    timeout: datetime.timedelta = DEFAULT_TIMEOUT) -> None:
+    """Join a process group through a shared file (one machine or a shared file system)
+    with a collective ``timeout`` (a killed rank stops the others after at most that)."""
+    dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank,
+                            world_size=world_size, timeout=timeout)
