@@ -14,6 +14,7 @@ gp.assess(model, data, train_fn=fn, privacy=pt)       # ... of any node model
 gp.save_model(model, "net.pt", privacy=pt, init={...}); gp.load_model("net.pt")
 gp.tune("tune.yaml")                                  # tuning with the selection counted
 gp.attack_link_stealing("cora", attack=6, defense="grid")
+gp.partition("graph-folder", "shards", parts=4)        # per-rank shards (sharded training)
 pt = gp.make_private(model, optimizer, data, sampler="heterpoisson", epsilon=8.0)
 ```
 
@@ -37,7 +38,7 @@ __version__ = "0.1.0"
 # `__getattr__` from them.
 if TYPE_CHECKING:
     from gnnprivacy.api import (MethodInfo, TrainResult, account, assess, datasets, load, methods,
-                                train)
+                                partition, train)
     from gnnprivacy.attacks.link_stealing.method import \
         run_link_stealing as attack_link_stealing
     from gnnprivacy.auditing.api import audit
@@ -52,6 +53,6 @@ if TYPE_CHECKING:
 __all__ = ["__version__", "train", "account", "methods", "datasets", "TrainResult", "MethodInfo",
            "load_dataset", "validate_data", "read_record", "RunRecord", "audit", "assess", "tune",
            "attack_link_stealing", "attack_linkteller", "make_private", "PrivateTraining",
-           "load", "reproduce_all", "save_model", "load_model"]
+           "load", "reproduce_all", "save_model", "load_model", "partition"]
 
 __getattr__, __dir__ = lazy_exports(__name__, __file__, globals())

@@ -266,6 +266,46 @@ def train(data: Any = "csbm", *, method: str = "gcn", seed: int = 0,
     return TrainResult(record=record, model=kept["result"].model, data=kept["data"])
 
 
+def partition(graph: Any, out: str, *, parts: int, method: str = "auto", seed: int = 0,
+              train_fraction: float = 0.5, data_root: str | None = None,
+              overwrite: bool = False):
+    """Split a graph into per-rank shards for sharded training (``gnnprivacy partition``).
+
+    Args:
+        graph: a folder of the streamed ``csbm-large`` format, a registered dataset name
+            (loaded with its default split from ``data_root``), or a PyG ``Data``.
+        out: the folder of the shards (``meta.json``, the global maps, ``part{k}/``).
+        parts: number of parts, one per rank.
+        method: ``"auto"`` (METIS while the graph fits it, else contiguous ids),
+            ``"metis"`` or ``"contiguous"``.
+        seed: METIS's seed, and the training split's when the graph has none.
+        train_fraction: the share of training nodes drawn when the graph has no split.
+        data_root: where a named dataset's raw files are.
+        overwrite: replace existing shards in ``out``.
+
+    Returns:
+        The folder (a ``pathlib.Path``); ``gnnprivacy.datasets.shards.open_shard(out, k)``
+        maps part ``k``, and `gnnprivacy.training.sharded.ShardedHeterPoissonTrainer`
+        trains on them.
+
+    Example:
+        >>> import tempfile, gnnprivacy as gp
+        >>> folder = gp.partition("csbm", tempfile.mkdtemp(), parts=2)
+        >>> (folder / "part1" / "x.npy").exists()
+        True
+    """
+    from pathlib import Path
+
+    from gnnprivacy.datasets.shards import partition_graph
+
+    if isinstance(graph, (str, Path)) and not Path(graph).is_dir():
+        from gnnprivacy.datasets import load_dataset
+
+        graph = load_dataset(str(graph), root=data_root)
+    return partition_graph(graph, out, num_parts=parts, method=method, seed=seed,
+                           train_fraction=train_fraction, overwrite=overwrite)
+
+
 def load(path: str) -> TrainResult:
     """A model saved by `TrainResult.save` or ``gnnprivacy train`` (``<run_id>.model.pt``
     beside its record), as a `TrainResult` whose ``predict(data)`` gives the same

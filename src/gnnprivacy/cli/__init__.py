@@ -39,6 +39,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("gnnprivacy.cli.audit_cmd:audit_command",
               "Audit a private method: empirical epsilon lower bound beside the claim."),
     "tune": ("gnnprivacy.cli.tune_cmd:tune_command", "Tune hyperparameters with the selection's privacy cost counted."),
+    "partition": ("gnnprivacy.cli.partition_cmd:partition_command",
+                  "Split a graph into per-rank shards for sharded DP training."),
     "predict": ("gnnprivacy.cli.predict_cmd:predict_command",
                 "Predictions of a saved model (train keeps it beside the record) as CSV."),
 }
