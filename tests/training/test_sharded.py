@@ -138,3 +138,61 @@ def test_counter_stream_resumes_where_it_stopped(tmp_path):
     assert resumed.resumed_from_step_ == 4
     assert resumed.ledger_ == full.ledger_
     assert _close(resumed.model_.state_dict(), full.model_.state_dict())
+
+
+def _killed_worker(rank: int, world: int, init: str, folder: str, out: str, kw: dict) -> None:
+    """Rank 1 dies (os._exit) while fetching the features of step 3; rank 0 reports."""
+    import datetime
+    import os
+
+    from gnnprivacy.training.sharded import ShardedRunError, init_file_group
+
+    torch.set_num_threads(1)
+    init_file_group(init, rank, world, timeout=datetime.timedelta(seconds=30))
+    trainer = ShardedHeterPoissonTrainer("gcn", **kw)
+    if rank == 1:
+        features = trainer._features
+
+        def die_at_step_3(part, ids):
+            if trainer._step_now == 3:
+                os._exit(3)
+            return features(part, ids)
+
+        trainer._features = die_at_step_3
+    try:
+        trainer.fit(folder)
+        outcome = "finished"
+    except ShardedRunError as exc:
+        outcome = f"error: {exc}"
+    with open(f"{out}/outcome{rank}.txt", "w") as fh:
+        fh.write(f"{outcome}\nepsilon_={'epsilon_' in vars(trainer)}")
+    os._exit(0)  # the group cannot be torn down cleanly without its peer
+
+
+def test_a_killed_rank_stops_the_other_and_resume_finishes_the_run(tmp_path):
+    import multiprocessing
+
+    data = _data()
+    folder = partition_graph(data, tmp_path / "s", num_parts=2, method="metis")
+    kw = {**KW, "checkpoint_path": str(tmp_path / "ck.pt"), "checkpoint_every": 2}
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_killed_worker, args=(r, 2, str(tmp_path / "init"), str(folder),
+                                                      str(tmp_path), kw)) for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 3]
+    text = (tmp_path / "outcome0.txt").read_text()
+    assert text.startswith("error: rank 0 of 2: a collective failed at step 3"), text
+    assert "the run is not finished" in text and "epsilon_=False" in text   # no result
+    assert not (tmp_path / "outcome1.txt").exists()
+    assert torch.load(tmp_path / "ck.pt", weights_only=False)["step"] == 2
+    # --resume: both ranks continue from the step-2 checkpoint, to the uninterrupted result
+    spawn_local(_worker, 2, str(folder), str(tmp_path), {**kw, "resume": True},
+                start_method="fork")
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
+    single = HeterPoissonTrainer("gcn", sampling_stream="counter", **KW).fit(data)
+    assert ranks[0]["ledger"] == ranks[1]["ledger"] == single.ledger_
+    assert _close(ranks[0]["params"], single.model_.state_dict())
+    assert ranks[0]["exchange"]["steps"] == KW["steps"] - 2      # only the remaining steps ran
