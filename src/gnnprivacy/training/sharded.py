@@ -59,7 +59,7 @@ from gnnprivacy.training.checkpoint import fingerprint
 from gnnprivacy.training.distributed import (DistributedDPEngine, broadcast_parameters,
                                              rank_and_world)
 from gnnprivacy.training.dp import DPEngine, make_optimizer
-from gnnprivacy.training.node_dp.common import FeatureNorm
+from gnnprivacy.training.node_dp.common import FeatureNorm, feature_moments
 from gnnprivacy.training.node_dp.heterpoisson import HeterPoissonTrainer, counter_seed
 
 __all__ = ["ShardedHeterPoissonTrainer", "ShardedRunError", "exchange_rows", "init_file_group"]
@@ -131,8 +131,8 @@ def exchange_rows(requests: list[Tensor], table: np.ndarray) -> tuple[Tensor, in
 
 
 def _feature_norm(requested: str, shard: Shard) -> FeatureNorm:
-    """`FeatureNorm` over all parts: the standardisations' mean and std are all-reduced
-    (float64 sums over this part's public, or all, rows)."""
+    """`FeatureNorm` over all parts: a standardisation's moments (float64 sums over this
+    part's public, or all, rows) are all-reduced."""
     norm = FeatureNorm(requested)
     train = np.asarray(shard.train_mask[np.asarray(shard.nodes)], dtype=bool)
     public_total = int(shard.meta["num_nodes"]) - int(shard.meta["num_train"])
@@ -143,23 +143,16 @@ def _feature_norm(requested: str, shard: Shard) -> FeatureNorm:
         return _set(norm, mode, *({"signed": (0.5, 0.5)}.get(mode, (0.0, 1.0))))
     if mode == "standardize_public" and public_total == 0:
         norm.fit(torch.zeros(1, 1), None)   # raises the single-process error
-    rows = ~train if mode == "standardize_public" else np.ones_like(train)
-    stats = torch.zeros(3, dtype=torch.float64)
-    for lo in range(0, rows.size, 1 << 16):
-        block = np.asarray(shard.x[lo:lo + (1 << 16)], dtype=np.float64)[rows[lo:lo + (1 << 16)]]
-        stats += torch.tensor([block.sum(), (block * block).sum(), block.size],
-                              dtype=torch.float64)
-    if rank_and_world()[1] > 1:
-        dist.all_reduce(stats)
-    s1, s2, count = (float(v) for v in stats)
-    mean = s1 / count
-    std = math.sqrt(max(s2 - count * mean * mean, 0.0) / max(count - 1.0, 1.0))
     if mode == "standardize_global":
         import warnings
 
         warnings.warn("feature_norm='standardize_global' reads private features without "
                       "privacy accounting (spec 000 §9 A13)", stacklevel=3)
-    return _set(norm, mode, mean, std + 1e-6)
+    moments = feature_moments(shard.x, ~train if mode == "standardize_public" else None)
+    if rank_and_world()[1] > 1:
+        dist.all_reduce(moments)
+    norm.mode = mode
+    return norm.set_moments(moments)
 
 
 def _set(norm: FeatureNorm, mode: str, shift: float, scale: float) -> FeatureNorm:

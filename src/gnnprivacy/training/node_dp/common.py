@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import warnings
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
@@ -18,7 +19,7 @@ from gnnprivacy._validation import check_choice
 from gnnprivacy.random import as_torch_generator
 from gnnprivacy.training.metrics import evaluate
 
-__all__ = ["FEATURE_NORMS", "FeatureNorm", "derive_generators", "is_inductive",
+__all__ = ["FEATURE_NORMS", "FeatureNorm", "derive_generators", "feature_moments", "is_inductive",
            "make_generator", "node_metrics", "weighted_precision"]
 
 #: feature preprocessing choices (spec 000 §9 A13)
@@ -84,11 +85,21 @@ class FeatureNorm:
                     raise ValueError(
                         "feature_norm='standardize_public' needs non-sensitive nodes visible at "
                         "training time (transductive setting); use 'signed', 'row_l2' or 'none'")
-                x = x[public_mask]
             else:
                 warnings.warn("feature_norm='standardize_global' reads private features "
                               "without privacy accounting (spec 000 §9 A13)", stacklevel=3)
-            self.shift, self.scale = float(x.mean()), float(x.std()) + 1e-6
+                public_mask = None
+            self.set_moments(feature_moments(x, public_mask))
+        return self
+
+    def set_moments(self, moments: Tensor) -> FeatureNorm:
+        """Fix a standardisation's shift and scale from ``(Σ x, Σ x², count)`` (float64, as
+        `feature_moments` returns; sums of several parts add up): the mean and the
+        unbiased std of the entries."""
+        s1, s2, count = (float(v) for v in moments)
+        mean = s1 / count
+        var = max(s2 - count * mean * mean, 0.0) / max(count - 1.0, 1.0)
+        self.shift, self.scale = mean, math.sqrt(var) + 1e-6
         return self
 
     def transform(self, x: Tensor) -> Tensor:
@@ -100,6 +111,23 @@ class FeatureNorm:
 
     def __repr__(self) -> str:
         return f"FeatureNorm({self.mode!r}, shift={self.shift:.4g}, scale={self.scale:.4g})"
+
+
+def feature_moments(x, rows=None, *, chunk: int = 1 << 16) -> Tensor:
+    """``(Σ x, Σ x², count)`` in float64 over the entries of the rows of ``x`` where ``rows``
+    (a bool mask; all rows when ``None``), a chunk of rows at a time (no copy of ``x``; a
+    numpy memory map is fine)."""
+    out = torch.zeros(3, dtype=torch.float64)
+    for lo in range(0, int(x.shape[0]), chunk):
+        block = x[lo:lo + chunk]
+        block = block.double() if isinstance(block, Tensor) else \
+            torch.from_numpy(np.array(block, dtype=np.float64))
+        if rows is not None:
+            keep = rows[lo:lo + chunk]
+            block = block[keep if isinstance(keep, Tensor) else torch.from_numpy(np.array(keep))]
+        out += torch.stack([block.sum(), (block * block).sum(),
+                            torch.tensor(float(block.numel()), dtype=torch.float64)])
+    return out
 
 
 def weighted_precision(logits: Tensor, y: Tensor, mask: Tensor) -> float:
