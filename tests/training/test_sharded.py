@@ -61,7 +61,7 @@ def _worker(rank: int, world: int, folder: str, out: str, kw: dict) -> None:
     trainer = ShardedHeterPoissonTrainer("gcn", **kw).fit(folder)
     torch.save({"params": trainer.model_.state_dict(), "ledger": trainer.ledger_,
                 "epsilon": trainer.epsilon_, "exchange": trainer.exchange_,
-                "info": trainer.info_}, f"{out}/rank{rank}.pt")
+                "info": trainer.info_, "seed": trainer.counter_seed_}, f"{out}/rank{rank}.pt")
 
 
 def _close(a: dict, b: dict) -> bool:
@@ -88,6 +88,19 @@ def test_two_processes_equal_the_single_process_run(tmp_path):
     # broken control: the single-process run with another seed is far outside the tolerance
     other = HeterPoissonTrainer("gcn", sampling_stream="counter", **{**KW, "generator": 6})
     assert not _close(ranks[0]["params"], other.fit(data).model_.state_dict())
+
+
+def test_secure_mode_shares_rank_0s_sampling_seed(tmp_path):
+    # OS-seeded sampling generators differ per rank: rank 0's stream seed is broadcast, or the
+    # ranks would disagree on which neighbours are centres (overlap removal)
+    folder = partition_graph(_data(), tmp_path / "s", num_parts=2)
+    kw = {**KW, "generator": None, "secure_mode": True, "steps": 2}
+    spawn_local(_worker, 2, str(folder), str(tmp_path), kw, start_method="fork")
+    a, b = (torch.load(tmp_path / f"rank{r}.pt") for r in range(2))
+    assert a["seed"] == b["seed"]
+    assert all(torch.equal(a["params"][k], b["params"][k]) for k in a["params"])
+    spawn_local(_worker, 2, str(folder), str(tmp_path), kw, start_method="fork")
+    assert torch.load(tmp_path / "rank0.pt")["seed"] != a["seed"]   # fresh OS entropy
 
 
 def test_one_part_without_a_group_is_the_single_process_run(tmp_path):

@@ -197,7 +197,11 @@ class ShardedHeterPoissonTrainer(HeterPoissonTrainer):
 
     Attributes (after `fit`), besides `HeterPoissonTrainer`'s: ``exchange_`` (per-rank
     totals over the run: ``bytes_sent``, ``remote_rows`` fetched, ``remote_feature_bytes``
-    = their features' size, ``steps``), ``world_size_``.
+    = their features' size, ``steps``), ``world_size_``, ``counter_seed_`` (the sampling
+    stream's seed, rank 0's on every rank).
+
+    Cost: the central trials of a rank's training nodes are drawn every step, so the
+    sampling work per step is O(training nodes / ranks), not O(batch).
 
     Privacy: as `HeterPoissonTrainer` (one HeterPoisson mixture event per executed step);
     see the module docstring for what the ranks see of each other.
@@ -250,6 +254,7 @@ class ShardedHeterPoissonTrainer(HeterPoissonTrainer):
             box = torch.tensor([seed], dtype=torch.long)
             dist.broadcast(box, src=0)
             seed = int(box)
+        self.counter_seed_ = seed
         engine = DistributedDPEngine(
             self.model_, make_optimizer("adam", self.model_.parameters(), lr=self.lr),
             clip_norm=self.clip_norm, noise_multiplier=self.noise_multiplier_,
