@@ -12,7 +12,8 @@ from gnnprivacy.sampling import HeterPoissonSampler
 from gnnprivacy.sampling.counter_rng import CounterRandom
 from gnnprivacy.training.distributed import spawn_local
 from gnnprivacy.training.node_dp import HeterPoissonTrainer
-from gnnprivacy.training.sharded import ShardedHeterPoissonTrainer, _Part
+from gnnprivacy.training.sharded import (ShardedHeterPoissonTrainer, ShardedRunError, _Part,
+                                         is_collective_failure)
 
 KW = dict(noise_multiplier=1.0, steps=10, q_b=0.1, lr=0.01, hidden_channels=16, generator=5)
 
@@ -210,3 +211,13 @@ def test_a_killed_rank_stops_the_other_and_resume_finishes_the_run(tmp_path):
     assert ranks[0]["ledger"] == ranks[1]["ledger"] == single.ledger_
     assert _close(ranks[0]["params"], single.model_.state_dict())
     assert ranks[0]["exchange"]["steps"] == KW["steps"] - 2      # only the remaining steps ran
+
+
+def test_only_collective_failures_are_reported_as_a_stopped_rank():
+    gloo = RuntimeError("[../gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:35210: "
+                        "Connection reset by peer")
+    late = RuntimeError("[../gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 30000ms")
+    assert is_collective_failure(gloo) and is_collective_failure(late)
+    # broken controls: a model's own error and an already wrapped one pass through
+    assert not is_collective_failure(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
+    assert not is_collective_failure(ShardedRunError("rank 0 of 2: a collective failed"))

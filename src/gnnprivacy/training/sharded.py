@@ -62,7 +62,8 @@ from gnnprivacy.training.dp import DPEngine, make_optimizer
 from gnnprivacy.training.node_dp.common import FeatureNorm, feature_moments
 from gnnprivacy.training.node_dp.heterpoisson import HeterPoissonTrainer, counter_seed
 
-__all__ = ["ShardedHeterPoissonTrainer", "ShardedRunError", "exchange_rows", "init_file_group"]
+__all__ = ["ShardedHeterPoissonTrainer", "ShardedRunError", "exchange_rows", "init_file_group",
+           "is_collective_failure"]
 
 #: how long a rank waits in a collective for the others by default (``init_process_group``)
 DEFAULT_TIMEOUT = datetime.timedelta(minutes=10)
@@ -70,6 +71,23 @@ DEFAULT_TIMEOUT = datetime.timedelta(minutes=10)
 
 class ShardedRunError(RuntimeError):
     """A collective of a sharded run failed: another rank stopped or did not answer in time."""
+
+
+#: words of the errors a failed collective raises (gloo, NCCL, the store): a peer gone or late
+_COLLECTIVE_WORDS = ("gloo", "nccl", "connection", "timed out", "timeout", "peer", "socket",
+                     "broken pipe")
+
+
+def is_collective_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` comes from a collective whose peers stopped or did not answer (and
+    not, say, from the model: those pass through unchanged)."""
+    if isinstance(exc, ShardedRunError):
+        return False
+    dist_error = getattr(dist, "DistError", None)
+    if dist_error is not None and isinstance(exc, dist_error):
+        return True
+    text = str(exc).lower()
+    return any(word in text for word in _COLLECTIVE_WORDS)
 
 
 def _unsupported(exc: Exception) -> bool:
@@ -333,7 +351,7 @@ class ShardedHeterPoissonTrainer(HeterPoissonTrainer):
         try:
             super()._run(engine, steps, closure_for_step)
         except RuntimeError as exc:
-            if not dist.is_initialized() or isinstance(exc, ShardedRunError):
+            if not dist.is_initialized() or not is_collective_failure(exc):
                 raise
             rank, world = rank_and_world()
             raise ShardedRunError(
