@@ -279,3 +279,126 @@ def test_the_runner_records_the_majority_rate_of_the_test_split():
     assert majority_rate(Data(y=y, test_mask=~test)) == pytest.approx(4 / 5)
     assert majority_rate(Data(y=y)) is None and majority_rate(Data(y=y, test_mask=test & False)) is None
     assert majority_rate(Data(y=torch.zeros(10, 3), test_mask=test)) is None  # multi-label: no single rate
+
+
+def _summary_rows(md: str) -> dict[str, list[int]]:
+    """The summary table's numbers per paper (``"000"``, ..., ``"all"``)."""
+    out = {}
+    for line in md[md.index("**Verdicts per paper**"):].splitlines()[4:]:
+        if not line.startswith("| "):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        out[cells[0].split(":")[0]] = [int(c) if c.isdigit() else c for c in cells[1:]]
+    return out
+
+
+def _recount(runs, held: set[str], tables: list[str]) -> dict[str, list[int]]:
+    """The summary recomputed from the record files and the reference YAML, without the report's
+    code: t-intervals by scipy, the verdict rule as the page states it."""
+    import json
+    import math as m
+    from pathlib import Path
+
+    import yaml
+    from scipy import stats
+
+    from gnnprivacy.reporting.reference_values import load_references, values_match
+
+    groups: dict[str, dict] = {}
+    for path in sorted(Path(runs).glob("*.json")):
+        rec = json.loads(path.read_text())
+        if "config" not in rec:  # the runs directory's index, not a record
+            continue
+        cfg = {k: v for k, v in rec["config"].items() if k not in ("seed", "split_seed", "runs_dir")}
+        g = groups.setdefault(json.dumps(cfg, sort_keys=True), {"attrs": cfg, "runs": []})
+        g["runs"].append(rec["metrics"])
+    counts: dict[str, list[int]] = {}
+    for ref in load_references(tables):
+        raw = yaml.safe_load((Path(__file__).parents[2] / "src/gnnprivacy/reporting/references"
+                              / f"{ref.id}.yaml").read_text())
+        n = counts.setdefault(ref.id[:3], [0] * 12)
+        for v in ref.values():
+            if v.mean is None:
+                continue
+            n[0] += 1
+            if v.where.get("dataset") not in held:
+                n[1] += 1
+                continue
+            n[2] += 1
+            hits = [g for g in groups.values() if v.match is not None and values_match(v.match, g["attrs"])]
+            n[3 if hits else 4] += 1
+            for g in hits:
+                n[5] += 1
+                accs = [r["test_accuracy"] * 100 for r in g["runs"]]
+                mean, k = sum(accs) / len(accs), len(accs)
+                if k < 2:
+                    n[11] += 1
+                    continue
+                half = stats.t.ppf(0.975, k - 1) * m.sqrt(sum((a - mean) ** 2 for a in accs) / (k - 1) / k)
+                tol, d = max(2.0, v.std or 0.0), mean - v.mean
+                rates = [r.get("test_majority_rate") for r in g["runs"]]
+                level = None if None in rates else 100 * sum(rates) / k
+                if g["attrs"]["dataset"] in (raw.get("substitutes") or {}):
+                    n[9] += 1
+                elif level is not None and abs(v.mean - level) <= tol and abs(mean - level) <= tol:
+                    n[10] += 1
+                elif abs(d) <= tol:
+                    n[6] += 1
+                elif d - half > tol:
+                    n[7] += 1
+                else:
+                    n[8] += 1
+    counts["all"] = [sum(c[i] for c in counts.values()) for i in range(12)]
+    return counts
+
+
+def _summary_runs(tmp_path, write_run):
+    runs = tmp_path / "runs"
+    for seed in range(3):
+        for method, ds, eps, acc, extra, rate in (
+                ("heterpoisson", "computers", 8, 0.80, {"backbone": "gcn"}, 0.37),   # not reproduced
+                ("dpmlp", "computers", 8, 0.83, {"preset": "paper"}, 0.37),          # beaten
+                ("dpmlp", "computers", 8, 0.85, {"preset": "auto"}, 0.37),           # ours at defaults
+                ("dpmlp", "twitch-de", 2, 0.60, {"preset": "paper"}, 0.605),         # trivial classifier
+                ("heterpoisson", "facebook", 8, (0.70, 0.86, 0.78)[seed], {"backbone": "gcn"}, 0.3)):  # wide
+            rec = write_run(runs, method=method, dataset=ds, seed=seed, acc=acc + 0.001 * seed, epsilon=eps, **extra)
+            _with_metrics(runs, rec, test_majority_rate=rate)
+        for ds in ("german", "cora"):                                                   # substitute; judged
+            rec = write_run(runs, method="rgnn", dataset=ds, seed=seed, acc=0.78 + 0.002 * seed, backbone="sage",
+                            m=10, eps_x=1, eps_y=3)
+            _with_metrics(runs, rec, test_majority_rate=0.3)
+    rec = write_run(runs, method="ldp-naive", dataset="cora", seed=0, acc=0.5, backbone="sage", m=10, eps_x=1,
+                    eps_y=1)                                                            # one run: no verdict
+    return runs
+
+
+def _summary_report(runs):
+    parts = [Part("000-table2", "HeterPoisson", "notes", ("000-table2",), ("test_accuracy",), str(runs)),
+             Part("004-table2", "RGNN", "notes", ("004-table2",), ("test_accuracy",), str(runs))]
+    return build_reproduction(parts, command="gnnprivacy reproduce --all", reasons=[], held=HELD)
+
+
+HELD = {"computers", "facebook", "twitch-de", "cora", "citeseer", "german"}
+
+
+def test_the_summary_counts_recomputed_from_the_records(tmp_path, write_run):
+    runs = _summary_runs(tmp_path, write_run)
+    shown = _summary_rows(render_markdown(_summary_report(runs)))
+    want = _recount(runs, HELD, ["000-table2", "004-table2"])
+    assert shown["000"] == want["000"] and shown["004"] == want["004"] and shown["all"] == want["all"], (shown, want)
+    # published, not held, held, run, not run, comparisons, 5 verdicts, no verdict
+    assert want["000"][5:] == [4, 0, 1, 2, 0, 1, 0] and want["004"][5:] == [3, 1, 0, 0, 1, 0, 1]
+    assert want["000"][:2] == [160, 64] and want["004"][2] == 96  # PubMed / Reddit; DBLP, Student not held
+
+
+def test_the_recount_catches_a_one_sided_rule(tmp_path, write_run, monkeypatch):
+    """The broken control: the rule before issue 36 calls Facebook's wide cell "beaten"; the
+    recount from the records disagrees with the page it would write."""
+    import gnnprivacy.reporting.verdicts as verdicts
+
+    monkeypatch.setattr(verdicts, "judge", _one_sided_judge)
+    runs = _summary_runs(tmp_path, write_run)
+    shown = _summary_rows(render_markdown(_summary_report(runs)))
+    want = _recount(runs, HELD, ["000-table2", "004-table2"])
+    assert shown["000"] != want["000"]
+    assert shown["000"][7] == want["000"][7] + 1  # one more "beaten"
