@@ -402,3 +402,25 @@ def test_the_recount_catches_a_one_sided_rule(tmp_path, write_run, monkeypatch):
     want = _recount(runs, HELD, ["000-table2", "004-table2"])
     assert shown["000"] != want["000"]
     assert shown["000"][7] == want["000"][7] + 1  # one more "beaten"
+
+
+def test_003_rows_compare_their_own_metric_and_a_reason_can_name_it(tmp_path, write_run):
+    """003's Accuracy / Precision / Recall / Model acc. rows are compared with the same runs'
+    accuracy, precision, recall and model_test_accuracy; a reason scoped to the AUC covers only it."""
+    runs = tmp_path / "runs"
+    for seed in range(3):
+        rec = write_run(runs, method="link-stealing", dataset="cora", seed=seed, acc=0.8, protocol="d1", attack=0,
+                        model="gcn", defense="grid", theta=0.4, n_hop=3)
+        _with_metrics(runs, rec, auc_flipped=0.90 + 0.001 * seed, accuracy=0.80 + 0.001 * seed,
+                      precision=0.5, recall=0.9, model_test_accuracy=0.81)
+    auc_only = Reason("auc", "AUC", "why", ("python why.py",),
+                      ({"table": "003-tables", "defense": "grid", "report_metric": "auc_flipped"},))
+    cells = {c.row[-1]: c for c in compare(group_rows(_rows(runs)), load_references(["003-tables"]),
+                                           reasons=[auc_only]) if c.block == "Table II"}
+    assert set(cells) == {"AUC", "Accuracy", "Precision", "Recall", "Model acc."}
+    assert cells["AUC"].ours_mean == pytest.approx(90.1) and cells["Accuracy"].ours_mean == pytest.approx(80.1)
+    assert cells["Model acc."].ours_mean == pytest.approx(81.0)
+    assert cells["AUC"].trivial == pytest.approx(50.0) and cells["Accuracy"].trivial is None
+    assert cells["AUC"].reason is auc_only
+    off = [c for c in cells.values() if c.verdict == "not reproduced" and c.row[-1] != "AUC"]
+    assert off and all(c.reason is not auc_only for c in off)

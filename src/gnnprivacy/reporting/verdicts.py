@@ -204,7 +204,8 @@ def compare(groups: list[Group], references: list[ReferenceTable], *,
                 else:
                     cell.verdict = judge(cell.diff, cell.tolerance, better, cell.ci_half)
                 if cell.verdict == "not reproduced":
-                    cell.reason = next((r for r in reasons if r.covers(ref.id, g.attrs)), None)
+                    scope = {**g.attrs, METRIC_KEY: metric}  # a reason may name the metric it explains
+                    cell.reason = next((r for r in reasons if r.covers(ref.id, scope)), None)
                     if cell.reason is None:
                         cell.reason = (WITHIN_SPREAD if within_spread(cell.diff, cell.tolerance, cell.ci_half)
                                        else UNEXPLAINED)
