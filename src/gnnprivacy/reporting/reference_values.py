@@ -16,7 +16,8 @@ blocks:
     labels:                               # label -> config values (null: no counterpart here)
       method: {"Ours (HeterPoisson)": {method: heterpoisson, backbone: gcn}, "GAP": null}
     columns:                              # the value columns: header label -> config values
-      - {label: Facebook, match: {dataset: facebook}}
+      - {label: Facebook, match: {dataset: facebook}}   # (match null + where: {dataset: ...}: no
+                                                        # counterpart, but on that dataset)
     rows:
       - ["2", "Ours (HeterPoisson)", "74.2 ± 1.0"]
 ```
@@ -163,6 +164,7 @@ def _build_block(table_id: str, raw: dict[str, Any]) -> ReferenceBlock:
             for part in parts + [col.get("match")]:
                 merged = None if part is None or merged is None else {**merged, **part}
                 where = {**where, **(part or {})}
+            where.update(col.get("where") or {})  # what a column without a counterpart is about
             mean, std = parse_value(text)
             values.append(ReferenceValue(table_id, raw["name"], tuple(row[: len(row_keys)]), col["label"],
                                          text, mean, std, merged, where))
