@@ -427,3 +427,22 @@ def test_003_rows_compare_their_own_metric_and_a_reason_can_name_it(tmp_path, wr
     assert cells["AUC"].reason is auc_only
     off = [c for c in cells.values() if c.verdict == "not reproduced" and c.row[-1] != "AUC"]
     assert off and all(c.reason is not auc_only for c in off)
+
+
+def test_a_substitute_cell_keeps_its_verdict_with_one_run(tmp_path, write_run):
+    """The substitute verdict reads no number, so one run (a quick report) keeps it; Cora's cell
+    from one run gets no verdict (the control)."""
+    from gnnprivacy.reporting.reproduction import NO_VERDICT
+    from gnnprivacy.reporting.verdicts import SUBSTITUTE
+
+    runs = tmp_path / "runs"
+    for ds in ("german", "cora"):
+        write_run(runs, method="rgnn", dataset=ds, seed=0, acc=0.69, backbone="sage", m=10, eps_x=1, eps_y=1)
+    part = Part("004-table2-quick", "RGNN", "notes", ("004-table2",), ("test_accuracy",), str(runs))
+    report = build_reproduction([part], command="gnnprivacy reproduce --all --quick", quick=True, reasons=[],
+                                held={"cora", "german"})
+    verdicts = {c.attrs["dataset"]: c.verdict for c in report.cells}
+    assert verdicts == {"german": SUBSTITUTE, "cora": NO_VERDICT}
+    assert report.counts["004"][SUBSTITUTE] == 1 and report.unjudged == {"004": 1}
+    md = render_markdown(report)
+    assert "| substitute data (german: see the note) |" in md and "Substitute data, german: our `german`" in md

@@ -137,7 +137,7 @@ def _attrs_label(attrs: dict[str, Any], keys: list[str] | None = None) -> str:
 
 def _verdict_text(c: Cell, reason_anchor: dict[str, str]) -> str:
     if c.verdict == SUBSTITUTE:
-        return f"substitute data: {c.substitute}"
+        return f"substitute data ({c.attrs.get('dataset')}: see the note)"
     if c.verdict == TRIVIAL:
         return f"trivial classifier (at {fmt_number(c.trivial)})"
     if c.verdict != "not reproduced":
@@ -164,8 +164,11 @@ def verdict_tables(cells: list[Cell], reason_anchor: dict[str, str]) -> list[Tab
             rows.append(row + [_verdict_text(c, reason_anchor)])
         header = (["published cell", "our configuration", "ours", "paper", "ours − paper"]
                   + (["ours at defaults (no verdict)"] if defaults else []) + ["verdict"])
+        substitutes = sorted({(str(c.attrs.get("dataset")), c.substitute) for c in members if c.substitute})
+        note = VERDICT_RULE + (DEFAULTS_NOTE if defaults else "") + "".join(
+            f" Substitute data, {name}: {why}." for name, why in substitutes)
         out.append(Table(f"{table}: ours (mean ± 95% CI half-width over seeds) beside the paper",
-                         header, rows, VERDICT_RULE + (DEFAULTS_NOTE if defaults else "")))
+                         header, rows, note))
     return out
 
 
@@ -438,7 +441,8 @@ def build_reproduction(parts: list[Part], *, command: str, quick: bool = False,
     """Assemble the report from each part's runs directory (a part without finished runs is listed).
 
     A cell our configuration measured with one run gets no verdict (`NO_VERDICT`: nothing to
-    judge a difference by) and no reason. The rerun commands name ``data_root`` (``None``:
+    judge a difference by) and no reason, unless it is on substitute data (that verdict reads
+    no number). The rerun commands name ``data_root`` (``None``:
     no ``--data-root``, the default root). ``held``: the datasets available here, which decide
     the published cells the summary counts as on data held here (default: `held_datasets`
     under ``data_root``)."""
@@ -470,7 +474,7 @@ def build_reproduction(parts: list[Part], *, command: str, quick: bool = False,
         part_cells = compare(groups, refs, reasons=reasons)
         for c in part_cells:
             c.commands = [_rerun_command(part, c.attrs, quick, data_root)]
-            if c.ours.n < 2:
+            if c.ours.n < 2 and c.verdict != SUBSTITUTE:  # substitute data needs no interval
                 c.verdict, c.reason = NO_VERDICT, None
         cells += part_cells
         sec = Section(f"{part.name}: {part.description}", anchor(f"detail-{part.name}"), level=3)
