@@ -446,3 +446,26 @@ def test_a_substitute_cell_keeps_its_verdict_with_one_run(tmp_path, write_run):
     assert report.counts["004"][SUBSTITUTE] == 1 and report.unjudged == {"004": 1}
     md = render_markdown(report)
     assert "| substitute data (german: see the note) |" in md and "Substitute data, german: our `german`" in md
+
+
+def test_each_published_cell_not_run_is_listed_with_its_reason(tmp_path, write_run):
+    runs = _summary_runs(tmp_path, write_run)
+    report = _summary_report(runs)
+    status = {(p.table, p.cell): p for p in report.published}
+    assert status[("000-table2", "GCN column: 2 / Naive DP-SGD / PubMed")].status == "not held"
+    assert status[("000-table2", "GCN column: 8 / Naive DP-SGD / Amazon")].status == "run"
+    gin_ndp = status[("000-table2", "GIN column: 8 / NDP / Amazon")]
+    assert gin_ndp.status == "not run" and "GCN aggregation only" in gin_ndp.reason
+    gin_4 = status[("000-table2", "GIN column: 4 / Ours (HeterPoisson) / Amazon")]
+    assert "epsilon 2 and 8 only" in gin_4.reason
+    gap = status[("000-table2", "GCN column: 8 / GAP (noise corrected) / Amazon")]
+    assert gap.status == "not run" and "not in 000-table2's configuration" in gap.reason
+    fb = status[("004-table2", "Table II: Facebook / 1 / RGNN / ε_y=3")]
+    assert fb.status == "not run" and "add facebook" in fb.reason
+    assert status[("004-table2", "Table II: DBLP / 1 / RGNN / ε_y=3")].status == "not held"
+    md = render_markdown(report)
+    section = md[md.index('<a id="not-run"></a>'):]
+    assert "GIN column: 8 / NDP / Amazon" in section and "Table II: Facebook / 1 / RGNN / ε_y=3" in section
+    assert "GCN column: 8 / Naive DP-SGD / Amazon" not in section.split("<a id=")[1]  # run: not listed
+    assert sum(p.status == "not run" for p in report.published) == sum(
+        int(n) for n in re.findall(r"^\*\*\d{3}-[a-z0-9]+\*\*, (\d+) cells", section, re.M))
