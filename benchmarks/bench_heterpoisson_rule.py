@@ -13,7 +13,9 @@ the difference new - old:
     python benchmarks/bench_heterpoisson_rule.py --data-root data \\
         [--datasets citeseer,cs,computers] [--epsilons 8,2] [--seeds 2]
 
-``cora-public`` runs Cora on its public split (140 training nodes).
+``cora-public`` runs Cora on its public split (140 training nodes). ``--validation`` scores the
+choice on validation data instead: a random 60/20/20 split and the mean *validation* accuracy
+(how a default should be chosen; the 80/20 test figures are the reproduction protocol's).
 """
 
 from __future__ import annotations
@@ -40,12 +42,16 @@ def main() -> None:
     parser.add_argument("--datasets", default="citeseer,cora-public,cs,computers,photo,facebook,twitch-de")
     parser.add_argument("--epsilons", default="8,2")
     parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--validation", action="store_true",
+                        help="60/20/20 split, mean validation accuracy (not test)")
     args = parser.parse_args()
+    score = "val_accuracy" if args.validation else "test_accuracy"
     warnings.filterwarnings("ignore")
     import numpy as np
 
     import gnnprivacy as gp
 
+    print(f"mean {score} (%)")
     print(f"{'dataset':12s} {'eps':>4s} {'old':>6s} {'new':>6s} {'new-old':>8s} {'dpmlp':>6s}  "
           "old (q_b, T) -> new (q_b, T)")
     t0 = time.monotonic()
@@ -53,6 +59,7 @@ def main() -> None:
         public = name == "cora-public"
         dataset = "cora" if public else name
         split = ({} if public else
+                 dict(split="random", train_frac=0.6, val_frac=0.2, test_frac=0.2) if args.validation else
                  dict(split="random", train_frac=0.8, val_frac=0.0, test_frac=0.2))
         data = gp.load_dataset(dataset, root=args.data_root, **split)
         num_train = int(data.train_mask.sum())
@@ -64,7 +71,7 @@ def main() -> None:
                                  data_root=args.data_root, **split, **kw)
                         for s in range(args.seeds)]
                 hp = recs[-1].record.info.get("hparams", {})
-                return 100 * float(np.mean([r.metrics["test_accuracy"] for r in recs])), hp
+                return 100 * float(np.mean([r.metrics[score] for r in recs])), hp
 
             old, _ = mean("heterpoisson", q_b=q_old, steps=t_old)
             new, hp = mean("heterpoisson")

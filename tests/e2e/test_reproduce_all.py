@@ -42,8 +42,9 @@ def test_reproduce_all_quick_writes_one_report_with_verdicts_and_resumes(tmp_pat
         section = md[md.index(f'<a id="paper-{paper}"></a>'):]
         section = section[:section.index('<a id="', 10)]
         # quick runs are one seed each: no interval, so no verdict (issue 38)
+        # (000: a baseline at the paper's setting shows ours at defaults before the verdict)
         row = re.search(r"^\| [^|]+ \| [^|]+ \| \d+\.\d \(n=1\) \| [\d.]+[^|]* \| [+-]\d+\.\d \| "
-                        r"no verdict: one run \|$", section, re.M)
+                        r"(?:[^|]+ \| )?no verdict: one run \|$", section, re.M)
         assert row, section[:3000]
     # every link points at a section of the report
     for target in re.findall(r"\]\(#([a-z0-9-]+)\)", md):
@@ -52,8 +53,11 @@ def test_reproduce_all_quick_writes_one_report_with_verdicts_and_resumes(tmp_pat
     page = (tmp_path / "report" / "report.html").read_text()
     assert "data:image/png;base64," in page and "<script" not in page
     # counted verdicts printed per paper
-    assert re.search(r"^paper 000: (\d+ reproduced, \d+ beaten, \d+ not reproduced, )?"
-                     r"\d+ without a verdict \(one run\)$", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^paper 000: (\d+ reproduced, \d+ beaten, \d+ not reproduced, \d+ substitute data, "
+                     r"\d+ trivial classifier, )?\d+ without a verdict \(one run\)$", proc.stdout, re.M), proc.stdout
+    # ours at defaults beside the naive baseline at the paper's setting, and every published cell counted
+    assert "ours at defaults (no verdict)" in md and "Seeds: every configuration runs" in md
+    assert '<a id="not-run"></a>' in md
     again = subprocess.run(args + ["-q"], capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
     for line in (ln for ln in again.stdout.splitlines() if re.match(r"^\d{3}-[a-z0-9]+: \d+ runs", ln)):

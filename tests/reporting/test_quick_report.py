@@ -15,14 +15,16 @@ def _report(tmp_path, write_run, *, seeds: int, data_root="data", quick=True,
         write_run(runs, method="heterpoisson", dataset="computers", seed=seed,
                   acc=0.70 + 0.002 * seed, epsilon=8, backbone="gcn")
         write_run(runs, method="dpmlp", dataset="computers", seed=seed, acc=0.83 + 0.002 * seed,
-                  epsilon=8)
+                  epsilon=8, preset="paper")
+        write_run(runs, method="dpmlp", dataset="computers", seed=seed, acc=0.85 + 0.002 * seed,
+                  epsilon=8, preset="auto")  # ours at defaults, beside it
     reason = Reason("amazon", "Amazon is different", "Measured: because.",
                     tuple(commands),
                     ({"table": "000-table2", "dataset": "computers"},))
     part = Part("000-table2-quick" if quick else "000-table2", "HeterPoisson", "notes",
                 ("000-table2",), ("test_accuracy",), str(runs))
     return build_reproduction([part], command="gnnprivacy reproduce --all --quick", quick=quick,
-                              reasons=[reason], data_root=data_root)
+                              reasons=[reason], data_root=data_root, held={"computers"})
 
 
 def _verdict_column(md: str) -> list[str]:
@@ -37,7 +39,8 @@ def test_one_run_gives_no_verdict_and_no_finding(tmp_path, write_run):
     assert _verdict_column(md) and set(_verdict_column(md)) == {NO_VERDICT}
     assert report.counts == {}                                  # nothing judged, nothing counted
     summary = next(line for line in md.splitlines() if line.startswith("| 000:"))
-    assert summary.endswith("| 2 | 0 | 0 | 0 |"), summary      # compared 2, judged none
+    # 32 published Amazon cells (held), 2 run, 2 comparisons, judged none, 2 without a verdict
+    assert summary.endswith("| 32 | 2 | 30 | 2 | 0 | 0 | 0 | 0 | 0 | 2 |"), summary
     assert "Finding" not in md and "no finding is drawn" in md
     assert "Why some cells are not reproduced" not in md        # no reason without a verdict
 

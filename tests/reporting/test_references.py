@@ -87,8 +87,15 @@ def test_matching_and_mapping_to_our_configs():
     assert [(v.block, v.row, v.column, v.mean, v.std) for v in hits] == [
         ("GCN column", ("8", "Ours (HeterPoisson)"), "Amazon", 82.6, 0.1)]
     assert not [v for v in t000.values() if v.matches({**ours, "backbone": "sage", "epsilon": 3.0})]
-    gap = [v for v in t000.values() if v.row[1] == "GAP (noise corrected)"]
-    assert gap and all(v.match is None for v in gap)  # no counterpart: never matched
+    gap = {"method": "gap", "accounting": "bounded-graph", "dataset": "computers", "epsilon": 2.0}
+    assert [v.text for v in t000.values() if v.matches(gap)] == ["34.9 ± 0.9"]  # GAP, noise corrected
+    assert not [v for v in t000.values() if v.matches({**gap, "accounting": "paper"})]
+    # the baselines match at the paper's own setting only; ours at defaults is shown beside, unmatched
+    naive = {"method": "dpmlp", "dataset": "computers", "epsilon": 2.0}
+    assert [v.text for v in t000.values() if v.matches({**naive, "preset": "paper"})] == ["37.4 ± 0.9"]
+    assert not [v for v in t000.values() if v.matches({**naive, "preset": "auto"})]
+    ndp_gin = [v for v in t000.values() if v.block == "GIN column" and v.row[1] == "NDP"]
+    assert ndp_gin and all(v.match is None and v.where["dataset"] for v in ndp_gin)  # no counterpart
     t004 = load_references(["004-table2"])[0]
     cell = {"method": "rgnn", "backbone": "sage", "m": 10, "dataset": "cora", "eps_x": 1.0, "eps_y": 3.0}
     assert [v.text for v in t004.values() if v.matches(cell)] == ["77.8 ± 2.0"]

@@ -230,7 +230,8 @@ def reproduce_all(*, quick: bool = False, runs_root: str | Path = "runs",
                 results[repro.name] = run_sweep(runnable, runs_dir=runs_dir, executor=executor, workers=workers,
                                                 address=address, data_root=data_root, progress=progress, log=log)
         parts.append(Part(spec.name, repro.description, repro.notes, repro.references, repro.report_metrics,
-                          str(runs_dir), tuple(missing)))
+                          str(runs_dir), tuple(missing), seeds=tuple(spec.run_seeds()) if spec.seeds else (),
+                          seed=spec.seed if spec.seeds else None))
     command = command or ("gnnprivacy reproduce --all" + (" --quick" if quick else ""))
     report = build_reproduction(parts, command=command, quick=quick, data_root=data_root)
     paths = write_reproduction(report, out_dir, force=force)

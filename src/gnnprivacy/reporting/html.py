@@ -105,7 +105,11 @@ def build_report(runs_dir: str | os.PathLike, *, title: str = "gnnprivacy report
         report.notes.append("No published table concerns these datasets; no reference values are shown."
                             if reference_ids is None else
                             "This reproduction has no published table to compare with (the paper "
-                            "gives its results as plots only); no reference values are shown.")
+                            "gives its results as plots only); no reference values are shown."
+                            if not reference_ids else
+                            f"The published tables ({', '.join(reference_ids)}) are on datasets other "
+                            "than these runs' (the combined reproduction report lists each cell and "
+                            "why it is not run); no reference values are shown.")
     parts = budget_partitions(groups)
     ours = [t for m in metrics for part in parts for t in results_tables(part, m, refs)]
     report.sections.append(("Results (ours, aggregated over seeds)", ours))

@@ -16,7 +16,8 @@ blocks:
     labels:                               # label -> config values (null: no counterpart here)
       method: {"Ours (HeterPoisson)": {method: heterpoisson, backbone: gcn}, "GAP": null}
     columns:                              # the value columns: header label -> config values
-      - {label: Facebook, match: {dataset: facebook}}
+      - {label: Facebook, match: {dataset: facebook}}   # (match null + where: {dataset: ...}: no
+                                                        # counterpart, but on that dataset)
     rows:
       - ["2", "Ours (HeterPoisson)", "74.2 ± 1.0"]
 ```
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,8 @@ class ReferenceValue:
     mean: float | None
     std: float | None
     match: dict[str, Any] | None  #: config values it corresponds to; None: no counterpart here
+    #: what the cell's labels say even without a counterpart (its dataset, ...): the non-null parts
+    where: dict[str, Any] | None = None
 
     def matches(self, attrs: dict[str, Any]) -> bool:
         """Whether a group with attributes ``attrs`` (config + method/dataset/private) is this cell."""
@@ -96,6 +99,16 @@ class ReferenceTable:
     #: is a higher value better ("higher"), a lower one ("lower"), or neither ("none": an attack's
     #: AUC reproduced as a measurement)? None: the metric's usual direction
     better: str | None = None
+    #: the trivial classifier's value: a number in the metric's unit (0.5 for an AUC) or the name
+    #: of the metric of our runs that carries it; None: the metric's default (`verdicts`)
+    chance: float | str | None = None
+    #: datasets held here under the paper's name that are another graph -> why (their cells get
+    #: the verdict "substitute data")
+    substitutes: dict[str, str] = field(default_factory=dict)
+    #: published cells on data held here that are not run, and why: ``{block, row, where, reason}``
+    #: entries (each key optional; ``row`` lists labels the cell's row must contain, ``where``
+    #: values its labels must give)
+    not_run: tuple[dict[str, Any], ...] = ()
 
     @property
     def citation(self) -> str:
@@ -147,11 +160,14 @@ def _build_block(table_id: str, raw: dict[str, Any]) -> ReferenceBlock:
         parts = [dict(fixed)] + [_label_match(k, c, labels) for k, c in zip(row_keys, row)]
         for col, text in zip(columns, row[len(row_keys):]):
             merged: dict[str, Any] | None = {}
+            where: dict[str, Any] = {}
             for part in parts + [col.get("match")]:
                 merged = None if part is None or merged is None else {**merged, **part}
+                where = {**where, **(part or {})}
+            where.update(col.get("where") or {})  # what a column without a counterpart is about
             mean, std = parse_value(text)
             values.append(ReferenceValue(table_id, raw["name"], tuple(row[: len(row_keys)]), col["label"],
-                                         text, mean, std, merged))
+                                         text, mean, std, merged, where))
     return ReferenceBlock(raw["name"], tuple(raw.get("row_headers") or row_keys),
                           tuple(c["label"] for c in columns), tuple(tuple(str(c) for c in r) for r in raw["rows"]),
                           tuple(values))
@@ -171,7 +187,9 @@ def load_reference_file(path: str | Path) -> ReferenceTable:
         id=raw["id"], title=raw.get("title", raw["id"]), source=dict(raw.get("source") or {}),
         metric=raw.get("metric", "test_accuracy"), scale=float(raw.get("scale", 1.0)),
         statistic=raw.get("statistic", ""), notes=raw.get("notes", ""),
-        blocks=tuple(_build_block(raw["id"], b) for b in raw["blocks"]), better=raw.get("better"))
+        blocks=tuple(_build_block(raw["id"], b) for b in raw["blocks"]), better=raw.get("better"),
+        chance=raw.get("chance"), substitutes={str(k): str(v) for k, v in (raw.get("substitutes") or {}).items()},
+        not_run=tuple(raw.get("not_run") or ()))
 
 
 def load_references(ids: list[str] | tuple[str, ...] | None = None, *, directory: str | Path | None = None

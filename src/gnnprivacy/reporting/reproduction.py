@@ -35,8 +35,8 @@ from typing import Any
 
 from gnnprivacy.reporting.plots import Plot
 from gnnprivacy.reporting.tables import QUICK_BADGE, Table, fmt_number, to_html, to_markdown
-from gnnprivacy.reporting.verdicts import (UNEXPLAINED, VERDICTS, Cell, Reason, compare, count_verdicts,
-                                           paper_of)
+from gnnprivacy.reporting.verdicts import (SUBSTITUTE, TRIVIAL, UNEXPLAINED, VERDICTS, Cell, Reason, compare,
+                                           count_verdicts, paper_of)
 
 PAPERS = {
     "000": "HeterPoisson (node-level DP GNN)",
@@ -59,6 +59,8 @@ class Part:
     metrics: tuple[str, ...]
     runs_dir: str
     missing: tuple[str, ...] = ()  #: datasets unavailable here ("pubmed (raw files missing)")
+    seeds: tuple[int, ...] = ()  #: the run seeds of each configuration (``SeedSequence(seed).spawn(n)``)
+    seed: int | None = None  #: the sweep's root seed they come from
 
     @property
     def paper(self) -> str:
@@ -86,6 +88,7 @@ class ReproductionReport:
     sections: list[Section]
     quick: bool
     created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    published: list = field(default_factory=list)  #: every published cell (`Published`) and its status
 
     @property
     def counts(self) -> dict[str, dict[str, int]]:
@@ -112,10 +115,7 @@ def anchor(text: str) -> str:
 
 
 def _fmt_ours(c: Cell) -> str:
-    text = fmt_number(c.ours_mean)
-    if not math.isnan(c.ci_half):
-        text += f" ± {fmt_number(c.ci_half)}"
-    return f"{text} (n={c.ours.n})"
+    return _fmt_summary(c.ours, c.scale)
 
 
 _NOT_SHOWN = frozenset({"private", "split", "train_frac", "val_frac", "test_frac", "dataset_args", "imports",
@@ -136,6 +136,10 @@ def _attrs_label(attrs: dict[str, Any], keys: list[str] | None = None) -> str:
 
 
 def _verdict_text(c: Cell, reason_anchor: dict[str, str]) -> str:
+    if c.verdict == SUBSTITUTE:
+        return f"substitute data ({c.attrs.get('dataset')}: see the note)"
+    if c.verdict == TRIVIAL:
+        return f"trivial classifier (at {fmt_number(c.trivial)})"
     if c.verdict != "not reproduced":
         return c.verdict
     r = c.reason or UNEXPLAINED
@@ -150,13 +154,41 @@ def verdict_tables(cells: list[Cell], reason_anchor: dict[str, str]) -> list[Tab
     out = []
     for table, members in by_table.items():
         keys = _distinguishing_keys([c.attrs for c in members])
-        rows = [[f"{c.block}: {' / '.join(c.row)} / {c.column}", _attrs_label(c.attrs, keys), _fmt_ours(c),
-                 c.paper_text, f"{c.diff:+.1f}", _verdict_text(c, reason_anchor)] for c in members]
+        defaults = any(c.defaults is not None for c in members)
+        rows = []
+        for c in members:
+            row = [f"{c.block}: {' / '.join(c.row)} / {c.column}", _attrs_label(c.attrs, keys), _fmt_ours(c),
+                   c.paper_text, f"{c.diff:+.1f}"]
+            if defaults:
+                row.append(_fmt_summary(c.defaults, c.scale) if c.defaults is not None else "–")
+            rows.append(row + [_verdict_text(c, reason_anchor)])
+        header = (["published cell", "our configuration", "ours", "paper", "ours − paper"]
+                  + (["ours at defaults (no verdict)"] if defaults else []) + ["verdict"])
+        substitutes = sorted({(str(c.attrs.get("dataset")), c.substitute) for c in members if c.substitute})
+        note = VERDICT_RULE + (DEFAULTS_NOTE if defaults else "") + "".join(
+            f" Substitute data, {name}: {why}." for name, why in substitutes)
         out.append(Table(f"{table}: ours (mean ± 95% CI half-width over seeds) beside the paper",
-                         ["published cell", "our configuration", "ours", "paper", "ours − paper", "verdict"],
-                         rows, "Verdict: reproduced when |ours − paper| ≤ max(2 points, the paper's std); "
-                               "beaten when ours is better by more; else not reproduced."))
+                         header, rows, note))
     return out
+
+
+VERDICT_RULE = ("Verdict: substitute data when our dataset is another graph under the paper's name; "
+                "trivial classifier when the paper's value and ours both lie within the tolerance of "
+                "the trivial classifier's (the majority class of our test split; AUC 50); else "
+                "reproduced when |ours − paper| ≤ tolerance = max(2 points, the paper's std), beaten "
+                "when the whole 95% interval of ours clears the tolerance on the better side, not "
+                "reproduced otherwise (on either side, within the seeds' spread when our interval "
+                "still reaches the tolerance band). Only 'reproduced' counts as reproduced.")
+DEFAULTS_NOTE = (" A baseline's verdict is at the paper's own configuration (preset paper); 'ours at "
+                 "defaults' is the same method, data and budget at this library's defaults, shown "
+                 "beside it and not counted.")
+
+
+def _fmt_summary(summary, scale: float) -> str:
+    text = fmt_number(summary.mean * scale)
+    if not math.isnan(summary.ci_low):
+        text += f" ± {fmt_number(summary.half_width * scale)}"
+    return f"{text} (n={summary.n})"
 
 
 #: the verdict column of a cell measured by one run: no interval, so no verdict
@@ -168,22 +200,136 @@ def _judged(cells: list[Cell]) -> list[Cell]:
     return [c for c in cells if c.verdict != NO_VERDICT]
 
 
-def summary_table(cells: list[Cell], parts: list[Part], runnable: dict[str, int]) -> Table:
+@dataclass(frozen=True)
+class Published:
+    """One published cell (a number in a paper's table) and where it stands here."""
+
+    paper: str
+    table: str
+    cell: str  #: "block: row / column"
+    dataset: str | None
+    status: str  #: "not held" (its dataset is not here) | "run" (compared) | "not run"
+    reason: str = ""  #: why it is not run
+
+
+SUMMARY_COLUMNS = ("published cells", "on data not held here", "on data held here", "run", "not run",
+                   "comparisons") + VERDICTS + ("no verdict (one run)",)
+
+
+def coverage(references: list, cells: list[Cell], held: set[str], parts: list[Part],
+             ran: set[str]) -> list[Published]:
+    """Every published number of ``references``: on data not held here, run (some configuration
+    of ours is compared with it), or not run with its reason (the table's ``not_run`` entries,
+    else: no counterpart here, no finished run, or not in the reproduction's configuration)."""
+    from gnnprivacy.reporting.reference_values import values_match
+
+    compared = {(c.table, c.block, c.row, c.column) for c in cells}
+    part_of = {r: p for p in parts for r in p.references}
+    out = []
+    for ref in references:
+        part = part_of.get(ref.id)
+        for v in ref.values():
+            if v.mean is None:
+                continue
+            where = v.where or {}
+            dataset = where.get("dataset")
+            label = f"{v.block}: {' / '.join(v.row)} / {v.column}"
+            paper = paper_of(ref.id)
+            if dataset is not None and str(dataset) not in held:
+                out.append(Published(paper, ref.id, label, dataset, "not held"))
+                continue
+            if (ref.id, v.block, v.row, v.column) in compared:
+                out.append(Published(paper, ref.id, label, dataset, "run"))
+                continue
+            entry = next((e for e in ref.not_run if e.get("block") in (None, v.block)
+                          and all(str(r) in v.row for r in e.get("row") or ())
+                          and values_match(e.get("where") or {}, where)), None)
+            if entry is not None:
+                reason = " ".join(str(entry["reason"]).split())
+            elif v.match is None:
+                reason = "No counterpart in this library (the reference table's notes say which rows have one)."
+            elif part is None or part.name not in ran:
+                reason = (f"No finished run of the reproduction ({part.name}: `{part.runs_dir}`)." if part
+                          else "No reproduction config runs this table.")
+            else:
+                reason = f"No run of ours matches it: not in {part.name}'s configuration."
+            out.append(Published(paper, ref.id, label, dataset, "not run", reason))
+    return out
+
+
+def summary_counts(cells: list[Cell], published: list[Published], papers: list[str]) -> dict[str, dict[str, int]]:
+    """Per paper (and ``"all"``), the numbers of the summary table (`SUMMARY_COLUMNS`)."""
     counts = count_verdicts(_judged(cells))
+    out: dict[str, dict[str, int]] = {}
+    for paper in papers + ["all"]:
+        mine = [p for p in published if paper in ("all", p.paper)]
+        row = {"published cells": len(mine),
+               "on data not held here": sum(p.status == "not held" for p in mine),
+               "on data held here": sum(p.status != "not held" for p in mine),
+               "run": sum(p.status == "run" for p in mine),
+               "not run": sum(p.status == "not run" for p in mine),
+               "comparisons": sum(paper in ("all", c.paper) for c in cells)}
+        for v in VERDICTS:
+            row[v] = sum(n.get(v, 0) for k, n in counts.items() if paper in ("all", k))
+        row["no verdict (one run)"] = sum(paper in ("all", c.paper) and c.verdict == NO_VERDICT for c in cells)
+        out[paper] = row
+    return out
+
+
+def summary_table(cells: list[Cell], parts: list[Part], published: list[Published]) -> Table:
+    papers = sorted({p.paper for p in parts} | {c.paper for c in cells} | {p.paper for p in published})
+    counts = summary_counts(cells, published, papers)
+    with_refs = {p.paper for p in published}
     rows = []
-    for paper in sorted({p.paper for p in parts} | set(counts)):
-        n = counts.get(paper, {v: 0 for v in VERDICTS})
-        compared = sum(c.paper == paper for c in cells)
-        published = runnable.get(paper)
-        rows.append([f"{paper}: {PAPERS.get(paper, '')}", str(published if published is not None else "–"),
-                     str(compared)] + [str(n[v]) for v in VERDICTS])
-    sums = [sum(t[v] for t in counts.values()) for v in VERDICTS]
-    rows.append(["all", str(sum(runnable.values())), str(sum(sums))] + [str(s) for s in sums])
-    return Table("Verdicts per paper", ["paper", "published cells on data held here", "cells compared"]
-                 + list(VERDICTS), rows,
-                 "A published cell is compared once per matching configuration of ours; '–': the paper "
-                 "publishes no numbers for what we run (001's figures). A cell measured by one run "
-                 "is compared but gets no verdict.")
+    for paper in papers + ["all"]:
+        n = counts[paper]
+        name = "all" if paper == "all" else f"{paper}: {PAPERS.get(paper, '')}"
+        first = [str(n[k]) if paper == "all" or paper in with_refs else "–" for k in SUMMARY_COLUMNS[:5]]
+        rows.append([name] + first + [str(n[k]) for k in SUMMARY_COLUMNS[5:]])
+    return Table("Verdicts per paper", ["paper"] + list(SUMMARY_COLUMNS), rows,
+                 "Published cells: every number in the papers' tables transcribed here; on data held "
+                 "here: its dataset is available to this library (run, or not run with the reason "
+                 "listed under 'Published cells not run'). A run cell is compared once per matching "
+                 "configuration of ours (comparisons); a comparison measured by one run gets no "
+                 "verdict. Only 'reproduced' counts as reproduced. '–': the paper publishes no "
+                 "numbers for what we run (001's figures).")
+
+
+def _not_run_section(published: list[Published]) -> Section | None:
+    """The published cells on data held here that are not run, grouped by table and reason."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for p in published:
+        if p.status == "not run":
+            groups.setdefault((p.table, p.reason), []).append(p.cell)
+    if not groups:
+        return None
+    sec = Section("Published cells not run", "not-run")
+    sec.paragraphs.append("Every published cell on data held here that no run of ours is compared with, "
+                          "and why; the summary counts them.")
+    for (table, reason), members in groups.items():
+        sec.paragraphs.append(f"**{table}**, {len(members)} cells: {reason} Cells: " + "; ".join(members) + ".")
+    return sec
+
+
+def held_datasets(references: list, seen: set[str], data_root: str | None) -> set[str]:
+    """The datasets of the references' cells that are available under ``data_root`` (resolved as
+    ``load_dataset`` does), and every dataset some run of ours used."""
+    from gnnprivacy.datasets.paths import resolve_root
+    from gnnprivacy.datasets.status import dataset_status
+    from gnnprivacy.errors import InvalidParameterError, UnknownNameError
+
+    held = set(seen)
+    try:
+        root = resolve_root(data_root)
+    except InvalidParameterError:  # no such folder here: only what the runs used is held
+        return held
+    for name in {str(v.where["dataset"]) for r in references for v in r.values() if (v.where or {}).get("dataset")}:
+        try:
+            if dataset_status(name, root).available:
+                held.add(name)
+        except UnknownNameError:
+            pass
+    return held
 
 
 def _naive_section(parts: list[Part], groups_by_part: dict[str, list], refs_by_part: dict[str, list]) -> Section | None:
@@ -193,14 +339,18 @@ def _naive_section(parts: list[Part], groups_by_part: dict[str, list], refs_by_p
     part = next((p for p in parts if p.name.startswith("000-table2")), None)
     if part is None or part.name not in groups_by_part:
         return None
-    groups = [g for g in groups_by_part[part.name]
-              if g.get("method") in NAIVE_METHODS and g.get("backbone") in (None, "gcn")]
+    groups = [g for g in groups_by_part[part.name]  # ours at defaults (the paper-setting baselines are judged)
+              if g.get("method") in NAIVE_METHODS and g.get("backbone") in (None, "gcn")
+              and g.get("preset", "auto") != "paper"]
     if not groups:
         return None
     sec = Section("The naive baseline, configured properly", "naive-baseline")
     refs = refs_by_part[part.name]
     ours = {(str(g.get("dataset")), g.get("method"), float(g.get("epsilon"))): g.metrics["test_accuracy"].mean * 100
             for g in groups if "test_accuracy" in g.metrics}
+    at_paper = {(str(g.get("dataset")), float(g.get("epsilon"))): g.metrics["test_accuracy"].mean * 100
+                for g in groups_by_part[part.name] if g.get("method") == "dpmlp"
+                and g.get("preset") == "paper" and "test_accuracy" in g.metrics}
     paper: dict[tuple, float] = {}
     for v in (v for r in refs for v in r.values()):
         if v.block == "GCN column" and v.match is not None and v.mean is not None and "epsilon" in v.match:
@@ -216,13 +366,15 @@ def _naive_section(parts: list[Part], groups_by_part: dict[str, list], refs_by_p
         if pgap is not None:
             pgaps.append(pgap)
         rows.append([ds, fmt_number(eps, 0), fmt_number(ours_h), fmt_number(ours_m), fmt_number(ours_d),
-                     fmt_number(gaps[-1]), fmt_number(pap_h), fmt_number(pap_m), fmt_number(pap_d),
-                     fmt_number(pgap)])
+                     fmt_number(gaps[-1]), fmt_number(at_paper.get((ds, eps))), fmt_number(pap_h),
+                     fmt_number(pap_m), fmt_number(pap_d), fmt_number(pgap)])
     sec.tables.append(Table("HeterPoisson against naive DP-SGD (dpmlp) and DP-GNN: ours and the paper's (GCN column, %)",
                             ["dataset", "ε", "heterpoisson", "dpmlp", "dpgnn", "gap to dpmlp",
-                             "paper heterpoisson", "paper naive DP-SGD", "paper NDP", "paper gap"], rows,
-                            "Ours: mean over seeds at each method's defaults (preset auto). The paper's naive "
-                            "DP-SGD is a 4-layer, 32-unit MLP trained with its own (weak) setting."))
+                             "dpmlp at the paper's setting", "paper heterpoisson", "paper naive DP-SGD",
+                             "paper NDP", "paper gap"], rows,
+                            "Ours: mean over seeds at each method's defaults (preset auto), and dpmlp at the "
+                            "paper's own setting (preset paper: a 4-layer, 32-unit MLP, expected batch 2048, "
+                            "5 epochs, Adam 1e-3), the configuration its verdicts above are judged at."))
     config = _hparams_ranges(_dpmlp_hparams(part.runs_dir, groups))
     if any(g.metrics["test_accuracy"].n < 2 for g in groups if "test_accuracy" in g.metrics):
         sec.paragraphs.append("One run per configuration: these gaps are single measurements, "
@@ -285,14 +437,17 @@ def _reason_section(reason: Reason, cells: list[Cell], data_root: str | None = "
 
 def build_reproduction(parts: list[Part], *, command: str, quick: bool = False,
                        reasons: list[Reason] | None = None,
-                       data_root: str | None = "data") -> ReproductionReport:
+                       data_root: str | None = "data", held: set[str] | None = None) -> ReproductionReport:
     """Assemble the report from each part's runs directory (a part without finished runs is listed).
 
     A cell our configuration measured with one run gets no verdict (`NO_VERDICT`: nothing to
-    judge a difference by) and no reason. The rerun commands name ``data_root`` (``None``:
-    no ``--data-root``, the default root)."""
+    judge a difference by) and no reason, unless it is on substitute data (that verdict reads
+    no number). The rerun commands name ``data_root`` (``None``:
+    no ``--data-root``, the default root). ``held``: the datasets available here, which decide
+    the published cells the summary counts as on data held here (default: `held_datasets`
+    under ``data_root``)."""
     from gnnprivacy.reporting.reference_values import load_references
-    from gnnprivacy.reporting.verdicts import load_reasons, runnable_cells
+    from gnnprivacy.reporting.verdicts import load_reasons
 
     reasons = load_reasons() if reasons is None else reasons
     title = "Reproduction of the five papers" + (f" {QUICK_BADGE}" if quick else "")
@@ -319,7 +474,7 @@ def build_reproduction(parts: list[Part], *, command: str, quick: bool = False,
         part_cells = compare(groups, refs, reasons=reasons)
         for c in part_cells:
             c.commands = [_rerun_command(part, c.attrs, quick, data_root)]
-            if c.ours.n < 2:
+            if c.ours.n < 2 and c.verdict != SUBSTITUTE:  # substitute data needs no interval
                 c.verdict, c.reason = NO_VERDICT, None
         cells += part_cells
         sec = Section(f"{part.name}: {part.description}", anchor(f"detail-{part.name}"), level=3)
@@ -335,7 +490,9 @@ def build_reproduction(parts: list[Part], *, command: str, quick: bool = False,
             sec.paragraphs.append("Failed runs: " + "; ".join(f"`{f['run_id']}`: {f.get('error', '')}"
                                                              for f in rep.failures))
         detail.append(sec)
-    runnable = runnable_cells(list(all_refs.values()), datasets)
+    if held is None:
+        held = held_datasets(list(all_refs.values()), datasets, data_root)
+    published = coverage(list(all_refs.values()), cells, held | datasets, parts, set(groups_by_part))
     reasons_used: dict[str, tuple[Reason, list[Cell]]] = {}
     for c in cells:
         if c.verdict == "not reproduced":
@@ -345,12 +502,16 @@ def build_reproduction(parts: list[Part], *, command: str, quick: bool = False,
     reason_anchor = {r.id: s.anchor for (r, _), s in zip(reasons_used.values(), reason_sections)}
 
     sections = []
-    head = Section("Summary", "summary", tables=[summary_table(cells, parts, runnable)])
+    head = Section("Summary", "summary", tables=[summary_table(cells, parts, published)])
     head.paragraphs.append(
         f"Generated by `{command}` on {datetime.now(timezone.utc):%Y-%m-%d}. Every cell we can run "
         "stands beside the paper's: ours is the mean over seeds with the 95% t-interval's half-width, "
-        "the paper's as published. Cells of datasets not held here, and the papers' rows without a "
-        "counterpart in this library, are not compared; each reproduction's notes below say which.")
+        "the paper's as published. The summary counts every published cell: those on datasets not "
+        "held here, and those on data held here that are not run, each with its reason "
+        "([Published cells not run](#not-run)).")
+    seeds = _seeds_text(parts)
+    if seeds:
+        head.paragraphs.append(seeds)
     if quick:
         head.paragraphs.insert(0, "QUICK: a reduced run (one seed, fewer steps and budgets) that checks "
                                   "the pipeline; a cell measured by one run gets no verdict.")
@@ -378,12 +539,32 @@ def build_reproduction(parts: list[Part], *, command: str, quick: bool = False,
     naive = _naive_section(parts, groups_by_part, refs_by_part)
     if naive is not None:
         sections.append(naive)
+    not_run_sec = _not_run_section(published)
+    if not_run_sec is not None:
+        sections.append(not_run_sec)
     if reason_sections:
         sections.append(Section("Why some cells are not reproduced", "why"))
         sections += reason_sections
     sections.append(Section("Each reproduction in detail", "detail"))
     sections += detail
-    return ReproductionReport(title, command, cells, sections, quick)
+    return ReproductionReport(title, command, cells, sections, quick, published=published)
+
+
+def _seeds_text(parts: list[Part]) -> str:
+    """Which run seeds each reproduction used (the sweep's ``SeedSequence(seed).spawn(seeds)``)."""
+    by_seeds: dict[tuple, list[str]] = {}
+    for p in parts:
+        if p.seeds:
+            by_seeds.setdefault((p.seed, p.seeds), []).append(p.name)
+    if not by_seeds:
+        return ""
+    text = "; ".join(f"{', '.join(names)}: {', '.join(str(x) for x in seeds)}"
+                     + (f" (`numpy.random.SeedSequence({root}).spawn({len(seeds)})`, first 32-bit word each)"
+                        if root is not None else "")
+                     for (root, seeds), names in by_seeds.items())
+    return ("Seeds: every configuration runs once per run seed (the split is re-drawn from the same "
+            f"seed): {text}. The command under a cell reruns its reproduction, which skips finished "
+            "runs and, from an empty runs directory, trains the same seeds again.")
 
 
 def _part_report(part: Part):
