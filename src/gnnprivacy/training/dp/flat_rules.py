@@ -43,7 +43,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from gnnprivacy.training.dp.segments import (CHUNK_ELEMENTS, CHUNKED_MAX_WEIGHT,
-                                             chunked_linear_norms_sq, linear_norms_sq,
+                                             chunked_linear_grads, linear_norms_sq,
                                              segment_buckets, segment_chunks, segment_sum)
 
 __all__ = ["Call", "Contribution", "FlatRule", "Probe", "exact_fallback", "flat_probe_for",
@@ -79,10 +79,14 @@ class Contribution:
     Attributes:
         norm_sq: ``(B,)`` squared norm of every subgraph's gradient.
         weighted: ``c -> Σ_i c_i g_i`` for clip factors ``c`` of shape ``(B,)``.
+        per_segment: ``(B, numel)`` the per-subgraph gradients themselves when the rule
+            materialised them (then the engine clips all such parameters with one norm and
+            one product), else ``None``.
     """
 
     norm_sq: Tensor
     weighted: Callable[[Tensor], Tensor]
+    per_segment: Tensor | None = None
 
 
 #: a rule returns ``None`` when it cannot handle the calls (then the exact fallback runs)
@@ -141,7 +145,7 @@ def flat_rule_for(module: nn.Module) -> FlatRule | None:
 def _materialised(per_seg: Tensor, shape: torch.Size) -> Contribution:
     """A contribution from per-subgraph gradients ``(B, P)``."""
     return Contribution(torch.linalg.vector_norm(per_seg, dim=1).square(),
-                        lambda c: (c.to(per_seg.dtype) @ per_seg).reshape(shape))
+                        lambda c: (c.to(per_seg.dtype) @ per_seg).reshape(shape), per_seg)
 
 
 def _rows(calls: list[Call], arg: Callable[[Call], Tensor]) -> tuple[Tensor, Tensor, Tensor]:
@@ -182,11 +186,16 @@ def _linear_rule(layer: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Cont
     out: dict[nn.Parameter, Contribution] = {}
     if layer.weight.requires_grad:
         p, q = d.shape[1], a.shape[1]
-        if p * q <= CHUNKED_MAX_WEIGHT and num * p * q <= CHUNK_ELEMENTS:
-            norms = chunked_linear_norms_sq(a, d, _buckets(calls, seg, num, chunks=True), num)
+        chunks = (_buckets(calls, seg, num, chunks=True)
+                  if p * q <= CHUNKED_MAX_WEIGHT and num * p * q <= CHUNK_ELEMENTS else None)
+        if chunks is not None:
+            # per-subgraph gradients kept (B p q elements at most CHUNK_ELEMENTS): the
+            # clipped sum is c @ G, not a second pass over the rows
+            out[layer.weight] = _materialised(chunked_linear_grads(a, d, chunks, num),
+                                              layer.weight.shape)
         else:
             norms = linear_norms_sq(a, d, _buckets(calls, seg, num), num)
-        out[layer.weight] = Contribution(norms, lambda c: _scaled_product(d, a, c[seg]))
+            out[layer.weight] = Contribution(norms, lambda c: _scaled_product(d, a, c[seg]))
     bias = getattr(layer, "bias", None)
     if bias is not None and bias.requires_grad:
         out[bias] = _materialised(segment_sum(d, seg, num), bias.shape)
