@@ -72,21 +72,35 @@ class Call:
     extra: dict = field(default_factory=dict)
 
 
-@dataclass
 class Contribution:
     """Per-subgraph gradient facts for one parameter.
 
     Attributes:
-        norm_sq: ``(B,)`` squared norm of every subgraph's gradient.
+        norm_sq: ``(B,)`` squared norm of every subgraph's gradient (computed on first read
+            from ``per_segment`` when the rule gives ``None``).
         weighted: ``c -> Σ_i c_i g_i`` for clip factors ``c`` of shape ``(B,)``.
         per_segment: ``(B, numel)`` the per-subgraph gradients themselves when the rule
             materialised them (then the engine clips all such parameters with one norm and
-            one product), else ``None``.
+            one product, and never reads this parameter's own ``norm_sq``), else ``None``.
     """
 
-    norm_sq: Tensor
-    weighted: Callable[[Tensor], Tensor]
-    per_segment: Tensor | None = None
+    __slots__ = ("_norm_sq", "weighted", "per_segment")
+
+    def __init__(self, norm_sq: Tensor | None, weighted: Callable[[Tensor], Tensor],
+                 per_segment: Tensor | None = None):
+        if norm_sq is None and per_segment is None:
+            raise ValueError("Contribution needs norm_sq or per_segment")
+        self._norm_sq, self.weighted, self.per_segment = norm_sq, weighted, per_segment
+
+    @property
+    def norm_sq(self) -> Tensor:
+        if self._norm_sq is None:
+            self._norm_sq = self.per_segment.square().sum(1)
+        return self._norm_sq
+
+    def __repr__(self) -> str:
+        return (f"Contribution(subgraphs={self.norm_sq.shape[0]}, materialised="
+                f"{self.per_segment is not None})")
 
 
 #: a rule returns ``None`` when it cannot handle the calls (then the exact fallback runs)
@@ -144,8 +158,8 @@ def flat_rule_for(module: nn.Module) -> FlatRule | None:
 
 def _materialised(per_seg: Tensor, shape: torch.Size) -> Contribution:
     """A contribution from per-subgraph gradients ``(B, P)``."""
-    return Contribution(torch.linalg.vector_norm(per_seg, dim=1).square(),
-                        lambda c: (c.to(per_seg.dtype) @ per_seg).reshape(shape), per_seg)
+    return Contribution(None, lambda c: (c.to(per_seg.dtype) @ per_seg).reshape(shape),
+                        per_seg)
 
 
 def _rows(calls: list[Call], arg: Callable[[Call], Tensor]) -> tuple[Tensor, Tensor, Tensor]:
@@ -160,8 +174,12 @@ def _rows(calls: list[Call], arg: Callable[[Call], Tensor]) -> tuple[Tensor, Ten
         a_parts.append(a.reshape(-1, a.shape[-1]))
         d_parts.append(d.reshape(-1, d.shape[-1]))
         s_parts.append(call.seg.repeat_interleave(per_row) if per_row != 1 else call.seg)
-    cat = (lambda xs: xs[0] if len(xs) == 1 else torch.cat(xs))
-    return cat(a_parts), cat(d_parts), cat(s_parts)
+    return _cat(a_parts), _cat(d_parts), _cat(s_parts)
+
+
+def _cat(parts: list[Tensor]) -> Tensor:
+    """The rows of every call (no copy for one call)."""
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
 def _buckets(calls: list[Call], seg: Tensor, num: int, *, chunks: bool = False):
@@ -230,7 +248,7 @@ def _layer_norm_rule(norm: nn.Module, calls: list[Call]) -> dict[nn.Parameter, C
         xhat_parts.append(xhat.reshape(-1, *shape))
         d_parts.append(call.grad.reshape(-1, *shape))
         s_parts.append(call.seg.repeat_interleave(per_row) if per_row != 1 else call.seg)
-    xhat, d, seg = torch.cat(xhat_parts), torch.cat(d_parts), torch.cat(s_parts)
+    xhat, d, seg = _cat(xhat_parts), _cat(d_parts), _cat(s_parts)
     out: dict[nn.Parameter, Contribution] = {}
     if norm.weight is not None and norm.weight.requires_grad:
         out[norm.weight] = _materialised(segment_sum((d * xhat).flatten(1), seg, num),
