@@ -280,8 +280,10 @@ class PrivateTraining:
             return None
         device = next((p.device for p in self.model.parameters()), torch.device("cpu"))
         batch = batch.to(device)
-        self._pending = BatchLayout(batch.x, batch.edge_index, batch.batch,
-                                    int(batch.num_subgraphs), batch)
+        self._pending = BatchLayout(
+            batch.x, batch.edge_index, batch.batch, int(batch.num_subgraphs), batch,
+            edges_version=(batch.edge_index._version
+                           if getattr(self.sampler, "edges_inside", False) else None))
         self.capture.reset()
         self.guard.begin()
         return batch
