@@ -165,6 +165,35 @@ def test_a_sweep_and_its_report_run_the_graph_task(tmp_path):
     assert "dpsgd-graph" in (tmp_path / "rep" / "report.md").read_text()
 
 
+@pytest.mark.dataset
+def test_tune_selects_a_dpsgd_graph_setting_within_the_target(tmp_path):
+    """`gnnprivacy tune` on the graph task (it refused dpsgd-graph: "base.method must be one
+    of dpmlp, dpgnn, heterpoisson"): trials are planned as Poisson sampling over the training
+    graphs (the trial's own noise is checked against that plan), scored on the validation
+    graphs with sensitivity 1, and the total stays within the target."""
+    from gnnprivacy.experiments.tune import plan_spec, tune
+
+    root = _shared()
+    if not (root / "COX2" / "raw").is_dir():
+        pytest.skip(f"TU raw files not found under {root} (set GNNPRIVACY_SHARED_DATASETS)")
+    spec = {"name": "g", "base": {"task": "graph", "method": "dpsgd-graph", "dataset": "cox2",
+                                  "epochs": 1, "data_root": str(root)},
+            "grid": {"lr": [0.01, 0.03]}, "epsilon": 8.0, "seed": 0, "compare": False,
+            "reproducible_selection": True,
+            "trials": {"distribution": "negative_binomial", "mean": 1.5, "eta": 1}}
+    plan = plan_spec(spec)
+    gset = load_graph_dataset("cox2", root=root, seed=0)
+    assert plan["num_train"] == gset.split.sizes["train"] and plan["num_val"] == \
+        gset.split.sizes["val"]
+    assert plan["score_sensitivity"] == 1.0 and plan["delta"] < 1 / plan["num_train"]
+    out = tune(spec, runs_dir=tmp_path)
+    t = out["tuning"]
+    assert out["epsilon"] == t["total_epsilon"] <= 8.0
+    assert t["training_epsilon_per_trial"] < t["total_epsilon"]
+    assert out["privacy"]["unit"] == "graph"
+    assert "val_accuracy_noisy" in out["metrics"] and "val_accuracy" not in out["metrics"]
+
+
 def test_the_audit_plan_of_dpsgd_graph_is_the_noise_that_training_calibrates():
     """gp.audit's plan for dpsgd-graph (Poisson over training graphs) has the noise
     multiplier, steps and delta that make_private(sampler="graphs") calibrates."""
