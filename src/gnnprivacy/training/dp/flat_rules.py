@@ -190,9 +190,12 @@ def _buckets(calls: list[Call], seg: Tensor, num: int, *, chunks: bool = False):
     shared = calls[0].cache.get("buckets")
     if shared is not None and len(calls) == 1 and seg is calls[0].seg:
         key = (id(seg), chunks)
-        if key not in shared:
-            shared[key] = make(seg, num)
-        return shared[key]
+        # the entry keeps ``seg`` itself: alive for the whole step, its id cannot be reused
+        # by another layer's rows (an edge layer's subgraph vector is made per call)
+        entry = shared.get(key)
+        if entry is None or entry[0] is not seg:
+            entry = shared[key] = (seg, make(seg, num))
+        return entry[1]
     return make(seg, num)
 
 
