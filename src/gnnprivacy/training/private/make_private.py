@@ -362,7 +362,8 @@ class PrivateTraining:
             total = total + grads.square().sum(1)
         for _, p in rest:
             total = total + contributions[p].norm_sq.to(dtype)
-        factors = clipping.clip_factors(total.sqrt() * abs(scale), self.max_grad_norm) * scale
+        total = total * (scale * scale)
+        factors = clipping.clip_factors(total.sqrt(), self.max_grad_norm) * scale
         out = {n: torch.zeros_like(p) for n, p in named if p not in contributions}
         if flat:
             summed = factors.to(grads.dtype) @ grads
