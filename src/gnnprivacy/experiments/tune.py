@@ -80,7 +80,7 @@ TUNE_KEYS = ("name", "base", "grid", "epsilon", "delta", "trials", "score_noise"
              "score_sensitivity", "seed", "reproducible_selection", "compare", "description")
 #: the settings' plans must reproduce the recorded total within this (relative)
 TOTAL_RTOL = 1e-9
-TUNABLE_METHODS = ("dpmlp", "dpgnn", "heterpoisson")
+TUNABLE_METHODS = ("dpmlp", "dpgnn", "heterpoisson", "dpsgd-graph")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,6 +217,11 @@ def _trial_plan(values: dict[str, Any], *, num_train: int, num_nodes: int,
     from gnnprivacy.training import _privacy
 
     config, params = resolve_config(values)
+    if config.method == "dpsgd-graph":      # Poisson over the training graphs (make_private)
+        q = min(1.0, min(params.batch_size, num_train) / num_train)
+        return (_privacy.dpsgd_event_factory(sample_rate=q),
+                max(1, math.ceil(float(params.epochs) / q)), "pld",
+                NeighboringRelation.ADD_OR_REMOVE)
     kw = params.trainer_kwargs(num_train=num_train, num_nodes=num_nodes,
                                num_features=num_features, num_classes=num_classes)
     method = config.method
@@ -375,16 +380,23 @@ def plan_spec(spec: TuneSpec | Mapping[str, Any] | str | Path, *,
     if data_root is not None:
         base["data_root"] = data_root
     settings = [{**base, **s} for s in spec.settings()]
-    if split_kind(resolve_config({**settings[0], "epsilon": spec.epsilon})[0]) != "public":
+    graph_task = resolve_config({**settings[0], "epsilon": spec.epsilon})[0].task == "graph"
+    if graph_task or split_kind(resolve_config({**settings[0], "epsilon": spec.epsilon})[0]
+                                ) != "public":
         base.setdefault("split_seed", spec.seed)  # one split shared by every trial
         settings = [{**base, **s} for s in spec.settings()]
     config, _ = resolve_config({**settings[0], "epsilon": spec.epsilon})
     from gnnprivacy.training.defaults import graph_sizes
 
     data = load_run_data(config)
-    sizes = graph_sizes(data)
+    if graph_task:      # a GraphSet: the units are graphs, scored on the validation graphs
+        sizes = {"num_train": data.split.sizes["train"], "num_nodes": len(data.graphs),
+                 "num_features": data.num_features, "num_classes": data.num_classes}
+        num_val = data.split.sizes["val"]
+    else:
+        sizes = graph_sizes(data)
+        num_val = int(data.val_mask.sum()) if getattr(data, "val_mask", None) is not None else 0
     num_train, num_nodes = sizes["num_train"], sizes["num_nodes"]
-    num_val = int(data.val_mask.sum()) if getattr(data, "val_mask", None) is not None else 0
     if num_val == 0:
         raise InvalidParameterError("val_frac", "> 0 (selection needs validation nodes)",
                                     base.get("val_frac"))
@@ -398,7 +410,10 @@ def plan_spec(spec: TuneSpec | Mapping[str, Any] | str | Path, *,
     if spec.score_sensitivity is not None:
         sens = float(spec.score_sensitivity)
     else:
-        sens = 1.0 if config.method == "dpmlp" else 1.0 + _graph_max_degree(data)
+        # dpmlp: a node changes only its own prediction; dpsgd-graph: a validation graph
+        # changes the count by one (a training graph acts through the DP-trained model)
+        sens = (1.0 if config.method in ("dpmlp", "dpsgd-graph")
+                else 1.0 + _graph_max_degree(data))
     if any(p[3].value == "replace" for p in at_target):
         sens *= 2.0
     dist = spec.distribution()
@@ -581,7 +596,7 @@ def _run_tune(spec: TuneSpec, *, runs_dir: str | Path, data_root: str | None,
     total = executed_total(trials, settings, plan, spec)
     public_parts = ["the grid and the trial distribution", "the split (public seed)",
                     "dataset sizes (N train, |V|, validation count)"]
-    if config.method != "dpmlp":
+    if config.method not in ("dpmlp", "dpsgd-graph"):
         public_parts.append("the graph's largest degree (score sensitivity)")
     unaccounted = ["test metrics (evaluation)", "the number of trials K and the other trials "
                    "(internal; do not publish)"]

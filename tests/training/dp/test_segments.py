@@ -5,28 +5,35 @@ any order (PyG batches are contiguous, the engine accepts any ``seg``)."""
 import pytest
 import torch
 
-from gnnprivacy.training.dp.segments import (chunked_linear_norms_sq, linear_norms_sq,
-                                             segment_buckets, segment_chunks)
+from gnnprivacy.training.dp.segments import (chunked_linear_grads, chunked_linear_norms_sq,
+                                             linear_norms_sq, segment_buckets, segment_chunks)
 
 
 def _naive(a, d, seg, num):
     return torch.stack([(d[seg == i].t() @ a[seg == i]).square().sum() for i in range(num)])
 
 
-@pytest.mark.parametrize("trial", range(24))
-def test_chunked_norms_equal_a_per_subgraph_loop(trial):
+def _case(trial: int, *, num_high: int, size_high: int, dim_high: int):
+    """Random subgraph ids (some subgraphs empty, rows in order or shuffled), inputs ``a``,
+    output gradients ``d`` and a chunk width."""
     gen = torch.Generator().manual_seed(trial)
-    num = int(torch.randint(1, 20, (), generator=gen))
-    high = 2 if trial % 3 == 0 else 40                 # one row per subgraph, or many
-    sizes = torch.randint(0, high, (num,), generator=gen)
+    num = int(torch.randint(1, num_high, (), generator=gen))
+    sizes = torch.randint(0, size_high, (num,), generator=gen)
     seg = torch.repeat_interleave(torch.arange(num), sizes)
     if trial % 2:
         seg = seg[torch.randperm(seg.numel(), generator=gen)]
-    p, q = (int(v) for v in torch.randint(1, 9, (2,), generator=gen))
+    p, q = (int(v) for v in torch.randint(1, dim_high, (2,), generator=gen))
     a = torch.randn(seg.numel(), q, dtype=torch.float64, generator=gen)
     d = torch.randn(seg.numel(), p, dtype=torch.float64, generator=gen)
+    return seg, num, a, d, int(torch.randint(1, 6, (), generator=gen))
+
+
+@pytest.mark.parametrize("trial", range(24))
+def test_chunked_norms_equal_a_per_subgraph_loop(trial):
+    # one row per subgraph, or many
+    seg, num, a, d, width = _case(trial, num_high=20, size_high=2 if trial % 3 == 0 else 40,
+                                  dim_high=9)
     ref = _naive(a, d, seg, num)
-    width = int(torch.randint(1, 6, (), generator=gen))
     got = chunked_linear_norms_sq(a, d, segment_chunks(seg, num, width=width), num)
     torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-12)
     torch.testing.assert_close(linear_norms_sq(a, d, segment_buckets(seg, num), num), ref,
@@ -51,3 +58,14 @@ def test_one_row_per_subgraph_needs_its_own_rows_summed():
     a, d = torch.tensor([[1.0], [1.0], [2.0]]), torch.tensor([[1.0], [1.0], [1.0]])
     got = chunked_linear_norms_sq(a, d, segment_chunks(seg, 2, width=1), 2)
     torch.testing.assert_close(got, torch.tensor([4.0, 4.0]))
+
+
+@pytest.mark.parametrize("trial", range(12))
+def test_chunked_grads_equal_each_subgraphs_own_gradient(trial):
+    """The per-subgraph weight gradients the Linear rule keeps (its clipped sum is then
+    ``c @ G``): each row is that subgraph's ``d_iᵀ a_i``, for one row per subgraph too."""
+    seg, num, a, d, width = _case(100 + trial, num_high=12,
+                                  size_high=2 if trial % 4 == 0 else 30, dim_high=7)
+    ref = torch.stack([(d[seg == i].t() @ a[seg == i]).flatten() for i in range(num)])
+    got = chunked_linear_grads(a, d, segment_chunks(seg, num, width=width), num)
+    torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-12)

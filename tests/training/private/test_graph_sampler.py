@@ -330,6 +330,43 @@ def test_node_level_labels_and_partial_edge_attributes_are_refused():
         _private(model, graphs[0])
 
 
+def test_an_edge_outside_its_own_graph_is_refused_at_make_private():
+    """The sampler guarantees that a batch's edges stay inside their graphs (so the engine
+    need not re-check them each step): a graph whose edge_index names a node it does not
+    have would join the next graph of a batch, and is refused up front."""
+    graphs = _graphs()
+    graphs[7].edge_index = graphs[7].edge_index.clone()
+    graphs[7].edge_index[1, 0] = graphs[7].num_nodes          # one past its last node
+    model = GraphNet("gcn", "mean").double()
+    with pytest.raises(InvalidParameterError, match=r"\[0, num_nodes\).*graph 7"):
+        _private(model, graphs)
+
+
+def _joining(batch):
+    """The batch's edges plus one from graph 0's first node to graph 1's."""
+    extra = torch.stack([batch.ptr[:1], batch.ptr[1:2]])
+    return torch.cat([batch.edge_index, extra], 1)
+
+
+def _rewired_in_place(model, b):
+    ei = _joining(b)
+    b.edge_index[:, -1:] = ei[:, -1:]       # the batch's own tensor, changed in place
+    return _forward(model, b)
+
+
+@pytest.mark.parametrize("forward", [
+    lambda model, b: model(b.x, _joining(b), b.batch),      # another edge_index
+    _rewired_in_place], ids=["another_tensor", "changed_in_place"])
+def test_edges_joining_two_graphs_are_caught_though_the_batchs_own_are_trusted(forward):
+    """Broken controls of the per-step skip: only the sampler's own, unchanged edge_index
+    is trusted; a new tensor or an in-place change is checked and refused."""
+    model = GraphNet("gcn", "mean").double()
+    pt, opt = _private(model, _graphs())
+    with pytest.raises(SubgraphMixingError, match="joins subgraph"):
+        _loop(pt, model, opt, forward=forward)
+    assert pt.steps == 0
+
+
 def test_a_regression_target_trains_with_the_same_per_graph_clipping():
     """Documented behaviour: the sampler does not read y; a float target with an MSE loss is
     clipped per graph exactly like a class label."""

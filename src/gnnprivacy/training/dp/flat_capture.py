@@ -67,6 +67,9 @@ class BatchLayout:
         batch: ``(N_b,)`` subgraph of every row, non-decreasing.
         num_subgraphs: ``B``.
         data: the yielded batch object itself.
+        edges_version: ``edge_index._version`` at the draw when the sampler guarantees that
+            every edge of its batches lies inside one subgraph (then `check_inputs` skips
+            this very tensor while it is unchanged), else ``None``.
     """
 
     x: Tensor
@@ -75,6 +78,7 @@ class BatchLayout:
     num_subgraphs: int
     data: object = None
     _ids: Tensor | None = None
+    edges_version: int | None = None
 
     @property
     def subgraph_ids(self) -> Tensor:
@@ -365,6 +369,9 @@ class FlatCapture(Probe):
                     "edge_index or batch tensors reached the model): every step must train on "
                     "the batch the loader yielded, which is what the accountant charges for")
             for t in tensors:
+                if (t is layout.edge_index and layout.edges_version is not None
+                        and t._version == layout.edges_version):
+                    continue                 # the sampler's own edges, unchanged since the draw
                 if (t.dim() == 2 and t.shape[0] == 2 and not t.is_floating_point()
                         and t.numel() and not _same_storage(t, layout.x)):
                     _check_edges(t, layout)

@@ -43,7 +43,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from gnnprivacy.training.dp.segments import (CHUNK_ELEMENTS, CHUNKED_MAX_WEIGHT,
-                                             chunked_linear_norms_sq, linear_norms_sq,
+                                             chunked_linear_grads, linear_norms_sq,
                                              segment_buckets, segment_chunks, segment_sum)
 
 __all__ = ["Call", "Contribution", "FlatRule", "Probe", "exact_fallback", "flat_probe_for",
@@ -72,17 +72,35 @@ class Call:
     extra: dict = field(default_factory=dict)
 
 
-@dataclass
 class Contribution:
     """Per-subgraph gradient facts for one parameter.
 
     Attributes:
-        norm_sq: ``(B,)`` squared norm of every subgraph's gradient.
+        norm_sq: ``(B,)`` squared norm of every subgraph's gradient (computed on first read
+            from ``per_segment`` when the rule gives ``None``).
         weighted: ``c -> Σ_i c_i g_i`` for clip factors ``c`` of shape ``(B,)``.
+        per_segment: ``(B, numel)`` the per-subgraph gradients themselves when the rule
+            materialised them (then the engine clips all such parameters with one norm and
+            one product, and never reads this parameter's own ``norm_sq``), else ``None``.
     """
 
-    norm_sq: Tensor
-    weighted: Callable[[Tensor], Tensor]
+    __slots__ = ("_norm_sq", "weighted", "per_segment")
+
+    def __init__(self, norm_sq: Tensor | None, weighted: Callable[[Tensor], Tensor],
+                 per_segment: Tensor | None = None):
+        if norm_sq is None and per_segment is None:
+            raise ValueError("Contribution needs norm_sq or per_segment")
+        self._norm_sq, self.weighted, self.per_segment = norm_sq, weighted, per_segment
+
+    @property
+    def norm_sq(self) -> Tensor:
+        if self._norm_sq is None:
+            self._norm_sq = self.per_segment.square().sum(1)
+        return self._norm_sq
+
+    def __repr__(self) -> str:
+        return (f"Contribution(subgraphs={self.norm_sq.shape[0]}, materialised="
+                f"{self.per_segment is not None})")
 
 
 #: a rule returns ``None`` when it cannot handle the calls (then the exact fallback runs)
@@ -140,8 +158,8 @@ def flat_rule_for(module: nn.Module) -> FlatRule | None:
 
 def _materialised(per_seg: Tensor, shape: torch.Size) -> Contribution:
     """A contribution from per-subgraph gradients ``(B, P)``."""
-    return Contribution(torch.linalg.vector_norm(per_seg, dim=1).square(),
-                        lambda c: (c.to(per_seg.dtype) @ per_seg).reshape(shape))
+    return Contribution(None, lambda c: (c.to(per_seg.dtype) @ per_seg).reshape(shape),
+                        per_seg)
 
 
 def _rows(calls: list[Call], arg: Callable[[Call], Tensor]) -> tuple[Tensor, Tensor, Tensor]:
@@ -156,8 +174,12 @@ def _rows(calls: list[Call], arg: Callable[[Call], Tensor]) -> tuple[Tensor, Ten
         a_parts.append(a.reshape(-1, a.shape[-1]))
         d_parts.append(d.reshape(-1, d.shape[-1]))
         s_parts.append(call.seg.repeat_interleave(per_row) if per_row != 1 else call.seg)
-    cat = (lambda xs: xs[0] if len(xs) == 1 else torch.cat(xs))
-    return cat(a_parts), cat(d_parts), cat(s_parts)
+    return _cat(a_parts), _cat(d_parts), _cat(s_parts)
+
+
+def _cat(parts: list[Tensor]) -> Tensor:
+    """The rows of every call (no copy for one call)."""
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
 def _buckets(calls: list[Call], seg: Tensor, num: int, *, chunks: bool = False):
@@ -168,9 +190,12 @@ def _buckets(calls: list[Call], seg: Tensor, num: int, *, chunks: bool = False):
     shared = calls[0].cache.get("buckets")
     if shared is not None and len(calls) == 1 and seg is calls[0].seg:
         key = (id(seg), chunks)
-        if key not in shared:
-            shared[key] = make(seg, num)
-        return shared[key]
+        # the entry keeps ``seg`` itself: alive for the whole step, its id cannot be reused
+        # by another layer's rows (an edge layer's subgraph vector is made per call)
+        entry = shared.get(key)
+        if entry is None or entry[0] is not seg:
+            entry = shared[key] = (seg, make(seg, num))
+        return entry[1]
     return make(seg, num)
 
 
@@ -182,11 +207,16 @@ def _linear_rule(layer: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Cont
     out: dict[nn.Parameter, Contribution] = {}
     if layer.weight.requires_grad:
         p, q = d.shape[1], a.shape[1]
-        if p * q <= CHUNKED_MAX_WEIGHT and num * p * q <= CHUNK_ELEMENTS:
-            norms = chunked_linear_norms_sq(a, d, _buckets(calls, seg, num, chunks=True), num)
+        chunks = (_buckets(calls, seg, num, chunks=True)
+                  if p * q <= CHUNKED_MAX_WEIGHT and num * p * q <= CHUNK_ELEMENTS else None)
+        if chunks is not None:
+            # per-subgraph gradients kept (B p q elements at most CHUNK_ELEMENTS): the
+            # clipped sum is c @ G, not a second pass over the rows
+            out[layer.weight] = _materialised(chunked_linear_grads(a, d, chunks, num),
+                                              layer.weight.shape)
         else:
             norms = linear_norms_sq(a, d, _buckets(calls, seg, num), num)
-        out[layer.weight] = Contribution(norms, lambda c: _scaled_product(d, a, c[seg]))
+            out[layer.weight] = Contribution(norms, lambda c: _scaled_product(d, a, c[seg]))
     bias = getattr(layer, "bias", None)
     if bias is not None and bias.requires_grad:
         out[bias] = _materialised(segment_sum(d, seg, num), bias.shape)
@@ -221,7 +251,7 @@ def _layer_norm_rule(norm: nn.Module, calls: list[Call]) -> dict[nn.Parameter, C
         xhat_parts.append(xhat.reshape(-1, *shape))
         d_parts.append(call.grad.reshape(-1, *shape))
         s_parts.append(call.seg.repeat_interleave(per_row) if per_row != 1 else call.seg)
-    xhat, d, seg = torch.cat(xhat_parts), torch.cat(d_parts), torch.cat(s_parts)
+    xhat, d, seg = _cat(xhat_parts), _cat(d_parts), _cat(s_parts)
     out: dict[nn.Parameter, Contribution] = {}
     if norm.weight is not None and norm.weight.requires_grad:
         out[norm.weight] = _materialised(segment_sum((d * xhat).flatten(1), seg, num),

@@ -20,7 +20,8 @@ import torch
 from torch import Tensor
 
 __all__ = ["Bucket", "Buckets", "Chunks", "segment_buckets", "segment_chunks", "segment_sum",
-           "linear_norms_sq", "chunked_linear_norms_sq"]
+           "linear_norms_sq", "chunked_linear_grads",
+           "chunked_linear_norms_sq"]
 
 #: subgraphs of at most this many rows are grouped by exact size (no padding)
 EXACT_SIZES = 4
@@ -244,23 +245,24 @@ def segment_chunks(seg: Tensor, num_segments: int, width: int = CHUNK_ROWS) -> C
                   k == num_segments and bool((per == 1).all()), largest <= 1)
 
 
-def chunked_linear_norms_sq(a: Tensor, d: Tensor, chunks: Chunks, num_segments: int
-                            ) -> Tensor:
-    """`linear_norms_sq` through per-chunk gradients: ``g_k = d_kᵀ a_k`` for every chunk
-    in one batched product, summed per subgraph (``index_add``), then squared. Exact; costs
-    ``K W p q`` flops and a ``(B, p q)`` sum, with no per-size-class loop: the cheap form for
-    small weights (``p q`` up to `CHUNKED_MAX_WEIGHT`) and many subgraphs of varied sizes.
+def chunked_linear_grads(a: Tensor, d: Tensor, chunks: Chunks, num_segments: int
+                         ) -> Tensor:
+    """``(B, p q)``: every subgraph's gradient ``Σ_{r∈i} d_r a_rᵀ`` of a linear map's weight,
+    flattened: ``g_k = d_kᵀ a_k`` for every chunk in one batched product, summed per subgraph
+    (``index_add``). Exact; costs ``K W p q`` flops and a ``(B, p q)`` sum, with no
+    per-size-class loop: the cheap form for small weights (``p q`` up to
+    `CHUNKED_MAX_WEIGHT`) and many subgraphs of varied sizes. Kept by the Linear rule, the
+    clipped sum is then ``c @ G`` (``B p q`` flops) instead of a second ``R p q`` product.
     """
     p, q = d.shape[1], a.shape[1]
-    if chunks.single_rows:                    # row r alone in subgraph owner[r]: |d_r|² |a_r|²
-        val = d.square().sum(1) * a.square().sum(1)
-        return torch.zeros(num_segments, dtype=d.dtype, device=d.device).index_add_(
-            0, chunks.owner, val)
+    if chunks.single_rows:                    # row r alone in subgraph owner[r]
+        outer = (d.unsqueeze(2) * a.unsqueeze(1)).reshape(-1, p * q)
+        return torch.zeros(num_segments, p * q, dtype=d.dtype, device=d.device).index_add_(
+            0, chunks.owner, outer)
     w, k = chunks.width, chunks.num_chunks
     step = max(1, CHUNK_ELEMENTS // max(p * q, 1))
-    total = None if chunks.one_per_segment else torch.zeros(
+    total = None if chunks.one_per_segment and k <= step else torch.zeros(
         num_segments, p * q, dtype=d.dtype, device=d.device)
-    parts = []
     for s in range(0, k, step):
         rows = chunks.rows[s * w:(s + step) * w]
         db = d.index_select(0, rows)
@@ -269,9 +271,19 @@ def chunked_linear_norms_sq(a: Tensor, d: Tensor, chunks: Chunks, num_segments: 
         n = rows.numel() // w
         g = torch.bmm(db.view(n, w, p).transpose(1, 2), a.index_select(0, rows).view(n, w, q))
         if total is None:
-            parts.append(g.view(n, -1).square().sum(1))
-        else:
-            total.index_add_(0, chunks.owner[s:s + step], g.view(n, -1))
-    if total is None:
-        return torch.cat(parts) if parts else torch.zeros(0, dtype=d.dtype, device=d.device)
-    return total.square().sum(1)
+            return g.view(n, p * q)
+        total.index_add_(0, chunks.owner[s:s + step], g.view(n, -1))
+    return total if total is not None else torch.zeros(num_segments, p * q, dtype=d.dtype,
+                                                       device=d.device)
+
+
+def chunked_linear_norms_sq(a: Tensor, d: Tensor, chunks: Chunks, num_segments: int
+                            ) -> Tensor:
+    """`linear_norms_sq` through per-chunk gradients (`chunked_linear_grads`), squared.
+    With one row per subgraph it is ``|d_r|² |a_r|²`` summed per subgraph (no outer
+    products)."""
+    if chunks.single_rows:
+        val = d.square().sum(1) * a.square().sum(1)
+        return torch.zeros(num_segments, dtype=d.dtype, device=d.device).index_add_(
+            0, chunks.owner, val)
+    return chunked_linear_grads(a, d, chunks, num_segments).square().sum(1)

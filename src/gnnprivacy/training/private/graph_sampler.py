@@ -82,6 +82,13 @@ def check_graphs(dataset) -> list:
                 "dataset", "one label row per graph (y of shape [1] or [1, k]; a node-level "
                 "label belongs to the node samplers)", f"graph {i} with y of shape "
                 f"{tuple(g.y.shape)}")
+        ei = getattr(g, "edge_index", None)
+        if ei is not None and ei.numel() and (int(ei.min()) < 0
+                                              or int(ei.max()) >= int(g.num_nodes)):
+            raise InvalidParameterError(
+                "dataset", "edge_index entries in [0, num_nodes) of their own graph (local "
+                "node ids)", f"graph {i} with node ids {int(ei.min())}..{int(ei.max())} for "
+                f"{int(g.num_nodes)} nodes")
     with_attr = [getattr(g, "edge_attr", None) is not None for g in graphs]
     if any(with_attr) and not all(with_attr):
         raise InvalidParameterError("dataset", "edge_attr on every graph or on none",
@@ -103,6 +110,10 @@ class GraphSampler(NodeSubgraphs):
              "or removed with all its nodes, edges, features and label")
     #: the model must return one row per graph (not per node)
     output = "subgraphs"
+    #: every edge of a batch lies inside one graph (`check_graphs` checks each graph's
+    #: node ids, and `collate` offsets them by the graph's first row), so the engine skips
+    #: re-checking the batch's own, unchanged ``edge_index`` at every step
+    edges_inside = True
 
     def setup(self, data, *, model: torch.nn.Module | None = None,
               generator: torch.Generator | None = None) -> None:

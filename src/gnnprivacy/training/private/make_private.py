@@ -280,8 +280,10 @@ class PrivateTraining:
             return None
         device = next((p.device for p in self.model.parameters()), torch.device("cpu"))
         batch = batch.to(device)
-        self._pending = BatchLayout(batch.x, batch.edge_index, batch.batch,
-                                    int(batch.num_subgraphs), batch)
+        self._pending = BatchLayout(
+            batch.x, batch.edge_index, batch.batch, int(batch.num_subgraphs), batch,
+            edges_version=(batch.edge_index._version
+                           if getattr(self.sampler, "edges_inside", False) else None))
         self.capture.reset()
         self.guard.begin()
         return batch
@@ -340,17 +342,38 @@ class PrivateTraining:
         self.engine.release(sums, layout.num_subgraphs)
 
     def _clipped_sums(self, layout: BatchLayout, scale: float) -> dict[str, torch.Tensor]:
-        contributions = self.capture.contributions(layout, scale=scale)
+        """Every subgraph's whole gradient clipped to ``max_grad_norm``, summed. ``scale``
+        (the realised batch under a mean loss) turns the captured gradients into those of
+        the per-subgraph losses; every rule is linear in it, so it is applied once here, to
+        the norms and the clip factors. The parameters whose rules materialised their
+        per-subgraph gradients are clipped together: one norm and one product over their
+        concatenation."""
+        contributions = self.capture.contributions(layout)
         num = layout.num_subgraphs
         named = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
         dtype = named[0][1].dtype if named else torch.float32
+        kept = [(n, p) for n, p in named if p in contributions]
+        flat = [(n, p) for n, p in kept if contributions[p].per_segment is not None]
+        rest = [(n, p) for n, p in kept if contributions[p].per_segment is None]
         total = torch.zeros(num, dtype=dtype, device=layout.batch.device)
-        for _, p in named:
-            if p in contributions:
-                total = total + contributions[p].norm_sq.to(dtype)
-        factors = clipping.clip_factors(total.sqrt(), self.max_grad_norm)
-        return {n: (contributions[p].weighted(factors).to(p.dtype) if p in contributions
-                    else torch.zeros_like(p)) for n, p in named}
+        if flat:
+            parts = [contributions[p].per_segment.to(dtype) for _, p in flat]
+            grads = parts[0] if len(parts) == 1 else torch.cat(parts, 1)
+            total = total + grads.square().sum(1)
+        for _, p in rest:
+            total = total + contributions[p].norm_sq.to(dtype)
+        total = total * (scale * scale)
+        factors = clipping.clip_factors(total.sqrt(), self.max_grad_norm) * scale
+        out = {n: torch.zeros_like(p) for n, p in named if p not in contributions}
+        if flat:
+            summed = factors.to(grads.dtype) @ grads
+            at = 0
+            for n, p in flat:
+                out[n] = summed[at:at + p.numel()].view(p.shape).to(p.dtype)
+                at += p.numel()
+        for n, p in rest:
+            out[n] = contributions[p].weighted(factors).to(p.dtype)
+        return {n: out[n] for n, _ in named}
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:
