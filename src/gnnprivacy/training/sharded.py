@@ -200,6 +200,60 @@ class _Part:
         return torch.from_numpy(np.asarray(getattr(self.shard, name)[ids.numpy()]))
 
 
+def sample_part_stars(part: _Part, rng: CounterRandom, *, q_b: float, M: float,
+                      peripheral_pool: str = "all_visible",
+                      enforce_no_overlap: bool = True) -> tuple[StarBatch, Tensor]:
+    """This rank's star sub-graphs of the global HeterPoisson sample of ``rng``'s step.
+
+    Returns:
+        ``(stars, rows)``: the stars in global node ids (centres ascending, edges
+        peripheral -> centre) and the part's row of each centre.
+    """
+    hit = rng.uniform(STREAM_CENTRAL, part.cand) < q_b
+    centers, rows = part.cand[hit], part.cand_rows[hit]
+    src, sub = part.in_edges(rows)
+    if peripheral_pool == "train_only":
+        keep = part.lookup("train_mask", src)
+        src, sub = src[keep], sub[keep]
+    prob = torch.clamp(M / part.lookup("out_degree", src).to(torch.float64), max=1.0)
+    kept = (rng.uniform(STREAM_NEIGHBOR, centers[sub], src) < prob).nonzero().flatten()
+    src, sub = src[kept], sub[kept]
+    if enforce_no_overlap and src.numel():
+        central = part.lookup("train_mask", src) & (rng.uniform(STREAM_CENTRAL, src) < q_b)
+        src, sub = src[~central], sub[~central]
+    return StarBatch(centers, src, sub, int(centers.numel())), rows
+
+
+def new_exchange() -> dict[str, int]:
+    """Per-rank exchange totals: bytes sent, remote rows fetched, their features' bytes."""
+    return {"bytes_sent": 0, "remote_rows": 0, "remote_feature_bytes": 0, "steps": 0}
+
+
+def fetch_rows(part: _Part, ids: Tensor, exchange: dict[str, int]) -> Tensor:
+    """Raw feature rows of the global ``ids``: own rows from the part's map, the others'
+    fetched from their owners (`exchange_rows`; every rank calls it once per step). Adds
+    this step's traffic to ``exchange`` (`new_exchange`)."""
+    rank, world = rank_and_world()
+    shard = part.shard
+    owner = part.lookup("owner", ids).long()
+    local = part.lookup("local", ids)
+    mine = owner == rank
+    out = torch.empty((ids.numel(), int(shard.meta["num_features"])),
+                      dtype=torch.from_numpy(np.empty(0, dtype=shard.x.dtype)).dtype)
+    out[mine] = torch.from_numpy(np.asarray(shard.x[local[mine].numpy()]))
+    if world > 1:
+        where = [(owner == p).nonzero().flatten() for p in range(world)]
+        where[rank] = where[rank][:0]
+        rows, sent = exchange_rows([local[w] for w in where], shard.x)
+        out[torch.cat(where)] = rows
+        remote = int((~mine).sum())
+        exchange["bytes_sent"] += sent
+        exchange["remote_rows"] += remote
+        exchange["remote_feature_bytes"] += remote * out.shape[1] * out.element_size()
+    exchange["steps"] += 1
+    return out
+
+
 class ShardedHeterPoissonTrainer(HeterPoissonTrainer):
     """`HeterPoissonTrainer` with the graph sharded over the ranks (module docstring).
 
@@ -280,8 +334,7 @@ class ShardedHeterPoissonTrainer(HeterPoissonTrainer):
             secure_mode=self.secure_mode, accountant=self.accountant_, step_event=event,
             sampling="heterpoisson")
         part, model = _Part(shard), self.model_
-        self.exchange_ = {"bytes_sent": 0, "remote_rows": 0, "remote_feature_bytes": 0,
-                          "steps": 0}
+        self.exchange_ = new_exchange()
         self._step_now = self._start_step()
 
         def closure_for_step():
@@ -306,46 +359,19 @@ class ShardedHeterPoissonTrainer(HeterPoissonTrainer):
     def _sample(self, part: _Part, rng: CounterRandom) -> tuple[StarBatch, Tensor, Tensor]:
         """This rank's star sub-graphs of the global HeterPoisson sample of ``rng``'s step,
         renumbered into ``ids`` (the sorted global ids whose features the step needs)."""
-        hit = rng.uniform(STREAM_CENTRAL, part.cand) < self.q_b_
-        centers, rows = part.cand[hit], part.cand_rows[hit]
-        src, sub = part.in_edges(rows)
-        if self.peripheral_pool == "train_only":
-            keep = part.lookup("train_mask", src)
-            src, sub = src[keep], sub[keep]
-        prob = torch.clamp(self.M / part.lookup("out_degree", src).to(torch.float64), max=1.0)
-        kept = (rng.uniform(STREAM_NEIGHBOR, centers[sub], src) < prob).nonzero().flatten()
-        src, sub = src[kept], sub[kept]
-        if self.enforce_no_overlap and src.numel():
-            central = part.lookup("train_mask", src) & (
-                rng.uniform(STREAM_CENTRAL, src) < self.q_b_)
-            src, sub = src[~central], sub[~central]
-        ids = torch.unique(torch.cat([centers, src]))
-        batch = StarBatch(torch.searchsorted(ids, centers), torch.searchsorted(ids, src), sub,
-                          int(centers.numel()))
+        stars, rows = sample_part_stars(part, rng, q_b=self.q_b_, M=self.M,
+                                        peripheral_pool=self.peripheral_pool,
+                                        enforce_no_overlap=self.enforce_no_overlap)
+        ids = torch.unique(torch.cat([stars.centers, stars.periph_nodes]))
+        batch = StarBatch(torch.searchsorted(ids, stars.centers),
+                          torch.searchsorted(ids, stars.periph_nodes), stars.periph_subgraph,
+                          stars.num_subgraphs)
         return batch, ids, part.y[rows]
 
     def _features(self, part: _Part, ids: Tensor) -> Tensor:
         """Transformed features of the global ``ids``: own rows from the map, the others'
         fetched from their owners."""
-        rank, world = rank_and_world()
-        shard = part.shard
-        owner = part.lookup("owner", ids).long()
-        local = part.lookup("local", ids)
-        mine = owner == rank
-        out = torch.empty((ids.numel(), int(shard.meta["num_features"])),
-                          dtype=torch.from_numpy(np.empty(0, dtype=shard.x.dtype)).dtype)
-        out[mine] = torch.from_numpy(np.asarray(shard.x[local[mine].numpy()]))
-        if world > 1:
-            where = [(owner == p).nonzero().flatten() for p in range(world)]
-            where[rank] = where[rank][:0]
-            rows, sent = exchange_rows([local[w] for w in where], shard.x)
-            out[torch.cat(where)] = rows
-            remote = int((~mine).sum())
-            self.exchange_["bytes_sent"] += sent
-            self.exchange_["remote_rows"] += remote
-            self.exchange_["remote_feature_bytes"] += remote * out.shape[1] * out.element_size()
-        self.exchange_["steps"] += 1
-        return self.feature_norm_.transform(out)
+        return self.feature_norm_.transform(fetch_rows(part, ids, self.exchange_))
 
     def _run(self, engine: DPEngine, steps: int, closure_for_step) -> None:
         try:
