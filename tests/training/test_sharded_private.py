@@ -133,3 +133,67 @@ def test_one_rank_and_refusals(tmp_path):
                         batch.y[batch.center]).backward()
         opt.step()
     assert pt.steps == KW["steps"] and pt.epsilon > 0
+
+
+def _run(pt, model, opt, stop: int | None = None) -> None:
+    for batch in pt.loader:
+        opt.zero_grad()
+        F.cross_entropy(model(batch.x, batch.edge_index)[batch.center],
+                        batch.y[batch.center]).backward()
+        opt.step()
+        if stop is not None and pt.steps == stop:
+            break
+
+
+@pytest.mark.parametrize("keep_stream", [True, False])
+def test_a_counter_stream_run_resumes_to_the_uninterrupted_run(keep_stream):
+    """The counter stream's seed and step travel in ``pt.state_dict()``; without them (the
+    broken control) the resumed run draws another seed and other batches."""
+    data = _data()
+
+    def fresh():
+        torch.manual_seed(0)
+        model = Net(12, 4)
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        return make_private(model, opt, data, sampler=REFERENCE["heterpoisson"](), **KW), \
+            model, opt
+
+    pt, model, opt = fresh()
+    _run(pt, model, opt)
+    whole = {k: v.clone() for k, v in model.state_dict().items()}
+    pt, model, opt = fresh()
+    _run(pt, model, opt, stop=3)
+    state = pt.state_dict()
+    assert state["sampling_stream"][1] == 3
+    if not keep_stream:
+        state.pop("sampling_stream")
+    pt2, model2, opt2 = fresh()
+    pt2.load_state_dict(state)
+    _run(pt2, model2, opt2)
+    assert pt2.steps == KW["steps"]
+    assert (_rel(model2.state_dict(), whole) < 1e-6) == keep_stream
+
+
+def _secure_worker(rank: int, world: int, folder: str, out: str, broadcast: bool) -> None:
+    torch.set_num_threads(1)
+    if not broadcast:                  # broken control: each rank keeps its own OS seed
+        from gnnprivacy.sampling.counter_rng import counter_seed
+
+        ShardedHeterPoissonSubgraphs._stream_seed = lambda self, gen: counter_seed(gen)
+    model = Net(12, 4)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    kw = {**KW, "seed": None, "secure_mode": True}
+    pt = make_private_sharded(model, opt, folder, sampler="heterpoisson", **kw)
+    _run(pt, model, opt)
+    torch.save({"stream": pt.sampler.stream_state(), "params": model.state_dict(),
+                "ledger": pt.ledger}, f"{out}/secure{rank}.pt")
+
+
+@pytest.mark.parametrize("broadcast", [True, False])
+def test_secure_mode_ranks_share_rank_0s_stream(tmp_path, broadcast):
+    folder = partition_graph(_data(), tmp_path / "s", num_parts=2, method="metis")
+    spawn_local(_secure_worker, 2, str(folder), str(tmp_path), broadcast, start_method="fork")
+    a, b = (torch.load(tmp_path / f"secure{r}.pt") for r in range(2))
+    assert (a["stream"] == b["stream"]) == broadcast
+    assert a["ledger"] == b["ledger"]
+    assert all(torch.equal(a["params"][k], b["params"][k]) for k in a["params"])
