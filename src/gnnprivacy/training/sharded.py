@@ -533,7 +533,8 @@ def make_private_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimize
     it is one rank on a one-part partition.
 
     Args:
-        model, optimizer: as `make_private`.
+        model: as `make_private` (the same architecture on every rank).
+        optimizer: as `make_private`.
         shards: a shard folder or this rank's `Shard`.
         sampler: ``"heterpoisson"``, ``"nodes"``, or a `ShardedHeterPoissonSubgraphs` /
             `ShardedNodeSubgraphs` with options.
