@@ -197,3 +197,19 @@ def test_secure_mode_ranks_share_rank_0s_stream(tmp_path, broadcast):
     assert (a["stream"] == b["stream"]) == broadcast
     assert a["ledger"] == b["ledger"]
     assert all(torch.equal(a["params"][k], b["params"][k]) for k in a["params"])
+
+
+def test_the_sharded_loader_batch(tmp_path):
+    """One rank over a one-part partition: the batch's centre labels and features are the
+    graph's, and the sampler's repr shows options, not the shard's arrays."""
+    data = _data()
+    one = partition_graph(data, tmp_path / "one", num_parts=1, method="contiguous")
+    model = Net(12, 4)
+    opt = torch.optim.Adam(model.parameters())
+    pt = make_private_sharded(model, opt, one, sampler="heterpoisson", **KW)
+    batch = next(iter(pt.loader))
+    assert batch.num_subgraphs > 0 and batch.edge_index.numel() > 0
+    assert torch.equal(batch.x, data.x[batch.n_id])
+    assert torch.equal(batch.y[batch.center], data.y[batch.n_id[batch.center]])
+    assert "memmap" not in repr(pt.sampler) and "M=1.0" in repr(pt.sampler)
+    pt.guard.stop()

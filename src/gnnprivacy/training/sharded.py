@@ -418,11 +418,11 @@ class _ShardedSubgraphs(SubgraphSampler):
         if not isinstance(data, Shard):
             raise InvalidParameterError("shards", "a Shard (open_shard) or a shard folder",
                                         type(data).__name__)
-        self.shard, self.part = data, _Part(data)
+        self._shard, self._part = data, _Part(data)
         self.graph = Data()                  # no rank holds the graph
         self.num_nodes = data.num_nodes
         self.num_train = int(data.meta["num_train"])
-        self.train_nodes = self.part.cand    # this part's training nodes (global ids)
+        self.train_nodes = self._part.cand    # this part's training nodes (global ids)
         self.exchange_ = new_exchange()
         self._fetched = (torch.zeros(0, dtype=torch.long), torch.zeros(0))
 
@@ -441,7 +441,7 @@ class _ShardedSubgraphs(SubgraphSampler):
         """Rows of this step's fetched features; labels of the part's own nodes, ``-1`` for
         the others' (a loss reads the centres' labels, which are all own)."""
         ids, x = self._fetched
-        part = self.part
+        part = self._part
         owner = part.lookup("owner", nodes).long()
         local = part.lookup("local", nodes).long()
         mine = owner == rank_and_world()[0]
@@ -450,7 +450,7 @@ class _ShardedSubgraphs(SubgraphSampler):
         return x[torch.searchsorted(ids, nodes)], y
 
     def _fetch(self, ids: Tensor) -> None:
-        self._fetched = (ids, fetch_rows(self.part, ids, self.exchange_))
+        self._fetched = (ids, fetch_rows(self._part, ids, self.exchange_))
 
 
 class ShardedHeterPoissonSubgraphs(_ShardedSubgraphs, HeterPoissonSubgraphs):
@@ -469,12 +469,12 @@ class ShardedHeterPoissonSubgraphs(_ShardedSubgraphs, HeterPoissonSubgraphs):
     def plan(self, *, batch_size: int | None):
         q_b = self._rate_for(batch_size)
         self.q_b_ = q_b
-        meta = self.shard.meta
+        meta = self._shard.meta
         return self._plan_for(q_b, int(meta["max_out_degree"]) if self.degree_public
                               else self.num_nodes - 1)
 
     def sample(self, generator: torch.Generator) -> Data:
-        stars, _ = sample_part_stars(self.part, self._step_random(generator), q_b=self.q_b_,
+        stars, _ = sample_part_stars(self._part, self._step_random(generator), q_b=self.q_b_,
                                      M=self.M, peripheral_pool=self.peripheral_pool,
                                      enforce_no_overlap=self.enforce_no_overlap)
         self._fetch(torch.unique(torch.cat([stars.centers, stars.periph_nodes])))
@@ -497,9 +497,9 @@ class ShardedNodeSubgraphs(_ShardedSubgraphs, NodeSubgraphs):
         return batch
 
     def _rows(self, nodes: Tensor) -> tuple[Tensor, Tensor]:
-        rows = self.part.lookup("local", nodes).long()
-        x = torch.from_numpy(np.asarray(self.shard.x[rows.numpy()]))
-        return x, self.part.y[rows]
+        rows = self._part.lookup("local", nodes).long()
+        x = torch.from_numpy(np.asarray(self._shard.x[rows.numpy()]))
+        return x, self._part.y[rows]
 
 
 SHARDED_SAMPLERS = {"heterpoisson": ShardedHeterPoissonSubgraphs,
