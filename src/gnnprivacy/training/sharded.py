@@ -25,6 +25,10 @@ The released sum is the single-process run's with ``sampling_stream="counter"`` 
 seed: the same sub-graphs, clipped alike, the same noise; parameters agree up to
 floating-point summation order and the ledgers are equal (``tests/training/test_sharded.py``).
 
+`make_private_sharded` does the same for the user's own model and loop (``"heterpoisson"`` and
+``"nodes"`` samplers; reference: `make_private` with ``sampling_stream="counter"``,
+``tests/training/test_sharded_private.py``).
+
 *Privacy.* Unchanged from `HeterPoissonTrainer`: node unit, add/remove inside a fixed graph
 whose degree sequence is public, one HeterPoisson mixture event per executed step. The
 ranks are one trusted party (the trainer): before the noise a rank sees the raw feature
