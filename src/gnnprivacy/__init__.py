@@ -16,6 +16,7 @@ gp.tune("tune.yaml")                                  # tuning with the selectio
 gp.attack_link_stealing("cora", attack=6, defense="grid")
 gp.partition("graph-folder", "shards", parts=4)        # per-rank shards (sharded training)
 pt = gp.make_private(model, optimizer, data, sampler="heterpoisson", epsilon=8.0)
+pt = gp.make_private_sharded(model, optimizer, "shards", sampler="heterpoisson", epsilon=8.0)
 ```
 
 Sub-packages, in layers whose imports point down only (docs/architecture.md; an
@@ -48,11 +49,13 @@ if TYPE_CHECKING:
     from gnnprivacy.experiments.tune import tune
     from gnnprivacy.records.record import RunRecord, read_record
     from gnnprivacy.training.private import PrivateTraining, make_private
+    from gnnprivacy.training.sharded import make_private_sharded
     from gnnprivacy.training.user_model import load_model, save_model
 
 __all__ = ["__version__", "train", "account", "methods", "datasets", "TrainResult", "MethodInfo",
            "load_dataset", "validate_data", "read_record", "RunRecord", "audit", "assess", "tune",
            "attack_link_stealing", "attack_linkteller", "make_private", "PrivateTraining",
-           "load", "reproduce_all", "save_model", "load_model", "partition"]
+           "load", "reproduce_all", "save_model", "load_model", "partition",
+           "make_private_sharded"]
 
 __getattr__, __dir__ = lazy_exports(__name__, __file__, globals())

@@ -108,3 +108,9 @@ def uniform_like(generator: torch.Generator | CounterRandom, stream: int, *ids: 
         return generator.uniform(stream, *ids)
     raise InvalidParameterError("generator", "a torch.Generator or a CounterRandom",
                                 type(generator).__name__)
+
+
+def counter_seed(generator: torch.Generator) -> int:
+    """The seed of a run's `CounterRandom` sampling stream: one draw of its sampling
+    generator (the same on every rank that holds the same generator state)."""
+    return int(torch.randint(0, 2**62, (1,), generator=generator))

@@ -46,7 +46,7 @@ from torch_geometric.data import Data
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.sampling import poisson_node_batch
 from gnnprivacy.training.dp.clipping import clip_and_sum
-from gnnprivacy.training.dp.engine import DPEngine, make_optimizer
+from gnnprivacy.training.dp.engine import DPEngine, StepInfo, make_optimizer
 from gnnprivacy.training.dp.noise import gaussian_noise
 from gnnprivacy.training import _privacy
 from gnnprivacy.training.node_dp.common import FeatureNorm, is_inductive
@@ -123,21 +123,33 @@ class DistributedDPEngine(DPEngine):
 
     def noisy_sum(self, closure: Callable[[], Tensor], *,
                   row_mask: Tensor | None = None) -> tuple[dict[str, Tensor], int]:
-        rank, world = rank_and_world()
         with self.capture.recording():
             losses = closure()
         clipped = clip_and_sum(self.capture, losses, self.groups, row_mask=row_mask)
+        return self.reduce_noised(clipped.sums, clipped.num_subgraphs)
+
+    def release(self, clipped_sums: dict[str, Tensor], num_subgraphs: int) -> StepInfo:
+        """`DPEngine.release` for this rank's clipped sums (the user-loop path of
+        `make_private_sharded`): one noise draw on ``noise_rank``, one ``all_reduce``, the
+        same update and one ledger entry on every rank."""
+        return self.apply(*self.reduce_noised(clipped_sums, num_subgraphs))
+
+    def reduce_noised(self, clipped_sums: dict[str, Tensor],
+                      num_subgraphs: int) -> tuple[dict[str, Tensor], int]:
+        """This rank's clipped sums, plus the one noise draw where this is ``noise_rank``,
+        summed over the ranks (one ``all_reduce``); with the global number of subgraphs."""
+        rank, world = rank_and_world()
         std = self.noise_std
-        sums = dict(clipped.sums)
+        sums = dict(clipped_sums)
         if rank == self.noise_rank:
             sums = {name: s + gaussian_noise(s, std, generator=self.generator,
                                              secure=self.secure_mode)
                     for name, s in sums.items()}
         if world == 1:
-            return sums, clipped.num_subgraphs
+            return sums, num_subgraphs
         names = list(sums)
         first = sums[names[0]]
-        count = torch.tensor([float(clipped.num_subgraphs)], dtype=first.dtype,
+        count = torch.tensor([float(num_subgraphs)], dtype=first.dtype,
                              device=first.device)
         flat = torch.cat([sums[n].reshape(-1) for n in names] + [count])
         dist.all_reduce(flat, op=dist.ReduceOp.SUM)

@@ -25,6 +25,10 @@ The released sum is the single-process run's with ``sampling_stream="counter"`` 
 seed: the same sub-graphs, clipped alike, the same noise; parameters agree up to
 floating-point summation order and the ledgers are equal (``tests/training/test_sharded.py``).
 
+`make_private_sharded` does the same for the user's own model and loop (``"heterpoisson"`` and
+``"nodes"`` samplers; reference: `make_private` with ``sampling_stream="counter"``,
+``tests/training/test_sharded_private.py``).
+
 *Privacy.* Unchanged from `HeterPoissonTrainer`: node unit, add/remove inside a fixed graph
 whose degree sequence is public, one HeterPoisson mixture event per executed step. The
 ranks are one trusted party (the trainer): before the noise a rank sees the raw feature
@@ -45,13 +49,14 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 from torch.nn import functional as F
+from torch_geometric.data import Data
 
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.datasets.shards import Shard, open_shard
 from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.nn.star import StarGNN
 from gnnprivacy.sampling._graph import gather_segments
-from gnnprivacy.sampling.counter_rng import CounterRandom
+from gnnprivacy.sampling.counter_rng import CounterRandom, counter_seed
 from gnnprivacy.sampling.heter_poisson import STREAM_CENTRAL, STREAM_NEIGHBOR
 from gnnprivacy.sampling.star_batch import StarBatch
 from gnnprivacy.training import _privacy
@@ -60,10 +65,14 @@ from gnnprivacy.training.distributed import (DistributedDPEngine, broadcast_para
                                              rank_and_world)
 from gnnprivacy.training.dp import DPEngine, make_optimizer
 from gnnprivacy.training.node_dp.common import FeatureNorm, feature_moments
-from gnnprivacy.training.node_dp.heterpoisson import HeterPoissonTrainer, counter_seed
+from gnnprivacy.training.node_dp.heterpoisson import HeterPoissonTrainer
+from gnnprivacy.training.private.make_private import PrivateTraining
+from gnnprivacy.training.private.samplers import (HeterPoissonSubgraphs, NodeSubgraphs,
+                                                  SubgraphSampler)
 
-__all__ = ["ShardedHeterPoissonTrainer", "ShardedRunError", "exchange_rows", "init_file_group",
-           "is_collective_failure"]
+__all__ = ["ShardedHeterPoissonSubgraphs", "ShardedHeterPoissonTrainer", "ShardedNodeSubgraphs",
+           "ShardedRunError", "exchange_rows", "fetch_rows", "init_file_group",
+           "is_collective_failure", "make_private_sharded", "sample_part_stars"]
 
 #: how long a rank waits in a collective for the others by default (``init_process_group``)
 DEFAULT_TIMEOUT = datetime.timedelta(minutes=10)
@@ -200,6 +209,60 @@ class _Part:
         return torch.from_numpy(np.asarray(getattr(self.shard, name)[ids.numpy()]))
 
 
+def sample_part_stars(part: _Part, rng: CounterRandom, *, q_b: float, M: float,
+                      peripheral_pool: str = "all_visible",
+                      enforce_no_overlap: bool = True) -> tuple[StarBatch, Tensor]:
+    """This rank's star sub-graphs of the global HeterPoisson sample of ``rng``'s step.
+
+    Returns:
+        ``(stars, rows)``: the stars in global node ids (centres ascending, edges
+        peripheral -> centre) and the part's row of each centre.
+    """
+    hit = rng.uniform(STREAM_CENTRAL, part.cand) < q_b
+    centers, rows = part.cand[hit], part.cand_rows[hit]
+    src, sub = part.in_edges(rows)
+    if peripheral_pool == "train_only":
+        keep = part.lookup("train_mask", src)
+        src, sub = src[keep], sub[keep]
+    prob = torch.clamp(M / part.lookup("out_degree", src).to(torch.float64), max=1.0)
+    kept = (rng.uniform(STREAM_NEIGHBOR, centers[sub], src) < prob).nonzero().flatten()
+    src, sub = src[kept], sub[kept]
+    if enforce_no_overlap and src.numel():
+        central = part.lookup("train_mask", src) & (rng.uniform(STREAM_CENTRAL, src) < q_b)
+        src, sub = src[~central], sub[~central]
+    return StarBatch(centers, src, sub, int(centers.numel())), rows
+
+
+def new_exchange() -> dict[str, int]:
+    """Per-rank exchange totals: bytes sent, remote rows fetched, their features' bytes."""
+    return {"bytes_sent": 0, "remote_rows": 0, "remote_feature_bytes": 0, "steps": 0}
+
+
+def fetch_rows(part: _Part, ids: Tensor, exchange: dict[str, int]) -> Tensor:
+    """Raw feature rows of the global ``ids``: own rows from the part's map, the others'
+    fetched from their owners (`exchange_rows`; every rank calls it once per step). Adds
+    this step's traffic to ``exchange`` (`new_exchange`)."""
+    rank, world = rank_and_world()
+    shard = part.shard
+    owner = part.lookup("owner", ids).long()
+    local = part.lookup("local", ids)
+    mine = owner == rank
+    out = torch.empty((ids.numel(), int(shard.meta["num_features"])),
+                      dtype=torch.from_numpy(np.empty(0, dtype=shard.x.dtype)).dtype)
+    out[mine] = torch.from_numpy(np.asarray(shard.x[local[mine].numpy()]))
+    if world > 1:
+        where = [(owner == p).nonzero().flatten() for p in range(world)]
+        where[rank] = where[rank][:0]
+        rows, sent = exchange_rows([local[w] for w in where], shard.x)
+        out[torch.cat(where)] = rows
+        remote = int((~mine).sum())
+        exchange["bytes_sent"] += sent
+        exchange["remote_rows"] += remote
+        exchange["remote_feature_bytes"] += remote * out.shape[1] * out.element_size()
+    exchange["steps"] += 1
+    return out
+
+
 class ShardedHeterPoissonTrainer(HeterPoissonTrainer):
     """`HeterPoissonTrainer` with the graph sharded over the ranks (module docstring).
 
@@ -280,8 +343,7 @@ class ShardedHeterPoissonTrainer(HeterPoissonTrainer):
             secure_mode=self.secure_mode, accountant=self.accountant_, step_event=event,
             sampling="heterpoisson")
         part, model = _Part(shard), self.model_
-        self.exchange_ = {"bytes_sent": 0, "remote_rows": 0, "remote_feature_bytes": 0,
-                          "steps": 0}
+        self.exchange_ = new_exchange()
         self._step_now = self._start_step()
 
         def closure_for_step():
@@ -306,46 +368,19 @@ class ShardedHeterPoissonTrainer(HeterPoissonTrainer):
     def _sample(self, part: _Part, rng: CounterRandom) -> tuple[StarBatch, Tensor, Tensor]:
         """This rank's star sub-graphs of the global HeterPoisson sample of ``rng``'s step,
         renumbered into ``ids`` (the sorted global ids whose features the step needs)."""
-        hit = rng.uniform(STREAM_CENTRAL, part.cand) < self.q_b_
-        centers, rows = part.cand[hit], part.cand_rows[hit]
-        src, sub = part.in_edges(rows)
-        if self.peripheral_pool == "train_only":
-            keep = part.lookup("train_mask", src)
-            src, sub = src[keep], sub[keep]
-        prob = torch.clamp(self.M / part.lookup("out_degree", src).to(torch.float64), max=1.0)
-        kept = (rng.uniform(STREAM_NEIGHBOR, centers[sub], src) < prob).nonzero().flatten()
-        src, sub = src[kept], sub[kept]
-        if self.enforce_no_overlap and src.numel():
-            central = part.lookup("train_mask", src) & (
-                rng.uniform(STREAM_CENTRAL, src) < self.q_b_)
-            src, sub = src[~central], sub[~central]
-        ids = torch.unique(torch.cat([centers, src]))
-        batch = StarBatch(torch.searchsorted(ids, centers), torch.searchsorted(ids, src), sub,
-                          int(centers.numel()))
+        stars, rows = sample_part_stars(part, rng, q_b=self.q_b_, M=self.M,
+                                        peripheral_pool=self.peripheral_pool,
+                                        enforce_no_overlap=self.enforce_no_overlap)
+        ids = torch.unique(torch.cat([stars.centers, stars.periph_nodes]))
+        batch = StarBatch(torch.searchsorted(ids, stars.centers),
+                          torch.searchsorted(ids, stars.periph_nodes), stars.periph_subgraph,
+                          stars.num_subgraphs)
         return batch, ids, part.y[rows]
 
     def _features(self, part: _Part, ids: Tensor) -> Tensor:
         """Transformed features of the global ``ids``: own rows from the map, the others'
         fetched from their owners."""
-        rank, world = rank_and_world()
-        shard = part.shard
-        owner = part.lookup("owner", ids).long()
-        local = part.lookup("local", ids)
-        mine = owner == rank
-        out = torch.empty((ids.numel(), int(shard.meta["num_features"])),
-                          dtype=torch.from_numpy(np.empty(0, dtype=shard.x.dtype)).dtype)
-        out[mine] = torch.from_numpy(np.asarray(shard.x[local[mine].numpy()]))
-        if world > 1:
-            where = [(owner == p).nonzero().flatten() for p in range(world)]
-            where[rank] = where[rank][:0]
-            rows, sent = exchange_rows([local[w] for w in where], shard.x)
-            out[torch.cat(where)] = rows
-            remote = int((~mine).sum())
-            self.exchange_["bytes_sent"] += sent
-            self.exchange_["remote_rows"] += remote
-            self.exchange_["remote_feature_bytes"] += remote * out.shape[1] * out.element_size()
-        self.exchange_["steps"] += 1
-        return self.feature_norm_.transform(out)
+        return self.feature_norm_.transform(fetch_rows(part, ids, self.exchange_))
 
     def _run(self, engine: DPEngine, steps: int, closure_for_step) -> None:
         try:
@@ -372,3 +407,168 @@ def init_file_group(init_file: str | Path, rank: int, world_size: int, *,
     with a collective ``timeout`` (a killed rank stops the others after at most that)."""
     dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank,
                             world_size=world_size, timeout=timeout)
+
+
+# ---------------------------------------------------------------------- make_private
+class _ShardedSubgraphs(SubgraphSampler):
+    """What the sharded samplers of `make_private_sharded` share: set up from this rank's
+    `Shard` (the global sizes from its meta), the counter stream with rank 0's seed, batch
+    rows read from the part or fetched from their owners."""
+
+    sampling_stream = "counter"
+
+    def setup(self, data: Shard, *, model: torch.nn.Module | None = None,
+              generator: torch.Generator | None = None) -> None:
+        if not isinstance(data, Shard):
+            raise InvalidParameterError("shards", "a Shard (open_shard) or a shard folder",
+                                        type(data).__name__)
+        self._shard, self._part = data, _Part(data)
+        self.graph = Data()                  # no rank holds the graph
+        self.num_nodes = data.num_nodes
+        self.num_train = int(data.meta["num_train"])
+        self.train_nodes = self._part.cand    # this part's training nodes (global ids)
+        self.exchange_ = new_exchange()
+        self._fetched = (torch.zeros(0, dtype=torch.long), torch.zeros(0))
+
+    def _stream_seed(self, generator: torch.Generator) -> int:
+        seed = counter_seed(generator)
+        if rank_and_world()[1] > 1:          # rank 0's stream (OS-seeded in secure mode)
+            box = torch.tensor([seed], dtype=torch.long)
+            dist.broadcast(box, src=0)
+            seed = int(box)
+        return seed
+
+    def _edge_keys(self) -> list[str]:
+        return []
+
+    def _rows(self, nodes: Tensor) -> tuple[Tensor, Tensor]:
+        """Rows of this step's fetched features; labels of the part's own nodes, ``-1`` for
+        the others' (a loss reads the centres' labels, which are all own)."""
+        ids, x = self._fetched
+        part = self._part
+        owner = part.lookup("owner", nodes).long()
+        local = part.lookup("local", nodes).long()
+        mine = owner == rank_and_world()[0]
+        y = torch.full((nodes.numel(),), -1, dtype=part.y.dtype)
+        y[mine] = part.y[local[mine]]
+        return x[torch.searchsorted(ids, nodes)], y
+
+    def _fetch(self, ids: Tensor) -> None:
+        self._fetched = (ids, fetch_rows(self._part, ids, self.exchange_))
+
+
+class ShardedHeterPoissonSubgraphs(_ShardedSubgraphs, HeterPoissonSubgraphs):
+    """`HeterPoissonSubgraphs` on this rank's part (``sampler="heterpoisson"`` of
+    `make_private_sharded`): the rank's star sub-graphs of the global sample of the counter
+    stream, the peripherals' features fetched from their owners. Options as
+    `HeterPoissonSubgraphs` (the stream is always ``"counter"``)."""
+
+    def __init__(self, **options: Any):
+        stream = options.pop("sampling_stream", "counter")
+        if stream != "counter":
+            raise InvalidParameterError("sampling_stream", "'counter' (sharded sampling keys "
+                                        "every trial by node)", stream)
+        super().__init__(sampling_stream="counter", **options)
+
+    def plan(self, *, batch_size: int | None):
+        q_b = self._rate_for(batch_size)
+        self.q_b_ = q_b
+        meta = self._shard.meta
+        return self._plan_for(q_b, int(meta["max_out_degree"]) if self.degree_public
+                              else self.num_nodes - 1)
+
+    def sample(self, generator: torch.Generator) -> Data:
+        stars, _ = sample_part_stars(self._part, self._step_random(generator), q_b=self.q_b_,
+                                     M=self.M, peripheral_pool=self.peripheral_pool,
+                                     enforce_no_overlap=self.enforce_no_overlap)
+        self._fetch(torch.unique(torch.cat([stars.centers, stars.periph_nodes])))
+        return self._stars_batch(stars)
+
+
+class ShardedNodeSubgraphs(_ShardedSubgraphs, NodeSubgraphs):
+    """`NodeSubgraphs` on this rank's part (``sampler="nodes"`` of `make_private_sharded`):
+    the part's training nodes whose keyed central trial hits; no edges, nothing fetched."""
+
+    def __init__(self, *, sampling_stream: str = "counter"):
+        if sampling_stream != "counter":
+            raise InvalidParameterError("sampling_stream", "'counter' (sharded sampling keys "
+                                        "every trial by node)", sampling_stream)
+        super().__init__(sampling_stream="counter")
+
+    def sample(self, generator: torch.Generator) -> Data:
+        batch = super().sample(generator)
+        self.exchange_["steps"] += 1
+        return batch
+
+    def _rows(self, nodes: Tensor) -> tuple[Tensor, Tensor]:
+        rows = self._part.lookup("local", nodes).long()
+        x = torch.from_numpy(np.asarray(self._shard.x[rows.numpy()]))
+        return x, self._part.y[rows]
+
+
+SHARDED_SAMPLERS = {"heterpoisson": ShardedHeterPoissonSubgraphs,
+                    "nodes": ShardedNodeSubgraphs}
+
+
+def make_private_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimizer, shards, *,
+                         sampler: str | _ShardedSubgraphs = "heterpoisson",
+                         **kwargs: Any) -> PrivateTraining:
+    """`make_private` with the graph sharded over the ranks of the default process group.
+
+    Every rank calls it with the same model architecture, optimizer settings and arguments,
+    and the shard folder of `gnnprivacy.datasets.shards.partition_graph` (``gp.partition``;
+    rank ``k`` opens part ``k``) or its own `Shard`. The user's loop is unchanged::
+
+        pt = make_private_sharded(model, optimizer, "shards", sampler="heterpoisson",
+                                  epsilon=8.0)
+        for batch in pt.loader:          # this rank's subgraphs, remote features fetched
+            optimizer.zero_grad()
+            out = model(batch.x, batch.edge_index)
+            F.cross_entropy(out[batch.center], batch.y[batch.center]).backward()
+            optimizer.step()             # clip here, ONE noise draw (rank 0), one all_reduce
+
+    Each rank's ``pt.loader`` yields its part of the global sample of the counter stream
+    (``sampling_stream="counter"``; the union over the ranks is the single-process sample,
+    rank 0's seed broadcast once); ``batch.y`` holds the labels of the part's own rows
+    (every centre) and ``-1`` for rows fetched from other parts. ``optimizer.step()`` clips
+    each local subgraph, rank 0 adds one noise draw, one ``all_reduce`` sums, every rank
+    takes the same update and composes one ledger entry; ``pt.epsilon`` is the same on every
+    rank. The model's parameters are broadcast from rank 0 first. Without a process group
+    it is one rank on a one-part partition.
+
+    Args:
+        model: as `make_private` (the same architecture on every rank).
+        optimizer: as `make_private`.
+        shards: a shard folder or this rank's `Shard`.
+        sampler: ``"heterpoisson"``, ``"nodes"``, or a `ShardedHeterPoissonSubgraphs` /
+            `ShardedNodeSubgraphs` with options.
+        **kwargs: `make_private`'s keyword arguments (``epsilon`` or ``noise_multiplier``,
+            ``delta``, ``max_grad_norm``, ``epochs``/``steps``, ``batch_size``,
+            ``secure_mode``, ``seed``, ``loss_reduction``); every rank passes the same.
+
+    Privacy: the released noisy sum is the single-process `make_private` run's with the
+    sampler's ``sampling_stream="counter"`` and the same seed, so the unit, relation, event
+    per step, ledger and ``pt.privacy`` are that run's. The ranks are one trusted party
+    (a rank reads the raw feature rows it fetches and, inside the reduction, the others'
+    clipped sums).
+
+    Raises:
+        InvalidParameterError: another sampler, or a partition whose number of parts is not
+            the world size.
+    """
+    rank, world = rank_and_world()
+    shard = shards if isinstance(shards, Shard) else open_shard(shards, rank)
+    if shard.num_parts != world or shard.part != rank:
+        raise InvalidParameterError("shards", f"{world} part(s), one per rank (this is "
+                                    f"rank {rank})", f"{shard.num_parts} part(s)")
+    if isinstance(sampler, str) and sampler in SHARDED_SAMPLERS:
+        sampler = SHARDED_SAMPLERS[sampler]()
+    if not isinstance(sampler, _ShardedSubgraphs):
+        raise InvalidParameterError("sampler", f"one of {sorted(SHARDED_SAMPLERS)} or a "
+                                    "ShardedHeterPoissonSubgraphs/ShardedNodeSubgraphs",
+                                    sampler if isinstance(sampler, str)
+                                    else type(sampler).__name__)
+    broadcast_parameters(model)
+    pt = PrivateTraining(model, optimizer, shard, sampler=sampler, **kwargs)
+    pt.engine = DistributedDPEngine.wrap(pt.engine)
+    return pt

@@ -52,7 +52,7 @@ from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.nn.star import AGGREGATORS, StarGNN
 from gnnprivacy.sampling import HeterPoissonSampler
-from gnnprivacy.sampling.counter_rng import CounterRandom
+from gnnprivacy.sampling.counter_rng import CounterRandom, counter_seed
 from gnnprivacy.sampling.fixed_shape import FixedShapeHeterPoisson
 from gnnprivacy.sampling.star_batch import StarBatch
 from gnnprivacy.training.dp import DPEngine, make_optimizer
@@ -66,12 +66,6 @@ __all__ = ["HeterPoissonTrainer", "counter_seed", "default_delta_heterpoisson"]
 
 PERIPHERAL_POOLS = ("all_visible", "train_only")
 SAMPLING_STREAMS = ("generator", "counter")
-
-
-def counter_seed(generator: torch.Generator) -> int:
-    """The seed of a run's `CounterRandom` sampling stream: one draw of its sampling
-    generator (the same on every rank that holds the same generator state)."""
-    return int(torch.randint(0, 2**62, (1,), generator=generator))
 
 
 def default_delta_heterpoisson(num_nodes: int) -> float:

@@ -382,6 +382,7 @@ class PrivateTraining:
                 "steps": self.steps, "steps_planned": self.steps_planned,
                 "noise_multiplier": self.noise_multiplier, "ledger": self.ledger,
                 "sample_generator": self._gens["sample"].get_state(),
+                "sampling_stream": self.sampler.stream_state(),
                 "noise_generator": (None if self._gens["noise"] is None
                                     else self._gens["noise"].get_state())}
 
@@ -399,6 +400,7 @@ class PrivateTraining:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self._gens["sample"].set_state(state["sample_generator"])
+        self.sampler.load_stream_state(state.get("sampling_stream"))
         if self._gens["noise"] is not None and state["noise_generator"] is not None:
             self._gens["noise"].set_state(state["noise_generator"])
         done = int(state["steps"]) - self.steps

@@ -39,6 +39,7 @@ from torch_geometric.data import Data
 from gnnprivacy._validation import check_choice, check_int, check_real
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.errors import InvalidParameterError
+from gnnprivacy.sampling.counter_rng import CounterRandom, counter_seed
 
 __all__ = ["DegreeBoundedSubgraphs", "HeterPoissonSubgraphs", "NodeSubgraphs", "SAMPLERS",
            "SamplerPlan", "SubgraphSampler", "make_sampler"]
@@ -99,6 +100,11 @@ class SubgraphSampler:
     name = "base"
     #: node ids of the training graph and its features/labels (set by setup)
     graph: Data
+    #: ``"generator"`` (trials drawn from the generator passed to `sample`) or ``"counter"``
+    #: (every trial keyed by ``(seed, step, node ids)``, the seed one draw of that generator:
+    #: the stream a sharded run reproduces rank by rank)
+    sampling_stream = "generator"
+    _counter: tuple[int, int] | None = None
 
     def setup(self, data: Data, *, model: torch.nn.Module | None = None,
               generator: torch.Generator | None = None) -> None:
@@ -128,7 +134,35 @@ class SubgraphSampler:
     def sample(self, generator: torch.Generator) -> Data:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    # ------------------------------------------------------------------ sampling stream
+    def _step_random(self, generator: torch.Generator) -> torch.Generator | CounterRandom:
+        """This step's source of trials: ``generator`` itself, or the counter stream at the
+        next step (its seed drawn from ``generator`` on the first step)."""
+        if self.sampling_stream != "counter":
+            return generator
+        seed, step = self._counter or (self._stream_seed(generator), 0)
+        self._counter = (seed, step + 1)
+        return CounterRandom(seed, step)
+
+    def _stream_seed(self, generator: torch.Generator) -> int:
+        return counter_seed(generator)
+
+    def stream_state(self) -> tuple[int, int] | None:
+        """The counter stream's ``(seed, next step)`` (``None`` before its first step)."""
+        return self._counter
+
+    def load_stream_state(self, state: tuple[int, int] | None) -> None:
+        """Resume the counter stream at ``state`` (from `stream_state`)."""
+        self._counter = None if state is None else (int(state[0]), int(state[1]))
+
     # ------------------------------------------------------------------ batch assembly
+    def _rows(self, nodes: Tensor) -> tuple[Tensor, Tensor]:
+        """Features and labels of the batch's rows (node ids ``nodes``)."""
+        return self.graph.x[nodes], self.graph.y[nodes]
+
+    def _edge_keys(self) -> list[str]:
+        return edge_level_keys(self.graph)
+
     def _assemble(self, nodes: Tensor, seg: Tensor, centre_first: Tensor, num: int,
                   edges: tuple[Tensor, Tensor]) -> Data:
         """A batch from rows ``nodes`` grouped by subgraph ``seg`` (non-decreasing), the row of
@@ -150,10 +184,11 @@ class SubgraphSampler:
             nodes, seg = nodes[rows], new_seg[rows]
             centre_first = where[centre_first[order]]
             edges = (where[edges[0]], where[edges[1]])
-        out = Data(x=g.x[nodes], edge_index=torch.stack(edges), y=g.y[nodes], batch=seg,
+        x, y = self._rows(nodes)
+        out = Data(x=x, edge_index=torch.stack(edges), y=y, batch=seg,
                    center=centre_first, n_id=nodes, num_subgraphs=int(num),
                    num_nodes=int(nodes.numel()))
-        keys = edge_level_keys(g)
+        keys = self._edge_keys()
         if keys:
             ids = self._edge_ids(nodes[edges[0]], nodes[edges[1]])
             for key in keys:
@@ -191,6 +226,9 @@ class HeterPoissonSubgraphs(SubgraphSampler):
             ``"train_only"``.
         degree_public: account over the graph's largest out-degree instead of ``|V| - 1``.
         accounting: ``"sound"`` (PLD of the mixture) or ``"paper"`` (Theorem 2's RDP).
+        sampling_stream: ``"generator"`` (default) or ``"counter"`` (trials keyed by node
+            ids: the single-process reference of `gnnprivacy.training.sharded`'s
+            `make_private_sharded`; same law, same event).
 
     Privacy: unit node, add/remove of one training node inside a fixed graph whose degree
     sequence is public (peripheral probabilities read whole-graph out-degrees).
@@ -200,7 +238,7 @@ class HeterPoissonSubgraphs(SubgraphSampler):
 
     def __init__(self, *, M: float = 1.0, enforce_no_overlap: bool = True,
                  peripheral_pool: str = "all_visible", degree_public: bool = False,
-                 accounting: str = "sound"):
+                 accounting: str = "sound", sampling_stream: str = "generator"):
         self.M = check_real("M", M, low=1.0)
         if math.isinf(self.M):
             raise InvalidParameterError("M", "a finite real >= 1", M)
@@ -209,6 +247,7 @@ class HeterPoissonSubgraphs(SubgraphSampler):
                                             ("all_visible", "train_only"))
         self.degree_public = bool(degree_public)
         self.accounting = check_choice("accounting", accounting, ("sound", "paper"))
+        self.sampling_stream = _check_stream(sampling_stream)
 
     def default_batch_size(self) -> int:
         from gnnprivacy.training.defaults import heterpoisson_rate
@@ -217,11 +256,8 @@ class HeterPoissonSubgraphs(SubgraphSampler):
 
     def plan(self, *, batch_size: int | None) -> SamplerPlan:
         from gnnprivacy.sampling import HeterPoissonSampler
-        from gnnprivacy.training import _privacy
 
-        m = self.default_batch_size() if batch_size is None else check_int(
-            "batch_size", batch_size, low=1, high=self.num_train)
-        q_b = min(1.0, m / self.num_train)
+        q_b = self._rate_for(batch_size)
         g = self.graph
         inductive = getattr(getattr(g, "split", None), "kind", None) == "inductive"
         elig = (g.train_mask if inductive or self.peripheral_pool == "train_only"
@@ -230,6 +266,17 @@ class HeterPoissonSubgraphs(SubgraphSampler):
                                             candidates=g.train_mask, eligible=elig, q_b=q_b,
                                             M=self.M, enforce_no_overlap=self.enforce_no_overlap)
         d_max = self._sampler.max_out_degree if self.degree_public else self.num_nodes - 1
+        return self._plan_for(q_b, d_max)
+
+    def _rate_for(self, batch_size: int | None) -> float:
+        m = self.default_batch_size() if batch_size is None else check_int(
+            "batch_size", batch_size, low=1, high=self.num_train)
+        return min(1.0, m / self.num_train)
+
+    def _plan_for(self, q_b: float, d_max: int) -> SamplerPlan:
+        """The plan of central rate ``q_b`` accounted over out-degrees up to ``d_max``."""
+        from gnnprivacy.training import _privacy
+
         factory = _privacy.heterpoisson_event_factory(
             q_b=q_b, M=self.M, max_out_degree=d_max, overlap_removal=self.enforce_no_overlap,
             mode=self.accounting)
@@ -254,7 +301,10 @@ class HeterPoissonSubgraphs(SubgraphSampler):
                    MAX_STEPS_HETERPOISSON)
 
     def sample(self, generator: torch.Generator) -> Data:
-        stars = self._sampler.sample(generator)
+        return self._stars_batch(self._sampler.sample(self._step_random(generator)))
+
+    def _stars_batch(self, stars) -> Data:
+        """The batch of a `StarBatch` in node ids (edges peripheral -> centre)."""
         num = stars.num_subgraphs
         nodes = torch.cat([stars.centers, stars.periph_nodes])
         seg = torch.cat([torch.arange(num), stars.periph_subgraph])
@@ -418,6 +468,10 @@ class DegreeBoundedSubgraphs(SubgraphSampler):
 class NodeSubgraphs(SubgraphSampler):
     """Every training node alone, Poisson sampled: naive DP-SGD with no graph (DP-MLP).
 
+    Args:
+        sampling_stream: ``"generator"`` (default) or ``"counter"`` (each node's trial keyed
+            by its id: the single-process reference of a sharded run; same law and event).
+
     Privacy: unit node, add/remove; one Poisson-subsampled Gaussian event per step. The
     model sees no edge, so edges are outside the guarantee's object.
     """
@@ -426,6 +480,9 @@ class NodeSubgraphs(SubgraphSampler):
     unit = PrivacyUnit.NODE
     scope = ("the model's parameters: every executed noisy step, for one training node added "
              "or removed (features and label; the model sees no edge)")
+
+    def __init__(self, *, sampling_stream: str = "generator"):
+        self.sampling_stream = _check_stream(sampling_stream)
 
     def default_batch_size(self) -> int:
         from gnnprivacy.training.defaults import BATCH_FRACTION, adaptive_batch
@@ -452,8 +509,16 @@ class NodeSubgraphs(SubgraphSampler):
 
     def sample(self, generator: torch.Generator) -> Data:
         from gnnprivacy.sampling import poisson_node_batch
+        from gnnprivacy.sampling.heter_poisson import STREAM_CENTRAL
 
-        nodes = poisson_node_batch(self.train_nodes, rate=self._rate, generator=generator)
+        rng = self._step_random(generator)
+        if isinstance(rng, CounterRandom):      # the central trial of each node, keyed by id
+            nodes = self.train_nodes[rng.uniform(STREAM_CENTRAL, self.train_nodes) < self._rate]
+        else:
+            nodes = poisson_node_batch(self.train_nodes, rate=self._rate, generator=rng)
+        return self._nodes_batch(nodes)
+
+    def _nodes_batch(self, nodes: Tensor) -> Data:
         num = int(nodes.numel())
         empty = torch.zeros(0, dtype=torch.long)
         return self._assemble(nodes, torch.arange(num), torch.arange(num), num, (empty, empty))
@@ -475,6 +540,10 @@ def make_sampler(sampler: str | SubgraphSampler) -> SubgraphSampler:
         return SAMPLERS[sampler]()
     raise InvalidParameterError("sampler", f"one of {sorted(SAMPLERS)} or a SubgraphSampler",
                                 sampler)
+
+
+def _check_stream(stream: str) -> str:
+    return check_choice("sampling_stream", stream, ("generator", "counter"))
 
 
 def edge_level_keys(graph: Data) -> list[str]:
