@@ -384,3 +384,61 @@ def test_split_known_is_a_stratified_partition():
     assert not set(known.u.tolist()) & set(test.u.tolist())
     with pytest.raises(InvalidParameterError, match="known_frac"):
         split_known(pairs, 1.0, seed=0)
+
+
+def test_gnnprivacy_assess_several_saved_models_in_one_card(small_graph, tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from gnnprivacy.auditing.model_card import assess_models
+    from gnnprivacy.cli import main
+
+    init = {"in_channels": small_graph.num_features, "hidden_channels": 32, "num_layers": 2,
+            "out_channels": int(small_graph.y.max()) + 1}
+    dataset = {"name": "csbm", "num_nodes": 300, "train_frac": 0.5, "val_frac": 0.0,
+               "test_frac": 0.5}
+    plain, private = fit(small_graph, 0, epochs=20), fit(small_graph, 1, epochs=5)
+    gp.save_model(plain, tmp_path / "plain.pt", init=init, dataset=dataset)
+    gp.save_model(private, tmp_path / "eps2.pt", init=init, dataset=dataset,
+                  privacy={"epsilon": 2.0, "delta": 1e-5})
+    run = CliRunner().invoke(main, ["assess", str(tmp_path / "plain.pt"),
+                                    str(tmp_path / "eps2.pt"), "--json", "--link-attacks", ""])
+    assert run.exit_code == 0, run.output
+    card = json.loads(run.output)
+    direct = assess_models({"plain.pt": plain, "eps2.pt": {"model": private, "privacy": {
+        "epsilon": 2.0, "delta": 1e-5}}}, small_graph, link_attacks=())
+    assert [c["run_id"] for c in card["cards"]] == ["plain.pt", "eps2.pt"]
+    for got, want in zip(card["cards"], direct["cards"]):
+        assert got["link_stealing"]["auc"] == want["link_stealing"]["auc"]
+        assert got["membership"]["loss_threshold"]["auc"] == \
+            want["membership"]["loss_threshold"]["auc"]
+    run = CliRunner().invoke(main, ["assess", str(tmp_path / "plain.pt"),
+                                    str(tmp_path / "eps2.pt"), "--format", "html",
+                                    "--link-attacks", ""])
+    assert run.exit_code == 0 and 'class="comparison"' in run.output
+    assert 'class="auc-vs-epsilon"' in run.output and ">no DP</text>" in run.output
+    # bad input: a model saved with another graph, and a file that is not a model
+    gp.save_model(GCNConvModel(7), tmp_path / "other.pt", init={"in_channels": 7},
+                  dataset={**dataset, "num_nodes": 200})
+    torch.save({"weights": torch.zeros(3)}, tmp_path / "weights.pt")
+    for other, says in (("other.pt", "models saved with one dataset"),
+                        ("weights.pt", "expected models saved by gp.save_model")):
+        run = CliRunner().invoke(main, ["assess", str(tmp_path / "plain.pt"),
+                                        str(tmp_path / other)])
+        assert run.exit_code != 0 and says in run.output and "Traceback" not in run.output
+    run = CliRunner().invoke(main, ["assess", str(tmp_path / "plain.pt"), "--link-attacks", "1"])
+    assert run.exit_code != 0 and "need a shadow dataset" in run.output
+
+
+class GCNConvModel(torch.nn.Module):
+    """A one-layer model of 7 input features (a graph of another feature size)."""
+
+    def __init__(self, in_channels):
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.conv = GCNConv(in_channels, 3)
+
+    def forward(self, x, edge_index):
+        return self.conv(x, edge_index)

@@ -87,7 +87,6 @@ def knowledge_attacks(post: np.ndarray, data, pairs, *, attacks=(2, 3, 6),
     and are tested on the rest.
     """
     from gnnprivacy.attacks.link_stealing.he import NodeView, run_he_attack
-    from gnnprivacy.attacks.lira import rank_auc
     from gnnprivacy.attacks.metrics import bootstrap_ci
 
     bad = [a for a in attacks if a not in (2, 3, 6)]
@@ -108,7 +107,7 @@ def knowledge_attacks(post: np.ndarray, data, pairs, *, attacks=(2, 3, 6),
         kw = {"known_pairs": known, "seed": seed} if supervised else {"seed": seed}
         tested = test if supervised else pairs
         outcome = run_he_attack(attack, view, tested, **kw)
-        ci = bootstrap_ci(outcome.scores, outcome.labels, n_boot=n_boot, metric=rank_auc,
+        ci = bootstrap_ci(outcome.scores, outcome.labels, n_boot=n_boot,
                           generator=np.random.default_rng(seed))
         m = outcome.metrics
         sec = {"attack": f"He et al. Attack-{attack}", "knowledge": ON_THE_CARD[attack],
