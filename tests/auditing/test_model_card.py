@@ -26,8 +26,8 @@ def builtin(tmp_path_factory):
 def test_a_builtin_record_through_the_model_path_gives_todays_numbers(builtin):
     result, record_path = builtin
     old = gp.assess(record_path, audit_runs=300, baseline=False)
-    new = gp.assess(result.model, result.data, privacy=result.record)
-    via_result = gp.assess(result, result.data)
+    new = gp.assess(result.model, result.data, privacy=result.record, link_attacks=())
+    via_result = gp.assess(result, result.data, link_attacks=())
     for card in (new, via_result):
         for key in ("epsilon", "delta", "unit", "relation", "scope", "accountant",
                     "unaccounted"):
@@ -63,7 +63,7 @@ def small_graph():
 
 def test_a_non_private_model_is_assessed_and_the_card_says_so(small_graph):
     model = fit(small_graph, 0)
-    card = gp.assess(model, small_graph)
+    card = gp.assess(model, small_graph, link_attacks=())
     assert math.isinf(card["claimed"]["epsilon"])
     assert "without DP" in card_to_markdown(card)
     assert card["link_stealing"]["auc"] > 0.5
@@ -123,7 +123,7 @@ def test_a_saved_user_model_round_trips_weights_only(small_graph, tmp_path):
         model.eval()
         assert torch.equal(saved.model(small_graph.x, small_graph.edge_index),
                            model(small_graph.x, small_graph.edge_index))
-    card = gp.assess(saved.model, small_graph, privacy=saved.privacy)
+    card = gp.assess(saved.model, small_graph, privacy=saved.privacy, link_attacks=())
     assert card["claimed"]["epsilon"] == 3.0 and card["claimed"]["relation"] == "add/remove"
 
 
@@ -160,10 +160,11 @@ def test_gnnprivacy_assess_a_saved_user_model(small_graph, tmp_path):
     gp.save_model(model, tmp_path / "sage.pt", init=init,
                   dataset={"name": "csbm", "num_nodes": 300, "train_frac": 0.5,
                            "val_frac": 0.0, "test_frac": 0.5})
-    result = CliRunner().invoke(main, ["assess", str(tmp_path / "sage.pt"), "--json"])
+    result = CliRunner().invoke(main, ["assess", str(tmp_path / "sage.pt"), "--json",
+                                         "--link-attacks", ""])
     assert result.exit_code == 0, result.output
     card = json.loads(result.output)
-    direct = gp.assess(gp.load_model(tmp_path / "sage.pt").model, small_graph)
+    direct = gp.assess(gp.load_model(tmp_path / "sage.pt").model, small_graph, link_attacks=())
     assert card["link_stealing"]["auc"] == direct["link_stealing"]["auc"]
     assert card["claimed"]["epsilon"] == "inf" or math.isinf(card["claimed"]["epsilon"])
 
@@ -346,7 +347,8 @@ def test_the_attacker_knowledge_variants_of_link_stealing(small_graph):
             lo, hi = v["auc_ci95"]
             assert lo <= v["auc"] <= hi
         a3 = ls["variants"]["attack_3"]
-        assert a3["train_pairs"] + a3["pairs"] == ls["pairs"] == 600  # known half, tested on the rest
+        # the attacker knows half the pairs and is tested on the rest
+        assert a3["train_pairs"] + a3["pairs"] == ls["pairs"] == 600
         assert a3["train_pairs"] == 300
     # the trained model's posteriors give links away with part of the graph known ...
     assert sage["variants"]["attack_3"]["auc_ci95"][0] > 0.6

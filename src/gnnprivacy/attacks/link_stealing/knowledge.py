@@ -5,10 +5,13 @@ plus what an attacker may know about the *same* graph (the report card of
 | attack | knowledge | on the card | how |
 |---|---|---|---|
 | 0 | none | yes | posterior correlation distance of the pair, unsupervised |
-| 2 | F (node features) | yes | distances of posteriors, reference-MLP posteriors and raw features, unsupervised (the best of the 32 scores on the tested pairs: optimistic, as He et al.) |
-| 3 | A* (part of the graph) | yes | attack MLP trained on a known share of the pairs, tested on the rest |
+| 2 | F (node features) | yes | distances of posteriors, reference posteriors, features (a) |
+| 3 | A* (part of the graph) | yes | attack MLP trained on a known share of the pairs (b) |
 | 6 | F, A* | yes | as 3 with the features of attack 2 |
 | 1, 4, 5, 7 | D' (a shadow dataset) | no | see `NOT_ON_THE_CARD` |
+
+(a) unsupervised, the best of its 32 scores on the tested pairs (optimistic, as He et al.);
+(b) tested on the other pairs.
 
 The reference MLP of attacks 2 and 6 is He et al.'s: trained on the node features and the
 labels of the graph's training nodes (their code uses the ground-truth training labels), so
