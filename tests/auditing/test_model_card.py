@@ -360,7 +360,7 @@ def test_the_attacker_knowledge_variants_of_link_stealing(small_graph):
     card = {"run_id": "r", "method": "m", "dataset": "d", "claimed": claim_of(None),
             "utility": {"test_accuracy": None}, "link_stealing": sage}
     md = card_to_markdown(card)
-    assert "Link stealing, He et al. Attack-3 (knows A* (part of the graph))" in md
+    assert "Link stealing, He et al. Attack-3 (the attacker knows part of the graph, A*)" in md
     assert "(trained on 300 known pairs, tested on 300)" in md
     assert "without the model's outputs: AUC" in md
 

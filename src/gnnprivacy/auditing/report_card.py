@@ -294,7 +294,7 @@ def _rows(card: dict) -> list[tuple[str, str]]:
         for v in ls.get("variants", {}).values():
             how = (f"trained on {v['train_pairs']} known pairs, tested on {v['pairs']}"
                    if v["train_pairs"] else f"{v['pairs']} pairs")
-            rows.append((f"Link stealing, {v['attack']} (knows {v['knowledge']})",
+            rows.append((f"Link stealing, {v['attack']} (the attacker knows {v['knowledge']})",
                          f"AUC {_fmt(v['auc'])}{_ci(v)} ({how})"
                          + (f"; without the model's outputs: AUC {_fmt(v['auc_output_blind'])}"
                             if "auc_output_blind" in v else "")))

@@ -34,8 +34,8 @@ __all__ = ["ON_THE_CARD", "NOT_ON_THE_CARD", "knowledge_attacks", "split_known",
            "reference_posteriors"]
 
 #: the attacks that need only the released posteriors and knowledge of the target graph
-ON_THE_CARD = {0: "none", 2: "F (node features)", 3: "A* (part of the graph)",
-               6: "F, A* (node features and part of the graph)"}
+ON_THE_CARD = {0: "nothing", 2: "node features, F", 3: "part of the graph, A*",
+               6: "node features and part of the graph, F and A*"}
 #: the attacks left out, and why
 NOT_ON_THE_CARD = {
     (1, 4, 5, 7): "D' (a shadow dataset): the attacker trains its attack on a second graph of "
