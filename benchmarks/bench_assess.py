@@ -9,13 +9,18 @@ offline) AUC and TPR at 1% FPR, the loss-threshold attack and link-stealing Atta
 table gives the mean over seeds with the range and a 95% t interval.
 
 Compute is small on purpose (the machine is shared): 8 shadows, a short plan for the private
-runs and 100 epochs for the non-private one. LiRA with more shadows is stronger; these
-figures are lower estimates of what an attacker with more compute learns.
+runs and 100 epochs for the non-private one (``--epochs``, ``--lr``: on Computers, where one
+full-batch epoch takes seconds, fewer epochs at a higher rate; docs/assess.md gives the
+setting and its test accuracy against the 100-epoch one). LiRA with more shadows is
+stronger; these figures are lower estimates of what an attacker with more compute learns.
+``--link-attacks 3,6`` adds He et al.'s attacker-knowledge link-stealing variants to the
+table (`gnnprivacy.attacks.link_stealing.knowledge`).
 
 Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/bench_assess.py [--data-root DATA] [--seeds 0,1]
         [--shadows 8] [--settings none,8,1] [--dataset computers] [--steps 60] [--epochs 100]
+        [--lr 0.01] [--link-attacks 3,6]
 """
 
 from __future__ import annotations
@@ -36,13 +41,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_user_model import Net  # noqa: E402
 
 
-def make_train_fn(epsilon: float | None, *, steps: int, epochs: int):
+def make_train_fn(epsilon: float | None, *, steps: int, epochs: int, lr: float = 0.01):
     """``train_fn(data, seed)``: the own-model SAGE on ``data.train_mask``; non-private
-    (``epsilon=None``: full-batch Adam) or through make_private at ``epsilon``."""
+    (``epsilon=None``: ``epochs`` of full-batch Adam at rate ``lr``) or through make_private
+    at ``epsilon`` (Adam at 0.01)."""
     def train_fn(data, seed):
         torch.manual_seed(seed)
         model = Net(data.num_features, 64, int(data.y.max()) + 1)
-        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        opt = torch.optim.Adam(model.parameters(), lr=lr if epsilon is None else 0.01)
         if epsilon is None:
             for _ in range(epochs):
                 opt.zero_grad()
@@ -83,16 +89,21 @@ def main() -> None:
                     help="comma list: none (non-private) or an epsilon")
     ap.add_argument("--steps", type=int, default=60, help="planned steps of the private runs")
     ap.add_argument("--epochs", type=int, default=100, help="epochs of the non-private run")
+    ap.add_argument("--lr", type=float, default=0.01, help="Adam's rate of the non-private run")
+    ap.add_argument("--link-attacks", default="",
+                    help="comma list of He et al.'s variants beside Attack-0 (2, 3, 6)")
     args = ap.parse_args()
     extra = dict(kv.split("=") for kv in args.dataset_args.split(",") if kv)
     extra = {k: int(v) if v.isdigit() else v for k, v in extra.items()}
     seeds = [int(s) for s in args.seeds.split(",")]
+    link_attacks = tuple(int(a) for a in args.link_attacks.split(",") if a)
     keys = [("lira_online", "auc"), ("lira_online", "tpr_at_1pct_fpr"),
             ("lira_offline", "auc"), ("loss_threshold", "auc"), ("link_stealing", "auc")]
+    keys += [(f"attack_{a}", "auc") for a in link_attacks]
     table: dict[str, dict] = {}
     for setting in args.settings.split(","):
         epsilon = None if setting == "none" else float(setting)
-        train_fn = make_train_fn(epsilon, steps=args.steps, epochs=args.epochs)
+        train_fn = make_train_fn(epsilon, steps=args.steps, epochs=args.epochs, lr=args.lr)
         cells = table.setdefault(setting, {k: [] for k in keys} | {"acc": [], "eps": []})
         for seed in seeds:
             t0 = time.perf_counter()
@@ -102,10 +113,11 @@ def main() -> None:
             data.x = (data.x - data.x[public].mean()) / data.x[public].std()
             released = train_fn(data, seed)
             card = gp.assess(released, data, train_fn=train_fn, shadows=args.shadows,
-                             seed=seed, code_audit=False)
+                             seed=seed, code_audit=False, link_attacks=link_attacks)
+            ls = card["link_stealing"]
             for section, metric in keys:
-                src = card["link_stealing"] if section == "link_stealing" else \
-                    card["membership"][section]
+                src = ls if section == "link_stealing" else ls["variants"][section] \
+                    if section.startswith("attack_") else card["membership"][section]
                 cells[(section, metric)].append(src[metric])
             cells["acc"].append(card["utility"]["test_accuracy"])
             cells["eps"].append(card["claimed"]["epsilon"])
@@ -115,15 +127,20 @@ def main() -> None:
                   f"TPR@1%FPR {on['tpr_at_1pct_fpr']:.3f}, offline "
                   f"{card['membership']['lira_offline']['auc']:.3f}, loss threshold "
                   f"{card['membership']['loss_threshold']['auc']:.3f}, Attack-0 "
-                  f"{card['link_stealing']['auc']:.3f}, test acc "
+                  f"{ls['auc']:.3f} [{ls['auc_ci95'][0]:.3f}, {ls['auc_ci95'][1]:.3f}]"
+                  + "".join(f", Attack-{a} {v['auc']:.3f} [{v['auc_ci95'][0]:.3f}, "
+                            f"{v['auc_ci95'][1]:.3f}]" for a, v in
+                            ((a, ls["variants"][f"attack_{a}"]) for a in link_attacks))
+                  + f", test acc "
                   f"{card['utility']['test_accuracy']:.3f}, epsilon "
                   f"{card['claimed']['epsilon']:.3g} ({time.perf_counter() - t0:.0f} s)",
                   flush=True)
     print(f"\n{args.dataset}, {args.shadows} shadows, seeds {args.seeds}: mean [95% t interval "
           "over seeds]")
     print("| model | epsilon | LiRA AUC (online) | TPR@1%FPR (online) | LiRA AUC (offline) "
-          "| loss-threshold AUC | Attack-0 AUC | test accuracy |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| loss-threshold AUC | Attack-0 AUC | "
+          + "".join(f"Attack-{a} AUC | " for a in link_attacks) + "test accuracy |")
+    print("|---" * (len(keys) + 3) + "|")
     for setting, cells in table.items():
         name = "non-private" if setting == "none" else "make_private"
         eps = "inf" if setting == "none" else f"{max(cells['eps']):.3g}"

@@ -333,6 +333,10 @@ def assess(model: Any, data: Any = None, **options: Any) -> dict[str, Any]:
       ``data``: an ``nn.Module`` with ``forward(x, edge_index)``, a `PrivateTraining` or a
       `TrainResult` (`gnnprivacy.auditing.model_card.assess_model`: membership thresholds,
       LiRA with shadows trained by ``train_fn(data, seed)``, the code audit, link stealing);
+    * ``assess([model, ...], data, ...)`` or ``assess({name: model, ...}, data, ...)``:
+      several models of one graph in one card (a comparison table, the ROC curves overlaid,
+      the AUCs against epsilon; `gnnprivacy.auditing.model_card.assess_models`); a dict's
+      value may be ``{"model": m, "privacy": ..., "train_fn": ...}``;
     * ``assess(record)``: a built-in method's run record, its path, a `TrainResult` or a
       saved model (`gnnprivacy.auditing.report_card.report_card`, options as there).
 
@@ -349,9 +353,14 @@ def assess(model: Any, data: Any = None, **options: Any) -> dict[str, Any]:
         >>> card["claimed"].get("epsilon"), 0.3 < loss_attack.get("auc") < 0.7
         (inf, True)
     """
-    from gnnprivacy.auditing.model_card import assess_model, is_model
+    from gnnprivacy.auditing.model_card import assess_model, assess_models, is_model
     from gnnprivacy.auditing.report_card import report_card
 
+    if isinstance(model, (list, tuple, dict)):
+        if data is None:
+            raise InvalidParameterError("data", "the graph the models were trained on "
+                                        "(assess(models, data))", None)
+        return assess_models(_model_specs(model), data, **options)
     if isinstance(model, TrainResult):
         if data is None:
             return report_card(model.record, **options)
@@ -367,3 +376,16 @@ def assess(model: Any, data: Any = None, **options: Any) -> dict[str, Any]:
         raise InvalidParameterError("model", "a node model (an nn.Module with forward(x, "
                                     "edge_index)) to assess on data", type(model).__name__)
     return report_card(model, **options)
+
+
+def _model_specs(models):
+    """Several models for `assess`, a `TrainResult` among them as its model and claim."""
+    def spec(m):
+        if isinstance(m, TrainResult):
+            return {"model": m.model,
+                    "privacy": m.record if m.record.privacy.get("private") else None}
+        return m
+
+    if isinstance(models, dict):
+        return {k: spec(v) for k, v in models.items()}
+    return [spec(m) for m in models]

@@ -26,8 +26,8 @@ def builtin(tmp_path_factory):
 def test_a_builtin_record_through_the_model_path_gives_todays_numbers(builtin):
     result, record_path = builtin
     old = gp.assess(record_path, audit_runs=300, baseline=False)
-    new = gp.assess(result.model, result.data, privacy=result.record)
-    via_result = gp.assess(result, result.data)
+    new = gp.assess(result.model, result.data, privacy=result.record, link_attacks=())
+    via_result = gp.assess(result, result.data, link_attacks=())
     for card in (new, via_result):
         for key in ("epsilon", "delta", "unit", "relation", "scope", "accountant",
                     "unaccounted"):
@@ -63,7 +63,7 @@ def small_graph():
 
 def test_a_non_private_model_is_assessed_and_the_card_says_so(small_graph):
     model = fit(small_graph, 0)
-    card = gp.assess(model, small_graph)
+    card = gp.assess(model, small_graph, link_attacks=())
     assert math.isinf(card["claimed"]["epsilon"])
     assert "without DP" in card_to_markdown(card)
     assert card["link_stealing"]["auc"] > 0.5
@@ -123,7 +123,7 @@ def test_a_saved_user_model_round_trips_weights_only(small_graph, tmp_path):
         model.eval()
         assert torch.equal(saved.model(small_graph.x, small_graph.edge_index),
                            model(small_graph.x, small_graph.edge_index))
-    card = gp.assess(saved.model, small_graph, privacy=saved.privacy)
+    card = gp.assess(saved.model, small_graph, privacy=saved.privacy, link_attacks=())
     assert card["claimed"]["epsilon"] == 3.0 and card["claimed"]["relation"] == "add/remove"
 
 
@@ -160,10 +160,11 @@ def test_gnnprivacy_assess_a_saved_user_model(small_graph, tmp_path):
     gp.save_model(model, tmp_path / "sage.pt", init=init,
                   dataset={"name": "csbm", "num_nodes": 300, "train_frac": 0.5,
                            "val_frac": 0.0, "test_frac": 0.5})
-    result = CliRunner().invoke(main, ["assess", str(tmp_path / "sage.pt"), "--json"])
+    result = CliRunner().invoke(main, ["assess", str(tmp_path / "sage.pt"), "--json",
+                                         "--link-attacks", ""])
     assert result.exit_code == 0, result.output
     card = json.loads(result.output)
-    direct = gp.assess(gp.load_model(tmp_path / "sage.pt").model, small_graph)
+    direct = gp.assess(gp.load_model(tmp_path / "sage.pt").model, small_graph, link_attacks=())
     assert card["link_stealing"]["auc"] == direct["link_stealing"]["auc"]
     assert card["claimed"]["epsilon"] == "inf" or math.isinf(card["claimed"]["epsilon"])
 
@@ -254,3 +255,192 @@ def test_loading_never_imports_a_module_the_file_names(small_graph, tmp_path, mo
     saved = gp.load_model(path, imports=["planted_net"])   # the caller's choice: imported
     assert marker.exists() and isinstance(saved.model, torch.nn.Module)
     sys.modules.pop("planted_net", None)
+
+
+# ----------------------------------------------------------------------------- several models
+def test_several_models_in_one_card(small_graph):
+    from gnnprivacy.auditing.report_card import comparison_to_html
+
+    released = fit(small_graph, 0, epochs=60)
+    models = {"non-private": released,
+              "eps 1": {"model": fit(small_graph, 1, epochs=5),
+                        "privacy": {"epsilon": 1.0, "delta": 1e-5}},
+              "eps 8": {"model": fit(small_graph, 2, epochs=20),
+                        "privacy": {"epsilon": 8.0, "delta": 1e-5}}}
+    cmp = gp.assess(models, small_graph, link_attacks=(3,))
+    assert [c["run_id"] for c in cmp["cards"]] == list(models)
+    alone = gp.assess(released, small_graph, link_attacks=(3,), name="non-private")
+    assert cmp["cards"][0]["membership"]["loss_threshold"] == alone["membership"]["loss_threshold"]
+    assert cmp["cards"][0]["link_stealing"] == alone["link_stealing"]
+    md = card_to_markdown(cmp)
+    table = [line for line in md.splitlines() if line.startswith("| ")]
+    # rows by claimed epsilon, the release without DP last and labelled
+    assert [r.split(" | ")[0] for r in table[1:4]] == ["| eps 1", "| eps 8", "| non-private"]
+    assert "no DP" in table[3] and "link stealing attack 3 AUC" in table[0]
+    assert md.count("### Privacy report card") == 3
+    page = card_to_html(cmp)
+    assert page == comparison_to_html(cmp)
+    rocs = page.split('aria-label="ROC curves of loss threshold, one per model"')[1]
+    assert rocs.split("</svg>")[0].count("<polyline") == 1 + 3          # diagonal + 3 models
+    plot = page.split('class="auc-vs-epsilon"')[1].split("</svg>")[0]
+    assert ">no DP</text>" in plot and ">1</text>" in plot and ">8</text>" in plot
+    assert "link stealing attack 3" in plot
+
+
+def test_a_list_of_models_is_named_by_class(small_graph):
+    cmp = gp.assess([fit(small_graph, 0, epochs=2), fit(small_graph, 1, epochs=2)], small_graph,
+                    link_stealing=False)
+    assert [c["run_id"] for c in cmp["cards"]] == ["GraphSAGE #1", "GraphSAGE #2"]
+
+
+def test_several_models_bad_input(small_graph):
+    from torch_geometric.nn import GCNConv
+
+    with pytest.raises(InvalidParameterError, match="at least one model; received 'an empty list'"):
+        gp.assess([], small_graph)
+    with pytest.raises(InvalidParameterError, match="at least one model"):
+        gp.assess({}, small_graph)
+    # a model of another graph (7 features) among models of this one: named, before training
+    calls = []
+    with pytest.raises(InvalidParameterError, match=r"models of one graph, each taking its "
+                                                    r"\d+ features per node; received \"'other' "
+                                                    r"takes 7\""):
+        gp.assess({"ok": {"model": fit(small_graph, 0, epochs=1),
+                          "train_fn": lambda d, s: calls.append(s)},
+                   "other": GCNConv(7, 3)}, small_graph)
+    assert calls == []
+    with pytest.raises(InvalidParameterError, match="given per model"):
+        gp.assess([fit(small_graph, 0, epochs=1)] * 2, small_graph, privacy={"epsilon": 1.0})
+    with pytest.raises(InvalidParameterError, match=r"models\[b\]"):
+        gp.assess({"a": fit(small_graph, 0, epochs=1), "b": "not a model"}, small_graph)
+    with pytest.raises(InvalidParameterError, match="the graph the models were trained on"):
+        gp.assess([fit(small_graph, 0, epochs=1)])
+
+
+# ----------------------------------------------------------------------------- link stealing
+class RandomLogits(torch.nn.Module):
+    """A 'model' whose outputs ignore the graph: no link can be read from them."""
+
+    def __init__(self, in_channels, classes):
+        super().__init__()
+        self.lin = torch.nn.Linear(in_channels, classes)
+        self.register_buffer("noise", torch.randn(300, classes,
+                                                  generator=torch.Generator().manual_seed(0)))
+
+    def forward(self, x, edge_index):
+        return self.noise[: x.shape[0]] * 3
+
+
+def test_the_attacker_knowledge_variants_of_link_stealing(small_graph):
+    from gnnprivacy.auditing.model_card import claim_of, link_stealing_section, model_logits
+
+    def section(model):
+        post = torch.softmax(model_logits(model, small_graph), 1).numpy()
+        return link_stealing_section(post, small_graph, attacks=(2, 3, 6), pairs=300,
+                                     n_hop=None)
+
+    sage = section(fit(small_graph, 0))
+    blind = section(RandomLogits(small_graph.num_features, int(small_graph.y.max()) + 1))
+    for ls in (sage, blind):
+        assert set(ls["variants"]) == {"attack_2", "attack_3", "attack_6"}
+        for v in ls["variants"].values():
+            lo, hi = v["auc_ci95"]
+            assert lo <= v["auc"] <= hi
+        a3 = ls["variants"]["attack_3"]
+        # the attacker knows half the pairs and is tested on the rest
+        assert a3["train_pairs"] + a3["pairs"] == ls["pairs"] == 600
+        assert a3["train_pairs"] == 300
+    # the trained model's posteriors give links away with part of the graph known ...
+    assert sage["variants"]["attack_3"]["auc_ci95"][0] > 0.6
+    # ... outputs that ignore the graph do not (broken control: the attack is not reading labels)
+    lo, hi = blind["variants"]["attack_3"]["auc_ci95"]
+    assert lo < 0.5 < hi
+    a6 = blind["variants"]["attack_6"]                  # the features alone still work
+    assert a6["auc"] == pytest.approx(a6["auc_output_blind"], abs=0.05)
+    card = {"run_id": "r", "method": "m", "dataset": "d", "claimed": claim_of(None),
+            "utility": {"test_accuracy": None}, "link_stealing": sage}
+    md = card_to_markdown(card)
+    assert "Link stealing, He et al. Attack-3 (the attacker knows part of the graph, A*)" in md
+    assert "(trained on 300 known pairs, tested on 300)" in md
+    assert "without the model's outputs: AUC" in md
+
+
+def test_link_attacks_that_need_a_shadow_dataset_are_refused(small_graph):
+    model = fit(small_graph, 0, epochs=1)
+    for bad in ((1,), (0, 5), ("x",), 3):
+        with pytest.raises(InvalidParameterError, match="need a shadow dataset"):
+            gp.assess(model, small_graph, link_attacks=bad)
+    card = gp.assess(model, small_graph, link_attacks=(0,), n_hop=None)
+    assert "variants" not in card["link_stealing"]
+
+
+def test_split_known_is_a_stratified_partition():
+    import numpy as np
+
+    from gnnprivacy.attacks.link_stealing.knowledge import split_known
+    from gnnprivacy.datasets.link_splits import PairSet
+
+    pairs = PairSet(np.arange(40), np.arange(40) + 100, np.r_[np.ones(10, int), np.zeros(30, int)])
+    known, test = split_known(pairs, 0.3, seed=0)
+    assert (known.label.sum(), len(known), test.label.sum(), len(test)) == (3, 12, 7, 28)
+    assert not set(known.u.tolist()) & set(test.u.tolist())
+    with pytest.raises(InvalidParameterError, match="known_frac"):
+        split_known(pairs, 1.0, seed=0)
+
+
+def test_gnnprivacy_assess_several_saved_models_in_one_card(small_graph, tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from gnnprivacy.auditing.model_card import assess_models
+    from gnnprivacy.cli import main
+
+    init = {"in_channels": small_graph.num_features, "hidden_channels": 32, "num_layers": 2,
+            "out_channels": int(small_graph.y.max()) + 1}
+    dataset = {"name": "csbm", "num_nodes": 300, "train_frac": 0.5, "val_frac": 0.0,
+               "test_frac": 0.5}
+    plain, private = fit(small_graph, 0, epochs=20), fit(small_graph, 1, epochs=5)
+    gp.save_model(plain, tmp_path / "plain.pt", init=init, dataset=dataset)
+    gp.save_model(private, tmp_path / "eps2.pt", init=init, dataset=dataset,
+                  privacy={"epsilon": 2.0, "delta": 1e-5})
+    run = CliRunner().invoke(main, ["assess", str(tmp_path / "plain.pt"),
+                                    str(tmp_path / "eps2.pt"), "--json", "--link-attacks", ""])
+    assert run.exit_code == 0, run.output
+    card = json.loads(run.output)
+    direct = assess_models({"plain.pt": plain, "eps2.pt": {"model": private, "privacy": {
+        "epsilon": 2.0, "delta": 1e-5}}}, small_graph, link_attacks=())
+    assert [c["run_id"] for c in card["cards"]] == ["plain.pt", "eps2.pt"]
+    for got, want in zip(card["cards"], direct["cards"]):
+        assert got["link_stealing"]["auc"] == want["link_stealing"]["auc"]
+        assert got["membership"]["loss_threshold"]["auc"] == \
+            want["membership"]["loss_threshold"]["auc"]
+    run = CliRunner().invoke(main, ["assess", str(tmp_path / "plain.pt"),
+                                    str(tmp_path / "eps2.pt"), "--format", "html",
+                                    "--link-attacks", ""])
+    assert run.exit_code == 0 and 'class="comparison"' in run.output
+    assert 'class="auc-vs-epsilon"' in run.output and ">no DP</text>" in run.output
+    # bad input: a model saved with another graph, and a file that is not a model
+    gp.save_model(GCNConvModel(7), tmp_path / "other.pt", init={"in_channels": 7},
+                  dataset={**dataset, "num_nodes": 200})
+    torch.save({"weights": torch.zeros(3)}, tmp_path / "weights.pt")
+    for other, says in (("other.pt", "models saved with one dataset"),
+                        ("weights.pt", "expected models saved by gp.save_model")):
+        run = CliRunner().invoke(main, ["assess", str(tmp_path / "plain.pt"),
+                                        str(tmp_path / other)])
+        assert run.exit_code != 0 and says in run.output and "Traceback" not in run.output
+    run = CliRunner().invoke(main, ["assess", str(tmp_path / "plain.pt"), "--link-attacks", "1"])
+    assert run.exit_code != 0 and "need a shadow dataset" in run.output
+
+
+class GCNConvModel(torch.nn.Module):
+    """A one-layer model of 7 input features (a graph of another feature size)."""
+
+    def __init__(self, in_channels):
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.conv = GCNConv(in_channels, 3)
+
+    def forward(self, x, edge_index):
+        return self.conv(x, edge_index)

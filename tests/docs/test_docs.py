@@ -174,7 +174,8 @@ def test_the_dataset_check_names_what_a_page_lacks(tmp_path):
 
 
 #: pages whose examples take minutes (run with ``-m slow``): the reason, measured
-SLOW_PAGES = {"assess.md": "LiRA shadows and the code audit on Amazon Computers: 397 s on 2 cores"}
+SLOW_PAGES = {"assess.md": "LiRA shadows and the code audit on Amazon Computers: 397 s on 2 cores "
+                            "before the several-models example (10 more epochs, 3 more cards)"}
 
 
 @pytest.mark.parametrize("page", [pytest.param(p, marks=[pytest.mark.slow]

@@ -45,7 +45,8 @@ import torch
 
 from gnnprivacy.errors import InvalidParameterError
 
-__all__ = ["assess_model", "is_model", "claim_of", "model_logits", "posterior_sections"]
+__all__ = ["assess_model", "assess_models", "is_model", "claim_of", "model_logits",
+           "posterior_sections"]
 
 #: scores of the threshold attacks: higher = member
 THRESHOLD_SCORES = ("loss", "confidence")
@@ -123,10 +124,14 @@ def model_logits(model, data) -> torch.Tensor:
 
 # ----------------------------------------------------------------------------- sections
 def link_stealing_section(post: np.ndarray, data, *, seed: int = 0, pairs: int = 2000,
-                          n_hop: int | None = 2, n_boot: int = 200) -> dict:
+                          n_hop: int | None = 2, n_boot: int = 200, attacks=(),
+                          known_frac: float | None = None) -> dict:
     """He et al.'s Attack-0 on released posteriors, with a bootstrap interval, and
     ``auc_vs_nhop`` (linked pairs against pairs at distance ``n_hop``; ``None``: skip, it
-    pairs every edge of the graph)."""
+    pairs every edge of the graph); ``variants``: the attacker-knowledge attacks ``attacks``
+    (of 2, 3, 6) on the same pairs
+    (`gnnprivacy.attacks.link_stealing.knowledge.knowledge_attacks`, ``known_frac`` of the
+    pairs known to 3 and 6; default He et al.'s half)."""
     from gnnprivacy.attacks.link_stealing.he import NodeView, run_he_attack
     from gnnprivacy.attacks.link_stealing.protocols import auc_vs_nhop
     from gnnprivacy.attacks.lira import rank_auc
@@ -159,6 +164,12 @@ def link_stealing_section(post: np.ndarray, data, *, seed: int = 0, pairs: int =
         nh = auc_vs_nhop(post, ei, n, n_hop, metric="correlation", seed=seed)
         out.update(auc_vs_nhop=nh["auc_vs_nhop"], n_hop=n_hop,
                    nhop_pairs=int(nh["nhop_pairs"]))
+    if attacks:
+        from gnnprivacy.attacks.link_stealing.knowledge import knowledge_attacks
+
+        kw = {} if known_frac is None else {"known_frac": known_frac}
+        out["variants"] = knowledge_attacks(post, data, ps, attacks=tuple(attacks), seed=seed,
+                                            n_boot=n_boot, **kw)
     return out
 
 
@@ -196,10 +207,12 @@ def membership_sections(logits: torch.Tensor, y: torch.Tensor, members, nonmembe
 
 
 def posterior_sections(model, data, *, members=None, nonmembers=None, seed: int = 0,
-                       link_stealing: bool = True, n_hop: int | None = 2) -> dict:
+                       link_stealing: bool = True, n_hop: int | None = 2, link_attacks=(),
+                       known_frac: float | None = None) -> dict:
     """The sections of a card computed from the released model's outputs on ``data`` alone
     (shared by `assess_model` and the built-in card of a record): ``membership`` (threshold
-    attacks), ``link_stealing`` and ``utility``; ``logits`` as well, for the callers."""
+    attacks), ``link_stealing`` (with the attacker-knowledge ``link_attacks``) and
+    ``utility``; ``logits`` as well, for the callers."""
     logits = model_logits(model, data)
     members = data.train_mask if members is None else members
     nonmembers = data.test_mask if nonmembers is None else nonmembers
@@ -207,7 +220,8 @@ def posterior_sections(model, data, *, members=None, nonmembers=None, seed: int 
         logits, data.y, members, nonmembers, seed=seed)}
     if link_stealing:
         post = torch.softmax(logits, 1).numpy()
-        out["link_stealing"] = link_stealing_section(post, data, seed=seed, n_hop=n_hop)
+        out["link_stealing"] = link_stealing_section(post, data, seed=seed, n_hop=n_hop,
+                                                     attacks=link_attacks, known_frac=known_frac)
     test = _mask(data.test_mask, int(data.num_nodes), "data.test_mask")
     out["test_accuracy"] = float((logits.argmax(1) == data.y)[test].double().mean()) \
         if test.any() else None
@@ -370,10 +384,35 @@ def _empirical(card: dict, scores_of: dict, *, delta: float | None, seed: int) -
 
 
 # ----------------------------------------------------------------------------- the card
+def _check_data(data) -> None:
+    from torch_geometric.data import Data
+
+    if not isinstance(data, Data):
+        raise InvalidParameterError("data", "a torch_geometric.data.Data", type(data).__name__)
+    for attr in ("x", "y", "edge_index", "train_mask", "test_mask"):
+        if getattr(data, attr, None) is None:
+            raise InvalidParameterError("data", f"a graph with {attr}", "none")
+
+
+def _link_attacks(value) -> tuple[int, ...]:
+    """The attacker-knowledge variants asked for, checked before anything trains (Attack-0
+    always runs; naming it is allowed)."""
+    try:
+        attacks = tuple(int(a) for a in value)
+    except (TypeError, ValueError):
+        attacks = None
+    if attacks is None or any(a not in (0, 2, 3, 6) for a in attacks):
+        raise InvalidParameterError("link_attacks", "He et al.'s attacks that apply to one "
+                                    "released model, a subset of (0, 2, 3, 6) (1, 4, 5, 7 need "
+                                    "a shadow dataset)", value)
+    return tuple(sorted(set(attacks) - {0}))
+
+
 def assess_model(model, data, *, train_fn=None, privacy=None, members=None, nonmembers=None,
                  shadows: int = 8, code_audit: bool = True, link_stealing: bool = True,
-                 n_hop: int | None = 2, fixed_variance: bool = True, seed: int = 0,
-                 name: str | None = None, progress=None) -> dict[str, Any]:
+                 n_hop: int | None = 2, link_attacks=(2, 3, 6), known_frac: float | None = None,
+                 fixed_variance: bool = True, seed: int = 0, name: str | None = None,
+                 progress=None) -> dict[str, Any]:
     """The report card of ``model`` released on ``data`` (see the module docstring).
 
     Args:
@@ -389,27 +428,28 @@ def assess_model(model, data, *, train_fn=None, privacy=None, members=None, nonm
         shadows: LiRA's shadow models (``>= 4``, ``0``: no LiRA; only with ``train_fn``).
         code_audit: audit one run of ``train_fn`` with canaries (when it uses make_private).
         link_stealing, n_hop: the link-stealing section and the distance of its n-hop pairs.
+        link_attacks: He et al.'s attacker-knowledge variants beside Attack-0, of 2 (node
+            features), 3 (part of the graph), 6 (both); ``()``: Attack-0 only (see
+            `gnnprivacy.attacks.link_stealing.knowledge`).
+        known_frac: the share of the tested pairs known to attacks 3 and 6 (default He et
+            al.'s half); they are tested on the rest.
         fixed_variance: LiRA's global variances (advised for few shadows).
         seed: seeds the attacks' draws and the shadows (shadow ``j`` gets
             ``seed * 1000003 + j``).
         name: the model's name on the card (default: its class name).
         progress: optional callable(j) after each shadow.
     """
-    from torch_geometric.data import Data
-
-    if not isinstance(data, Data):
-        raise InvalidParameterError("data", "a torch_geometric.data.Data", type(data).__name__)
-    for attr in ("x", "y", "edge_index", "train_mask", "test_mask"):
-        if getattr(data, attr, None) is None:
-            raise InvalidParameterError("data", f"a graph with {attr}", "none")
+    _check_data(data)
     if train_fn is not None and not callable(train_fn):
         raise InvalidParameterError("train_fn", "a function train_fn(data, seed) -> model",
                                     type(train_fn).__name__)
+    link_attacks = _link_attacks(link_attacks)
     if privacy is None and hasattr(model, "engine") and hasattr(model, "privacy"):
         privacy = model
     claimed = claim_of(privacy)
     sec = posterior_sections(model, data, members=members, nonmembers=nonmembers, seed=seed,
-                             link_stealing=link_stealing, n_hop=n_hop)
+                             link_stealing=link_stealing, n_hop=n_hop, link_attacks=link_attacks,
+                             known_frac=known_frac)
     label = name or type(_unwrap(model)).__name__
     card: dict[str, Any] = {"run_id": label,
                             "method": label,
@@ -435,3 +475,89 @@ def assess_model(model, data, *, train_fn=None, privacy=None, members=None, nonm
         card["audit" if "mode" in audit else "code_audit"] = audit
     _empirical(card, scores_of, delta=claimed["delta"], seed=seed)
     return card
+
+
+# ----------------------------------------------------------------------------- several models
+def _model_entries(models) -> list[tuple[str, Any, Any, Any]]:
+    """``[(name, model, privacy, train_fn)]`` from a list of models or a dict ``name ->
+    model`` or ``name -> {"model": ..., "privacy": ..., "train_fn": ...}``."""
+    if isinstance(models, dict):
+        items = list(models.items())
+    elif isinstance(models, (list, tuple)):
+        items = [(None, m) for m in models]
+    else:
+        raise InvalidParameterError("models", "a list of models or a dict name -> model",
+                                    type(models).__name__)
+    if not items:
+        raise InvalidParameterError("models", "at least one model", "an empty "
+                                    + type(models).__name__)
+    entries, seen = [], {}
+    for i, (name, value) in enumerate(items):
+        spec = dict(value) if isinstance(value, dict) else {"model": value}
+        unknown = sorted(set(spec) - {"model", "privacy", "train_fn"})
+        if unknown or "model" not in spec:
+            raise InvalidParameterError(f"models[{name if name is not None else i}]",
+                                        "a model, or a dict with 'model' and optionally "
+                                        "'privacy' and 'train_fn'", sorted(spec))
+        model = spec["model"]
+        if not is_model(model):
+            raise InvalidParameterError(f"models[{name if name is not None else i}]",
+                                        "a node model: an nn.Module with forward(x, "
+                                        "edge_index), a PrivateTraining or a trained gnnprivacy "
+                                        "trainer", type(model).__name__)
+        label = str(name) if name is not None else type(_unwrap(model)).__name__
+        seen[label] = seen.get(label, 0) + 1
+        entries.append([label, model, spec.get("privacy"), spec.get("train_fn")])
+    counts: dict[str, int] = {}
+    for entry in entries:                   # two models of one class: Net #1, Net #2
+        if seen[entry[0]] > 1:
+            counts[entry[0]] = counts.get(entry[0], 0) + 1
+            entry[0] = f"{entry[0]} #{counts[entry[0]]}"
+    return [tuple(e) for e in entries]
+
+
+def assess_models(models, data, **options) -> dict[str, Any]:
+    """One report card for several models released on the same graph ``data``: each model's
+    card (`assess_model`, the same options for all) and a comparison (render it with
+    `gnnprivacy.auditing.report_card.card_to_markdown` / ``card_to_html``: a table with every
+    attack's AUC, the membership ROC curves of the models overlaid and the AUCs against the
+    claimed epsilon, the models without DP at the right end).
+
+    Args:
+        models: a list of models (named by class), or a dict ``name -> model`` or ``name ->
+            {"model": ..., "privacy": ..., "train_fn": ...}``: each model with its own claim
+            (default: its `PrivateTraining`'s, else none) and ``train_fn`` (LiRA, code audit).
+        data: the graph every model was trained on.
+        options: `assess_model`'s options other than ``privacy``, ``train_fn`` and ``name``.
+
+    Returns:
+        ``{"dataset": ..., "cards": [card, ...]}`` in the order given.
+
+    Raises:
+        InvalidParameterError: no models, ``privacy`` / ``train_fn`` / ``name`` given for
+            all (each model states its own), or a model that does not run on ``data`` (named;
+            checked for every model before anything trains).
+    """
+    for key in ("privacy", "train_fn", "name"):
+        if key in options:
+            raise InvalidParameterError(key, "given per model with several models (models="
+                                        "{name: {'model': m, 'privacy': ..., 'train_fn': "
+                                        "...}})", f"{key}= for all {len(models)} models"
+                                        if hasattr(models, "__len__") else key)
+    entries = _model_entries(models)
+    _check_data(data)
+    want = int(data.num_features)
+    for name, model, _, _ in entries:       # every model runs on this graph, before training
+        inner = _unwrap(model)
+        size = _expected_features(inner) if isinstance(inner, torch.nn.Module) else None
+        if size is not None and size != want:
+            raise InvalidParameterError("models", f"models of one graph, each taking its {want} "
+                                        "features per node", f"{name!r} takes {size}")
+        try:
+            model_logits(model, data)
+        except InvalidParameterError as exc:
+            raise InvalidParameterError(exc.name, exc.expected, exc.received,
+                                        where=f"model {name!r}") from None
+    cards = [assess_model(model, data, privacy=privacy, train_fn=train_fn, name=name, **options)
+             for name, model, privacy, train_fn in entries]
+    return {"dataset": cards[0]["dataset"], "cards": cards}

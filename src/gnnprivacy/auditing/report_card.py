@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 
 __all__ = ["report_card", "card_to_markdown", "card_to_html", "cards_to_html",
-           "retrain_from_record", "save_card", "load_cards"]
+           "comparison_to_markdown", "comparison_to_html", "retrain_from_record", "save_card",
+           "load_cards"]
 
 _RUN_ONLY = ("runs_dir", "resume", "device")
 
@@ -290,6 +291,13 @@ def _rows(card: dict) -> list[tuple[str, str]]:
                                       f"{ls['pairs']} pairs)"
                      + (f"; linked vs {ls['n_hop']}-hop pairs: AUC {_fmt(ls['auc_vs_nhop'])}"
                         if "auc_vs_nhop" in ls else "")))
+        for v in ls.get("variants", {}).values():
+            how = (f"trained on {v['train_pairs']} known pairs, tested on {v['pairs']}"
+                   if v["train_pairs"] else f"{v['pairs']} pairs")
+            rows.append((f"Link stealing, {v['attack']} (the attacker knows {v['knowledge']})",
+                         f"AUC {_fmt(v['auc'])}{_ci(v)} ({how})"
+                         + (f"; without the model's outputs: AUC {_fmt(v['auc_output_blind'])}"
+                            if "auc_output_blind" in v else "")))
     u = card["utility"]
     base = u.get("baseline")
     rows.append(("Utility (test accuracy)", _fmt(u["test_accuracy"])
@@ -298,7 +306,10 @@ def _rows(card: dict) -> list[tuple[str, str]]:
 
 
 def card_to_markdown(card: dict) -> str:
-    """The card as a Markdown section."""
+    """The card as a Markdown section (a comparison of several models: see
+    `comparison_to_markdown`)."""
+    if "cards" in card:
+        return comparison_to_markdown(card)
     lines = [f"## Privacy report card: {card['method']} on {card['dataset']}", "",
              f"Run `{card['run_id']}`", "", "| | |", "|---|---|"]
     lines += [f"| {k} | {v.replace('|', '/')} |" for k, v in _rows(card)]
@@ -306,7 +317,10 @@ def card_to_markdown(card: dict) -> str:
 
 
 def card_to_html(card: dict) -> str:
-    """The card as an HTML fragment (a ``<section>`` with a two-column table)."""
+    """The card as an HTML fragment (a ``<section>`` with a two-column table; a comparison
+    of several models: see `comparison_to_html`)."""
+    if "cards" in card:
+        return comparison_to_html(card)
     body = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
                    for k, v in _rows(card))
     return (f"<section class=\"report-card\"><h2>Privacy report card: "
@@ -321,26 +335,108 @@ def cards_to_html(cards: list[dict]) -> str:
     return _auc_vs_epsilon_svg(cards) + "".join(card_to_html(c) for c in cards)
 
 
-def _auc_vs_epsilon_svg(cards: list[dict], width: int = 360, height: int = 240) -> str:
+# ----------------------------------------------------------------------------- several models
+def _epsilon(card: dict) -> float:
+    eps = card["claimed"]["epsilon"]
+    return math.inf if eps in (None, "inf") else float(eps)
+
+
+def _attack_aucs(card: dict) -> dict[str, dict]:
+    """Every attack of a card with an AUC: the membership attacks, ``link_stealing``
+    (Attack-0) and ``link_stealing_attack_K`` (the attacker-knowledge variants)."""
+    out = {k: m for k, m in card.get("membership", {}).items()
+           if isinstance(m, dict) and isinstance(m.get("auc"), float)}
+    if "link_stealing" in card:
+        ls = card["link_stealing"]
+        out["link_stealing"] = ls
+        out.update({f"link_stealing_{k}": v for k, v in ls.get("variants", {}).items()})
+    return out
+
+
+def comparison_columns(comparison: dict) -> list[str]:
+    """The attacks of a comparison's table: those of its first card that have an AUC, then
+    any the others add, in order."""
+    cols: list[str] = []
+    for card in comparison["cards"]:
+        cols += [k for k in _attack_aucs(card) if k not in cols]
+    return cols
+
+
+def _ordered(comparison: dict) -> list[dict]:
+    """The cards by claimed epsilon, the models without DP last (stable: ties keep the
+    given order)."""
+    return sorted(comparison["cards"], key=_epsilon)
+
+
+def _comparison_table(comparison: dict) -> tuple[list[str], list[list[str]]]:
+    """The header and rows of a comparison's table: one row per model, by claimed epsilon
+    (no DP last), each attack's AUC with its interval."""
+    cols = comparison_columns(comparison)
+    head = ["model", "claimed epsilon", "test accuracy"] + [c.replace("_", " ") + " AUC"
+                                                            for c in cols]
+    rows = []
+    for card in _ordered(comparison):
+        eps, attacks = _epsilon(card), _attack_aucs(card)
+        cells = [card["run_id"], "no DP" if math.isinf(eps) else _fmt(eps),
+                 _fmt(card["utility"]["test_accuracy"])]
+        cells += [f"{_fmt(attacks[c]['auc'])}{_ci(attacks[c])}" if c in attacks else "n/a"
+                  for c in cols]
+        rows.append(cells)
+    return head, rows
+
+
+def comparison_to_markdown(comparison: dict) -> str:
+    """A comparison of several models (`gnnprivacy.auditing.model_card.assess_models`) as
+    Markdown: one table row per model (by claimed epsilon, no DP last; each attack's AUC with
+    its interval), then every model's card."""
+    head, rows = _comparison_table(comparison)
+    lines = [f"## Privacy report cards: {len(comparison['cards'])} models on "
+             f"{comparison['dataset']}", "", "| " + " | ".join(head) + " |",
+             "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(x.replace("|", "/") for x in cells) + " |" for cells in rows]
+    body = "\n".join(card_to_markdown(c).replace("## Privacy", "### Privacy", 1)
+                     for c in comparison["cards"])
+    return "\n".join(lines) + "\n\n" + body
+
+
+def comparison_to_html(comparison: dict) -> str:
+    """A comparison of several models as HTML: the table of `comparison_to_markdown`, the
+    ROC curves of every membership attack with the models overlaid, each attack's AUC against
+    the claimed epsilon (no DP at the right end), then every model's card."""
+    head, rows = _comparison_table(comparison)
+    table = ("<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"
+             + "".join("<tr>" + "".join(f"<td>{html.escape(x)}</td>" for x in cells) + "</tr>"
+                       for cells in rows) + "</table>")
+    rocs = []
+    for attack in comparison_columns(comparison):
+        curves = [(c["run_id"], c["membership"][attack]["roc"]) for c in _ordered(comparison)
+                  if isinstance(c.get("membership", {}).get(attack), dict)
+                  and c["membership"][attack].get("roc")]
+        if curves:
+            rocs.append(_roc_svg_of(curves, f"ROC curves of {attack.replace('_', ' ')}, "
+                                            "one per model"))
+    return (f"<section class=\"comparison\"><h2>Privacy report cards: "
+            f"{len(comparison['cards'])} models on {html.escape(comparison['dataset'])}</h2>"
+            f"{table}{''.join(rocs)}{_auc_vs_epsilon_svg(comparison['cards'])}</section>"
+            + "".join(card_to_html(c) for c in comparison["cards"]))
+
+
+def _auc_vs_epsilon_svg(cards: list[dict], width: int = 420, height: int = 260) -> str:
     points: dict[str, list[tuple[float, float]]] = {}
     for card in cards:
-        eps = card["claimed"]["epsilon"]
-        eps = math.inf if eps in (None, "inf") else float(eps)
-        attacks = {**card.get("membership", {}),
-                   **({"link_stealing": card["link_stealing"]} if "link_stealing" in card else {})}
-        for name, m in attacks.items():
-            if isinstance(m, dict) and isinstance(m.get("auc"), float):
-                points.setdefault(name, []).append((eps, m["auc"]))
-    finite = [e for pts in points.values() for e, _ in pts if math.isfinite(e) and e > 0]
+        eps = _epsilon(card)
+        for name, m in _attack_aucs(card).items():
+            points.setdefault(name, []).append((eps, m["auc"]))
+    finite = sorted({e for pts in points.values() for e, _ in pts if math.isfinite(e) and e > 0})
     if len(cards) < 2 or not points:
         return ""
-    lo, hi = (math.log10(min(finite)), math.log10(max(finite))) if finite else (0.0, 1.0)
+    lo, hi = (math.log10(finite[0]), math.log10(finite[-1])) if finite else (0.0, 1.0)
     hi = hi if hi > lo else lo + 1.0
-    pad, right = 34, width - 40                 # the last column is "no DP"
+    pad, right = 34, width - 56                 # the last column is "no DP"
 
     def x(e: float) -> float:
         if not math.isfinite(e):
-            return width - 16.0
+            return width - 22.0
         return pad + (math.log10(max(e, 10 ** lo)) - lo) / (hi - lo) * (right - pad)
 
     def y(a: float) -> float:     # AUC 0.4 .. 1
@@ -348,12 +444,20 @@ def _auc_vs_epsilon_svg(cards: list[dict], width: int = 360, height: int = 240) 
 
     parts = [f'<line x1="{pad}" x2="{width - 8}" y1="{y(0.5):.1f}" y2="{y(0.5):.1f}" '
              f'stroke="#999" stroke-dasharray="3"/>']
+    ticks = finite + ([math.inf] if any(not math.isfinite(e) for pts in points.values()
+                                        for e, _ in pts) else [])
+    for e in ticks:               # a label under every claimed epsilon; "no DP" at the right
+        label = "no DP" if math.isinf(e) else f"{e:.3g}"
+        parts.append(f'<text x="{x(e) - 8:.1f}" y="{height - pad + 12}" font-size="9">'
+                     f'{label}</text>')
     for i, (name, pts) in enumerate(sorted(points.items())):
         colour = _COLOURS[i % len(_COLOURS)]
         pts = sorted(pts)
         parts.append(f'<polyline fill="none" stroke="{colour}" points="'
                      + " ".join(f"{x(e):.1f},{y(a):.1f}" for e, a in pts) + '"/>'
-                     f'<text x="{pad + 4}" y="{14 + 12 * i}" font-size="10" fill="{colour}">'
+                     + "".join(f'<circle cx="{x(e):.1f}" cy="{y(a):.1f}" r="2" '
+                               f'fill="{colour}"/>' for e, a in pts)
+                     + f'<text x="{pad + 4}" y="{14 + 12 * i}" font-size="10" fill="{colour}">'
                      f'{html.escape(name.replace("_", " "))}</text>')
     parts.append(f'<text x="{width // 2 - 40}" y="{height - 6}" font-size="10">claimed epsilon '
                  f'(log; right: no DP)</text><text x="2" y="{y(0.5) - 3:.1f}" font-size="9">'
@@ -370,8 +474,11 @@ def _roc_svg(card: dict, size: int = 260) -> str:
     as an inline SVG; empty when no attack kept one."""
     curves = [(name, m["roc"]) for name, m in card.get("membership", {}).items()
               if isinstance(m, dict) and m.get("roc")]
-    if not curves:
-        return ""
+    return _roc_svg_of(curves, "ROC curves of the membership attacks", size) if curves else ""
+
+
+def _roc_svg_of(curves: list[tuple[str, dict]], label: str, size: int = 260) -> str:
+    """ROC curves ``[(name, {"fpr": ..., "tpr": ...})]`` overlaid in one inline SVG."""
     pad = 30
 
     def xy(f: float, t: float) -> str:
@@ -390,7 +497,7 @@ def _roc_svg(card: dict, size: int = 260) -> str:
             f'<text x="2" y="{size // 2}" font-size="10" transform="rotate(-90 8 {size // 2})">'
             f'TPR</text>')
     return (f'<svg class="roc" width="{size}" height="{size}" role="img" '
-            f'aria-label="ROC curves of the membership attacks">{"".join(lines)}{axes}</svg>')
+            f'aria-label="{html.escape(label)}">{"".join(lines)}{axes}</svg>')
 
 
 CARDS_DIR = "cards"  #: report cards live in RUNS/cards/<run_id>.json, beside the records

@@ -1,8 +1,11 @@
-"""``gnnprivacy assess RUN_RECORD | MODEL``: the privacy report card of a trained model.
+"""``gnnprivacy assess RUN_RECORD | MODEL [MODEL ...]``: the privacy report card of a trained
+model.
 
 A run record (or a built-in method's saved ``<run_id>.model.pt``) gets the built-in card; a
 model saved with ``gp.save_model`` gets the card of `gnnprivacy.auditing.model_card` on the
-dataset the file names (membership thresholds, link stealing, the claim).
+dataset the file names (membership thresholds, link stealing, the claim). Several models
+saved with one dataset get one card comparing them (`gnnprivacy.auditing.model_card.
+assess_models`, the code path of ``gp.assess([...], data)``).
 
 Example:
 
@@ -10,6 +13,7 @@ Example:
 gnnprivacy train --method heterpoisson --dataset cora --epsilon 2 --runs-dir runs
 gnnprivacy assess runs/<run_id>.json --json
 gnnprivacy assess net.pt --data-root data        # a model saved by gp.save_model
+gnnprivacy assess plain.pt eps1.pt eps8.pt --format html > card.html   # one card, 3 models
 ```
 """
 
@@ -21,7 +25,8 @@ import click
 
 
 @click.command("assess")
-@click.argument("record", type=click.Path(exists=True, dir_okay=False), metavar="RECORD|MODEL")
+@click.argument("records", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False),
+                metavar="RECORD|MODEL [MODEL ...]")
 @click.option("--data-root", type=click.Path(file_okay=False), default=None,
               help="Dataset root (default: the record's).")
 @click.option("--audit-runs", type=click.IntRange(min=2), default=10_000, show_default=True,
@@ -35,6 +40,11 @@ import click
 @click.option("--lira-game", type=click.Choice(["induced", "labels"]), default=None,
               help="Membership game (default: labels for the local-DP methods, else induced).")
 @click.option("--no-link-stealing", is_flag=True, help="Skip the link-stealing attack.")
+@click.option("--link-attacks", default="2,3,6", show_default=True, metavar="LIST",
+              callback=lambda ctx, param, text: _attack_list(text),
+              help="A saved user model: He et al.'s attacker-knowledge link-stealing variants "
+                   "beside Attack-0 (2: node features, 3: part of the graph, 6: both; empty: "
+                   "Attack-0 only).")
 @click.option("--import", "imports", multiple=True, metavar="MODULE",
               help="Import MODULE first (repeatable): the module defining a saved user model's "
                    "class; a model file never chooses what is imported.")
@@ -46,11 +56,12 @@ import click
 @click.option("--no-save", is_flag=True,
               help="Do not keep the card beside the record (RUNS/cards/<run_id>.json, where "
                    "`gnnprivacy report` shows it as a section).")
-def assess_command(record, data_root, audit_runs, lira_models, lira_query,
-                   lira_per_node_variance, lira_game, no_link_stealing, imports, no_baseline,
-                   seed, fmt, as_json, no_save) -> None:
+def assess_command(records, data_root, audit_runs, lira_models, lira_query,
+                   lira_per_node_variance, lira_game, no_link_stealing, link_attacks, imports,
+                   no_baseline, seed, fmt, as_json, no_save) -> None:
     """Privacy report card: claimed epsilon (unit, relation, scope), audited epsilon,
-    membership-inference and link-stealing AUCs, utility against a non-private baseline."""
+    membership-inference and link-stealing AUCs, utility against a non-private baseline.
+    Several models saved by gp.save_model with one dataset: one card comparing them."""
     from pathlib import Path
 
     from gnnprivacy.auditing.report_card import report_card, save_card
@@ -59,15 +70,23 @@ def assess_command(record, data_root, audit_runs, lira_models, lira_query,
     from gnnprivacy.training.persist import FORMAT
     from gnnprivacy.training.user_model import USER_FORMAT, model_file_format
 
-    fmt_of_file = model_file_format(record) if not record.endswith(".json") else None
-    if fmt_of_file == USER_FORMAT:
+    formats = [model_file_format(r) if not r.endswith(".json") else None for r in records]
+    if len(records) > 1 or formats[0] == USER_FORMAT:
+        if any(f != USER_FORMAT for f in formats):
+            bad = next(r for r, f in zip(records, formats) if f != USER_FORMAT)
+            raise click.ClickException(
+                f"invalid path: expected models saved by gp.save_model (format {USER_FORMAT}) "
+                f"to assess several in one card, got {bad} (format: "
+                f"{formats[records.index(bad)]})")
         try:
-            card = _assess_user_model(record, data_root=data_root, seed=seed,
-                                      link_stealing=not no_link_stealing, imports=imports)
+            card = _assess_user_models(records, data_root=data_root, seed=seed,
+                                       link_stealing=not no_link_stealing,
+                                       link_attacks=link_attacks, imports=imports)
         except (GnnPrivacyError, ValueError) as exc:
             raise click.ClickException(str(exc)) from None
         _echo(card, fmt, as_json)
         return
+    record, fmt_of_file = records[0], formats[0]
     if record.endswith(".pt") and fmt_of_file != FORMAT:
         raise click.ClickException(f"invalid path: expected a run record (.json) or a model "
                                    f"saved by gnnprivacy (format {FORMAT} or {USER_FORMAT}), "
@@ -85,6 +104,14 @@ def assess_command(record, data_root, audit_runs, lira_models, lira_query,
     _echo(card, fmt, as_json)
 
 
+def _attack_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(a) for a in text.split(",") if a.strip())
+    except ValueError:
+        raise click.BadParameter(f"a comma list of attack numbers (e.g. 2,3,6), got {text!r}",
+                                 param_hint="--link-attacks") from None
+
+
 def _echo(card: dict, fmt: str, as_json: bool) -> None:
     from gnnprivacy.auditing.report_card import card_to_html, card_to_markdown
 
@@ -96,21 +123,35 @@ def _echo(card: dict, fmt: str, as_json: bool) -> None:
         click.echo(card_to_markdown(card))
 
 
-def _assess_user_model(path: str, *, data_root, seed: int, link_stealing: bool,
-                       imports: tuple[str, ...] = ()) -> dict:
-    """The card of a model saved by ``gp.save_model``, on the dataset its file names."""
+def _assess_user_models(paths: tuple[str, ...], *, data_root, seed: int, link_stealing: bool,
+                        link_attacks, imports: tuple[str, ...] = ()) -> dict:
+    """The card of a model saved by ``gp.save_model`` on the dataset its file names; several
+    such models (saved with one dataset): one card comparing them (`assess_models`)."""
     from pathlib import Path
 
-    from gnnprivacy.auditing.model_card import assess_model
+    from gnnprivacy.auditing.model_card import assess_model, assess_models
     from gnnprivacy.datasets import load_dataset
     from gnnprivacy.errors import InvalidParameterError
     from gnnprivacy.training.user_model import load_model
 
-    saved = load_model(path, imports=imports)
-    if not saved.dataset:
-        raise InvalidParameterError("dataset", "the dataset saved with the model "
-                                    "(gp.save_model(..., dataset={'name': ...}))", None)
-    options = {k: v for k, v in saved.dataset.items() if k != "name"}
-    data = load_dataset(saved.dataset["name"], root=data_root, **options)
-    return assess_model(saved.model, data, privacy=saved.privacy, seed=seed,
-                        link_stealing=link_stealing, name=Path(path).name)
+    saved = [load_model(p, imports=imports) for p in paths]
+    for path, s in zip(paths, saved):
+        if not s.dataset:
+            raise InvalidParameterError("dataset", "the dataset saved with the model "
+                                        "(gp.save_model(..., dataset={'name': ...}))",
+                                        None, where=path)
+        if s.dataset != saved[0].dataset:
+            raise InvalidParameterError("models", f"models saved with one dataset "
+                                        f"({paths[0]}: {saved[0].dataset})",
+                                        f"{path}: {s.dataset}")
+    options = {k: v for k, v in saved[0].dataset.items() if k != "name"}
+    data = load_dataset(saved[0].dataset["name"], root=data_root, **options)
+    common = {"seed": seed, "link_stealing": link_stealing, "link_attacks": link_attacks}
+    if len(paths) == 1:
+        return assess_model(saved[0].model, data, privacy=saved[0].privacy,
+                            name=Path(paths[0]).name, **common)
+    names = [Path(p).name for p in paths]
+    if len(set(names)) < len(names):            # two files of one name: their paths
+        names = list(paths)
+    return assess_models({n: {"model": s.model, "privacy": s.privacy}
+                          for n, s in zip(names, saved)}, data, **common)
