@@ -2,7 +2,7 @@
 
 Run it on every rank with ``torchrun`` (one process per part of ``gnnprivacy partition``)::
 
-    torchrun --standalone --nproc_per_node 2 -m gnnprivacy train-sharded shards/ --epsilon 8
+    torchrun --standalone --nproc_per_node 2 -m gnnprivacy.cli train-sharded shards/ --epsilon 8
 
 Rank ``k`` trains on part ``k`` (`gnnprivacy.method.sharded.run_sharded`); rank 0 alone
 checkpoints and, once the run has finished, writes the run record. A rank that dies stops
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import sys
 
 import click
 
@@ -70,8 +71,13 @@ def _train_sharded(shards, checkpoint_every, timeout, as_json, quiet, **options)
     log = (lambda m: None) if quiet or rank else (lambda m: click.echo(m, err=True))
     try:
         record = run_sharded(values, shards, checkpoint_every=checkpoint_every, log=log)
-    except ShardedRunError as exc:     # the group is broken: no clean tear-down
-        raise click.ClickException(str(exc)) from None
+    except ShardedRunError as exc:
+        # the group is broken: tearing it down (at interpreter exit too) waits for the dead
+        # peer until torchrun kills this rank, so the one line is printed and the rank exits
+        click.echo(f"Error: {exc}", err=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
     except (ValueError, GnnPrivacyError) as exc:
         if isinstance(exc, WriteFailedError):   # the fault guard prints the record
             raise
@@ -108,7 +114,7 @@ def _build():
     command = click.argument("shards", type=click.Path(exists=True, file_okay=False))(command)
     doc = ("Train heterpoisson on a graph sharded over the ranks (gnnprivacy partition); run "
            "on every rank with torchrun.\n\n\b\n"
-           "  torchrun --standalone --nproc_per_node 2 -m gnnprivacy train-sharded SHARDS ...\n\n"
+           "  torchrun --standalone --nproc_per_node 2 -m gnnprivacy.cli train-sharded SHARDS ...\n\n"
            "Rank 0 writes the run record once the run has finished; a rank that dies stops "
            "the others (exit status 1, no record), and --resume continues from rank 0's last "
            "checkpoint.")

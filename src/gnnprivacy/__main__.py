@@ -1,5 +1,0 @@
-"""``python -m gnnprivacy``: the ``gnnprivacy`` command (``torchrun -m gnnprivacy ...``)."""
-
-from gnnprivacy.cli import main
-
-main()
