@@ -221,3 +221,37 @@ def test_torchrun_rank_killed_then_resume(tmp_path):
     single = HeterPoissonTrainer(**record["info"]["hparams"], sampling_stream="counter",
                                  generator=_seed(3)).fit(data)
     assert record["privacy"]["ledger"] == json.loads(json.dumps(single.ledger_))
+
+
+def _scored(rank: int, world: int, folder: str, out: str) -> None:
+    from gnnprivacy.training.sharded import ShardedHeterPoissonTrainer
+
+    torch.set_num_threads(1)
+    trainer = ShardedHeterPoissonTrainer("gcn", noise_multiplier=1.0, steps=4, q_b=0.1,
+                                         hidden_channels=16, generator=5, fanout=3).fit(folder)
+    # uneven chunks: rank 0 runs more fetches than rank 1, which must still join them
+    score = trainer.score_parts(folder, seed=7, chunk_size=40 if rank == 0 else 1000)
+    torch.save({"score": score, "model": trainer.model_, "norm": trainer.feature_norm_},
+               f"{out}/scored{rank}.pt")
+
+
+def test_the_record_accuracy_is_private_inference_over_all_parts(tmp_path):
+    from gnnprivacy.training.node_dp.private_inference import private_star_logits
+
+    data = _data()
+    folder = partition_graph(data, tmp_path / "s", num_parts=2, method="metis")
+    spawn_local(_scored, 2, str(folder), str(tmp_path), start_method="fork")
+    a, b = (torch.load(tmp_path / f"scored{r}.pt", weights_only=False) for r in range(2))
+    assert a["score"] == b["score"]
+    train = data.train_mask
+
+    def accuracy(seed, allowed):
+        logits = private_star_logits(a["model"], data.x, data.edge_index, queries=~train,
+                                     allowed=allowed, forbidden=None, fanout=3, seed=seed,
+                                     transform=a["norm"].transform)
+        return float((logits.argmax(1) == data.y[~train]).double().mean())
+
+    assert a["score"]["num_test"] == int((~train).sum())
+    assert a["score"]["test_accuracy"] == pytest.approx(accuracy(7, ~train), abs=1e-12)
+    # broken control: aggregating the training nodes too (a leak) predicts otherwise
+    assert accuracy(7, torch.ones_like(train)) != pytest.approx(a["score"]["test_accuracy"])

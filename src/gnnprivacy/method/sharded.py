@@ -12,8 +12,9 @@ ledger.
 The record has the schema of a ``heterpoisson`` record: ``privacy`` adds what a sharded run
 changes in the trust model (``scope`` and ``unaccounted`` say that the ranks are one trusted
 party; ``sampling_stream`` is ``"counter"``). The shards carry no split beyond the training
-mask and no rank holds the graph, so the record has no test metrics (``metrics`` is empty)
-and no model file.
+mask, so ``test_accuracy`` is that of private inference on every non-training node
+(`ShardedHeterPoissonTrainer.score_parts`, ``info["num_test"]`` nodes); no rank holds the
+graph, so no model file is written.
 """
 
 from __future__ import annotations
@@ -103,33 +104,35 @@ def run_sharded(values: dict[str, Any], shards: str | Path, *, checkpoint_every:
                                    num_nodes=int(meta["num_nodes"]),
                                    num_features=int(meta["num_features"]),
                                    num_classes=int(meta["num_classes"]))
-    kwargs.pop("fanout", None)          # private inference needs the graph: not run here
     ctx = RunContext(config=config, params=params, data=None, seed=config.seed,
                      device=config.device)
     trainer = ShardedHeterPoissonTrainer(
         **kwargs, generator=ctx.seed_for("train"), progress=progress, device=config.device,
         checkpoint_path=str(ckpt), checkpoint_every=checkpoint_every,
         resume=bool(config.resume)).fit(shard)
+    metrics = trainer.score_parts(shard, seed=0)   # every rank: the counts are all-reduced
     if rank != 0:
         return None
     privacy = trainer.privacy_record()
     privacy.update(scope=f"{privacy['scope']}; {SHARDED_SCOPE}", sampling_stream="counter",
                    unaccounted=[*privacy.get("unaccounted", []), *SHARDED_UNACCOUNTED])
-    result = MethodResult(metrics={}, epsilon=trainer.epsilon_, delta=trainer.delta_,
+    result = MethodResult(metrics={"test_accuracy": metrics["test_accuracy"]},
+                          epsilon=trainer.epsilon_, delta=trainer.delta_,
                           ledger=trainer.ledger_, privacy=privacy)
     check_executed_ledger(result, target=params.epsilon, what=f"heterpoisson on {shards}")
     t_end = time.perf_counter()
     info = {**trainer.info_, "steps": trainer.steps_, "shards": str(Path(shards).resolve()),
             "resumed_from_step": getattr(trainer, "resumed_from_step_", 0),
             "preset": params.preset, "hparams": kwargs,
-            "checkpoint_every": checkpoint_every}
+            "checkpoint_every": checkpoint_every, "num_test": metrics["num_test"],
+            "test_nodes": "every non-training node of the shards (private inference)"}
     record = RunRecord(
         run_id=run_id or RunRecord.new_id("heterpoisson", f"shards-{Path(shards).name}"),
         method="heterpoisson", dataset=config.dataset, config=config_to_dict(config, params),
         seeds={"run": config.seed, "partition": meta.get("seed")},
         epsilon=float(result.epsilon), delta=float(result.delta),
         privacy={"private": True, **privacy, "ledger": result.ledger},
-        metrics={}, timings={"load_seconds": 0.0, "fit_seconds": t_end - t_start,
+        metrics=result.metrics, timings={"load_seconds": 0.0, "fit_seconds": t_end - t_start,
                              "total_seconds": t_end - t_start},
         split={"kind": "shards", "num_train": int(meta["num_train"]),
                "num_nodes": int(meta["num_nodes"]), "partition": meta.get("method")},
