@@ -41,6 +41,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tune": ("gnnprivacy.cli.tune_cmd:tune_command", "Tune hyperparameters with the selection's privacy cost counted."),
     "partition": ("gnnprivacy.cli.partition_cmd:partition_command",
                   "Split a graph into per-rank shards for sharded DP training."),
+    "train-sharded": ("gnnprivacy.cli.train_sharded_cmd:train_sharded_command",
+                      "Train heterpoisson on per-rank shards (run with torchrun); rank 0 writes the record."),
     "predict": ("gnnprivacy.cli.predict_cmd:predict_command",
                 "Predictions of a saved model (train keeps it beside the record) as CSV."),
 }

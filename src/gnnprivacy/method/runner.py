@@ -229,9 +229,9 @@ def _publish(record: RunRecord, split, runs_dir: Path, ckpt: Path | None,
              companions: dict[str, Callable] | None = None) -> None:
     from gnnprivacy.records.store import ResultStore
 
-    name = f"{record.run_id}.split.npz"
+    files = {} if split is None else {f"{record.run_id}.split.npz": split.save}
     try:
-        ResultStore(runs_dir).publish(record, {name: split.save, **(companions or {})})
+        ResultStore(runs_dir).publish(record, {**files, **(companions or {})})
     except WriteFailedError as exc:
         raise RunNotPublishedError(exc, record, ckpt if ckpt is not None and ckpt.exists() else None) from exc
     if ckpt is not None:  # the record is written: the checkpoint has done its job

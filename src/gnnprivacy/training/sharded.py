@@ -365,6 +365,56 @@ class ShardedHeterPoissonTrainer(HeterPoissonTrainer):
                       "world_size": world, "rank": rank, "partition": meta["method"],
                       "exchange": dict(self.exchange_)}
 
+    def score_parts(self, shards: str | Path | Shard, *, seed: int = 0,
+                    chunk_size: int = 65536) -> dict[str, float]:
+        """Accuracy of private inference on the non-training nodes of all parts (every rank
+        calls it; the result is the same on every rank).
+
+        Each rank predicts its own part's non-training nodes as
+        `HeterPoissonTrainer.predict_logits` does on the whole graph (up to ``fanout``
+        in-neighbours among the non-training nodes, chosen by the keys ``(seed, u, j)``),
+        fetching the features of neighbours owned by other ranks; the counts are
+        all-reduced. The shards carry no test mask: every non-training node is a query.
+
+        Privacy: none spent (post-processing of the released model; training nodes are
+        never aggregated).
+        """
+        from gnnprivacy.training.node_dp.private_inference import keyed_pick
+
+        self._check_fitted()
+        rank, world = rank_and_world()
+        shard = shards if isinstance(shards, Shard) else open_shard(shards, rank)
+        part = _Part(shard)
+        nodes = np.asarray(shard.nodes)
+        held = ~np.asarray(shard.train_mask[nodes], dtype=bool)
+        rows = torch.from_numpy(np.flatnonzero(held).astype(np.int64))
+        queries = torch.from_numpy(nodes[held].astype(np.int64))
+        chunks = torch.tensor([math.ceil(rows.numel() / chunk_size)])
+        counts = torch.zeros(2, dtype=torch.float64)       # correct, queried
+        if world > 1:                   # fetch_rows is a collective: as many calls per rank
+            dist.all_reduce(chunks, op=dist.ReduceOp.MAX)
+        self.model_.eval()
+        with torch.no_grad():
+            for c in range(int(chunks)):
+                r, q = (t[c * chunk_size:(c + 1) * chunk_size] for t in (rows, queries))
+                src, sub = part.in_edges(r)
+                ok = ~part.lookup("train_mask", src) & (src != q[sub])
+                stars = keyed_pick(q, src[ok], sub[ok], fanout=self.fanout, seed=seed)
+                ids = torch.unique(torch.cat([stars.centers, stars.periph_nodes]))
+                x = self.feature_norm_.transform(fetch_rows(part, ids, new_exchange()))
+                if not r.numel():
+                    continue
+                batch = StarBatch(torch.searchsorted(ids, stars.centers).to(self.device_),
+                                  torch.searchsorted(ids, stars.periph_nodes).to(self.device_),
+                                  stars.periph_subgraph.to(self.device_), stars.num_subgraphs)
+                pred = self.model_(x.to(self.device_), batch).argmax(1).cpu()
+                counts += torch.tensor([float((pred == part.y[r]).sum()), float(r.numel())],
+                                       dtype=torch.float64)
+        if world > 1:
+            dist.all_reduce(counts)
+        return {"test_accuracy": float(counts[0] / counts[1]) if counts[1] else float("nan"),
+                "num_test": int(counts[1])}
+
     def _sample(self, part: _Part, rng: CounterRandom) -> tuple[StarBatch, Tensor, Tensor]:
         """This rank's star sub-graphs of the global HeterPoisson sample of ``rng``'s step,
         renumbered into ``ids`` (the sorted global ids whose features the step needs)."""

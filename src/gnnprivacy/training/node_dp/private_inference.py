@@ -40,7 +40,7 @@ from gnnprivacy.sampling._graph import CleanGraph, clean_graph, gather_segments,
 from gnnprivacy.sampling.counter_rng import keyed_uniform
 from gnnprivacy.sampling.star_batch import StarBatch
 
-__all__ = ["INFERENCE_STREAM", "keyed_inference_stars", "private_star_logits"]
+__all__ = ["INFERENCE_STREAM", "keyed_inference_stars", "keyed_pick", "private_star_logits"]
 
 #: stream id separating the inference keys from any other keyed draw
 INFERENCE_STREAM = 0x1F3E
@@ -61,7 +61,14 @@ def keyed_inference_stars(graph: CleanGraph, queries: Tensor, allowed: Tensor, *
     edge_ids, sub = gather_segments(graph.rowptr, queries)
     src = graph.src[edge_ids]
     ok = allowed[src] & (src != queries[sub])
-    src, sub = src[ok], sub[ok]
+    return keyed_pick(queries, src[ok], sub[ok], fanout=fanout, seed=seed)
+
+
+def keyed_pick(queries: Tensor, src: Tensor, sub: Tensor, *, fanout: int,
+               seed: int) -> StarBatch:
+    """Stars of ``queries`` from their candidate neighbours ``src`` (query slot ``sub``,
+    already restricted to allowed nodes other than the query): the ``fanout`` candidates
+    with the smallest keys ``key(seed, u, j)`` per query (`keyed_inference_stars`)."""
     keys = keyed_uniform(int(seed), INFERENCE_STREAM, queries[sub], src)
     order = torch.argsort(keys)
     order = order[torch.sort(sub[order], stable=True).indices]

@@ -1,0 +1,141 @@
+"""One sharded HeterPoisson run from a flat configuration, with its run record (every rank calls it).
+
+`run_sharded` is what ``gnnprivacy train-sharded SHARDS`` runs on every rank (``torchrun``,
+or `gnnprivacy.training.distributed.spawn_local` in tests): rank ``k`` trains on part ``k``
+of the shard folder with `ShardedHeterPoissonTrainer`, rank 0 alone checkpoints (under
+``<runs_dir>/checkpoints``, keyed by the configuration like ``gnnprivacy train``) and, only
+once the run has finished, publishes the run record atomically (`ResultStore.publish`). A
+rank that dies stops the others with `ShardedRunError`: no record is written, the last
+checkpoint is kept, and the same command with ``resume`` continues from it to the same
+ledger.
+
+The record has the schema of a ``heterpoisson`` record: ``privacy`` adds what a sharded run
+changes in the trust model (``scope`` and ``unaccounted`` say that the ranks are one trusted
+party; ``sampling_stream`` is ``"counter"``). The shards carry no split beyond the training
+mask, so ``test_accuracy`` is that of private inference on every non-training node
+(`ShardedHeterPoissonTrainer.score_parts`, ``info["num_test"]`` nodes); no rank holds the
+graph, so no model file is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gnnprivacy.errors import InvalidParameterError
+from gnnprivacy.method.config import config_to_dict, resolve_config
+from gnnprivacy.method.context import MethodResult, RunContext
+from gnnprivacy.method.registry import get_method
+from gnnprivacy.records.record import RunRecord
+
+__all__ = ["SHARDED_SCOPE", "SHARDED_UNACCOUNTED", "run_sharded"]
+
+#: what a sharded run adds to the record's ``privacy["scope"]``
+SHARDED_SCOPE = ("the ranks of the sharded run are one trusted party (the trainer); the "
+                 "released noisy sum equals the single-process run's with the counter "
+                 "sampling stream and the same seed")
+#: what a sharded run adds to the record's ``privacy["unaccounted"]``
+SHARDED_UNACCOUNTED = [
+    "the ranks are one trusted party: before the noise a rank reads the raw feature rows it "
+    "fetches from other ranks and, inside the all_reduce, their clipped gradient sums",
+    "the sampling stream is 'counter' (splitmix64 keyed hashes, not a CSPRNG); its seed is "
+    "one draw of rank 0's sampling generator, broadcast to the other ranks"]
+
+
+def run_sharded(values: dict[str, Any], shards: str | Path, *, checkpoint_every: int = 100,
+                log: Callable[[str], None] | None = None, progress: Callable | None = None,
+                run_id: str | None = None) -> RunRecord | None:
+    """Train ``heterpoisson`` on this rank's part of ``shards``; rank 0 writes the record.
+
+    Every rank of the default process group (as many ranks as parts; none for a one-part
+    partition) calls it with the same ``values``.
+
+    Args:
+        values: flat configuration: `RunConfig`'s ``seed``, ``runs_dir``, ``device``,
+            ``resume`` and ``heterpoisson``'s parameters (``method`` other than
+            ``heterpoisson`` is refused; the dataset is the shard folder).
+        shards: the folder of `gnnprivacy.datasets.shards.partition_graph`.
+        checkpoint_every: rank 0 checkpoints every this many executed steps.
+        log: message sink (rank 0's).
+        progress: progress factory (as `gnnprivacy.method.runner.run`).
+        run_id: fixed record id (default: time + random suffix).
+
+    Returns:
+        On rank 0, the `RunRecord` written to ``<runs_dir>/<run_id>.json``; ``None`` on
+        the other ranks.
+
+    Raises:
+        ShardedRunError: another rank stopped (nothing is published; rank 0's last
+            checkpoint is kept for ``resume``).
+        InvalidParameterError: another method, or a partition for another world size.
+    """
+    from gnnprivacy.datasets.shards import open_shard
+    from gnnprivacy.method.runner import (_check_outputs, _describe_checkpoint, _publish,
+                                          check_executed_ledger, checkpoint_path_for)
+    from gnnprivacy.training.distributed import rank_and_world
+    from gnnprivacy.training.sharded import ShardedHeterPoissonTrainer
+
+    t_start = time.perf_counter()
+    values = dict(values)
+    method = values.pop("method", None) or "heterpoisson"
+    if method != "heterpoisson":
+        raise InvalidParameterError("method", "'heterpoisson' (the sharded trainer)", method)
+    if values.get("dataset") is not None:
+        raise InvalidParameterError("dataset", "none (the shard folder is the data)",
+                                    values["dataset"])
+    rank, world = rank_and_world()
+    shard = open_shard(shards, rank)
+    if shard.num_parts != world:
+        raise InvalidParameterError("shards", f"{world} part(s), one per rank (this is rank "
+                                    f"{rank})", f"{shard.num_parts} part(s)")
+    config, params = resolve_config({**values, "method": "heterpoisson"})
+    config = dataclasses.replace(config, dataset=f"shards:{Path(shards).resolve()}")
+    spec = get_method("heterpoisson")
+    if rank == 0:   # the runs directory and checkpoint folder, before any work
+        ckpt = _check_outputs(config, params, spec, save=True, log=log)
+        _describe_checkpoint(ckpt, config, params)
+    else:
+        ckpt = checkpoint_path_for(config, params)
+    meta = shard.meta
+    kwargs = params.trainer_kwargs(num_train=int(meta["num_train"]),
+                                   num_nodes=int(meta["num_nodes"]),
+                                   num_features=int(meta["num_features"]),
+                                   num_classes=int(meta["num_classes"]))
+    ctx = RunContext(config=config, params=params, data=None, seed=config.seed,
+                     device=config.device)
+    trainer = ShardedHeterPoissonTrainer(
+        **kwargs, generator=ctx.seed_for("train"), progress=progress, device=config.device,
+        checkpoint_path=str(ckpt), checkpoint_every=checkpoint_every,
+        resume=bool(config.resume)).fit(shard)
+    metrics = trainer.score_parts(shard, seed=0)   # every rank: the counts are all-reduced
+    if rank != 0:
+        return None
+    privacy = trainer.privacy_record()
+    privacy.update(scope=f"{privacy['scope']}; {SHARDED_SCOPE}", sampling_stream="counter",
+                   unaccounted=[*privacy.get("unaccounted", []), *SHARDED_UNACCOUNTED])
+    result = MethodResult(metrics={"test_accuracy": metrics["test_accuracy"]},
+                          epsilon=trainer.epsilon_, delta=trainer.delta_,
+                          ledger=trainer.ledger_, privacy=privacy)
+    check_executed_ledger(result, target=params.epsilon, what=f"heterpoisson on {shards}")
+    t_end = time.perf_counter()
+    info = {**trainer.info_, "steps": trainer.steps_, "shards": str(Path(shards).resolve()),
+            "resumed_from_step": getattr(trainer, "resumed_from_step_", 0),
+            "preset": params.preset, "hparams": kwargs,
+            "checkpoint_every": checkpoint_every, "num_test": metrics["num_test"],
+            "test_nodes": "every non-training node of the shards (private inference)"}
+    record = RunRecord(
+        run_id=run_id or RunRecord.new_id("heterpoisson", f"shards-{Path(shards).name}"),
+        method="heterpoisson", dataset=config.dataset, config=config_to_dict(config, params),
+        seeds={"run": config.seed, "partition": meta.get("seed")},
+        epsilon=float(result.epsilon), delta=float(result.delta),
+        privacy={"private": True, **privacy, "ledger": result.ledger},
+        metrics=result.metrics, timings={"load_seconds": 0.0, "fit_seconds": t_end - t_start,
+                             "total_seconds": t_end - t_start},
+        split={"kind": "shards", "num_train": int(meta["num_train"]),
+               "num_nodes": int(meta["num_nodes"]), "partition": meta.get("method")},
+        info=info)
+    _publish(record, None, Path(config.runs_dir), ckpt)
+    return record
