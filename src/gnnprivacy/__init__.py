@@ -17,6 +17,7 @@ gp.attack_link_stealing("cora", attack=6, defense="grid")
 gp.partition("graph-folder", "shards", parts=4)        # per-rank shards (sharded training)
 pt = gp.make_private(model, optimizer, data, sampler="heterpoisson", epsilon=8.0)
 pt = gp.make_private_sharded(model, optimizer, "shards", sampler="heterpoisson", epsilon=8.0)
+gp.train_sharded({"epsilon": 8.0, "steps": 500}, "shards")  # on every rank; rank 0 records
 ```
 
 Sub-packages, in layers whose imports point down only (docs/architecture.md; an
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from gnnprivacy.experiments.linkteller_run import run_linkteller as attack_linkteller
     from gnnprivacy.experiments.reproduce import reproduce_all
     from gnnprivacy.experiments.tune import tune
+    from gnnprivacy.method.sharded import run_sharded as train_sharded
     from gnnprivacy.records.record import RunRecord, read_record
     from gnnprivacy.training.private import PrivateTraining, make_private
     from gnnprivacy.training.sharded import make_private_sharded
@@ -56,6 +58,6 @@ __all__ = ["__version__", "train", "account", "methods", "datasets", "TrainResul
            "load_dataset", "validate_data", "read_record", "RunRecord", "audit", "assess", "tune",
            "attack_link_stealing", "attack_linkteller", "make_private", "PrivateTraining",
            "load", "reproduce_all", "save_model", "load_model", "partition",
-           "make_private_sharded"]
+           "make_private_sharded", "train_sharded"]
 
 __getattr__, __dir__ = lazy_exports(__name__, __file__, globals())
