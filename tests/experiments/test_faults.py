@@ -582,7 +582,14 @@ def run_serially(spec, runs):
 def _sweep_process(config, runs, *extra):
     return subprocess.Popen([sys.executable, "-c", SWEEP_CLI, "sweep", "-c", str(config), "--runs-dir", str(runs),
                              *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_interruptible)
+
+
+def _interruptible():
+    """Ctrl-C's default disposition in the sweep process, as in a terminal: a test suite started
+    in the background by a non-interactive shell (`nohup make test &`) passes SIGINT down ignored,
+    and Python then installs no KeyboardInterrupt handler, so the SIGINT tests would see nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _live_group(pgid: int) -> list[str]:
