@@ -36,7 +36,8 @@ from gnnprivacy.training.dp.flat_rules import (Call, Contribution, Probe, exact_
                                                 flat_probe_for, flat_rule_for)
 from gnnprivacy.training.dp.rules import MAKE_PRIVATE_SUPPORTED, UnsupportedModuleError
 
-__all__ = ["BatchLayout", "FallbackWarning", "FlatCapture", "SubgraphMixingError"]
+__all__ = ["BatchLayout", "FallbackWarning", "FlatCapture", "SubgraphMixingError", "same_storage",
+           "tensors_of"]
 
 
 class FallbackWarning(UserWarning):
@@ -361,9 +362,9 @@ class FlatCapture(Probe):
         own = (layout.x, layout.edge_index, layout.batch)
         for args, kwargs in self.root_calls:
             values = list(args) + list(kwargs.values())
-            tensors = [t for v in values for t in _tensors_of(v)]
+            tensors = [t for v in values for t in tensors_of(v)]
             if not any(v is layout.data for v in values) and not any(
-                    _same_storage(t, o) for t in tensors for o in own):
+                    same_storage(t, o) for t in tensors for o in own):
                 raise SubgraphMixingError(
                     "the forward pass did not use the batch from pt.loader (none of its x, "
                     "edge_index or batch tensors reached the model): every step must train on "
@@ -373,7 +374,7 @@ class FlatCapture(Probe):
                         and t._version == layout.edges_version):
                     continue                 # the sampler's own edges, unchanged since the draw
                 if (t.dim() == 2 and t.shape[0] == 2 and not t.is_floating_point()
-                        and t.numel() and not _same_storage(t, layout.x)):
+                        and t.numel() and not same_storage(t, layout.x)):
                     _check_edges(t, layout)
 
     def check_output_rows(self, layout: BatchLayout) -> None:
@@ -547,20 +548,23 @@ def _scaled(c: Contribution, scale: float) -> Contribution:
     return Contribution(c.norm_sq * (scale * scale), lambda f, w=c.weighted: w(f * scale))
 
 
-def _tensors_of(value) -> list[Tensor]:
+def tensors_of(value) -> list[Tensor]:
+    """Every tensor inside ``value``: a tensor, nested tuples, lists and dicts, or a PyG
+    ``Data``/``Batch`` (its stores' tensors); anything else holds none."""
     if isinstance(value, Tensor):
         return [value]
     if isinstance(value, (tuple, list)):
-        return [t for v in value for t in _tensors_of(v)]
+        return [t for v in value for t in tensors_of(v)]
     if isinstance(value, dict):
-        return [t for v in value.values() for t in _tensors_of(v)]
+        return [t for v in value.values() for t in tensors_of(v)]
     stores = getattr(value, "to_dict", None)
     if callable(stores) and hasattr(value, "edge_index"):
         return [t for t in value.to_dict().values() if isinstance(t, Tensor)]
     return []
 
 
-def _same_storage(a: Tensor, b: Tensor) -> bool:
+def same_storage(a: Tensor, b: Tensor) -> bool:
+    """Whether ``a`` and ``b`` are views of one memory (both non-empty, on one device)."""
     return a is b or (a.device == b.device and a.untyped_storage().data_ptr()
                       == b.untyped_storage().data_ptr() and a.numel() and b.numel())
 
@@ -600,7 +604,7 @@ def _row_segments(rows: int, layout: BatchLayout, *, edge: bool) -> Tensor | Non
 def _swap(args, kwargs, layout: BatchLayout, x2: Tensor):
     """``args``/``kwargs`` with the batch's feature matrix (or the batch object) replaced."""
     def sub(v):
-        if isinstance(v, Tensor) and _same_storage(v, layout.x) and v.shape == layout.x.shape:
+        if isinstance(v, Tensor) and same_storage(v, layout.x) and v.shape == layout.x.shape:
             return x2.to(v.dtype)
         if v is layout.data and v is not None:
             copy = v.clone()

@@ -42,8 +42,8 @@ import torch
 from torch import Tensor, nn
 from torch.overrides import TorchFunctionMode
 
-from gnnprivacy.training.dp.flat_capture import BatchLayout, SubgraphMixingError, _same_storage
-from gnnprivacy.training.dp.flat_capture import _tensors_of as _flat
+from gnnprivacy.training.dp.flat_capture import (BatchLayout, SubgraphMixingError, same_storage,
+                                                  tensors_of)
 
 __all__ = ["LoopGuard", "LoopTrace"]
 
@@ -204,7 +204,7 @@ class _Replay:
     def _run(self, i: int, op: _Op) -> None:
         if op.name in _NEVER:
             return
-        inputs = _flat(op.args) + _flat(op.kwargs)
+        inputs = tensors_of(op.args) + tensors_of(op.kwargs)
         if not any(id(t) in self.env for t in inputs):
             return
         inplace = _is_inplace(op.name, op.kwargs)
@@ -224,7 +224,7 @@ class _Replay:
             return
         if op.name in _META:
             return
-        olds, news = _flat(op.result), _flat(result)
+        olds, news = tensors_of(op.result), tensors_of(result)
         for old, new in zip(olds, news):
             env[id(old)] = new
 
@@ -336,7 +336,7 @@ class LoopGuard:
                 "and optimizer.step(): too many to check that the loop keeps the subgraphs "
                 "apart")
         ops = trace.ops
-        produced = {id(t) for op in ops if op.name not in _META for t in _flat(op.result)}
+        produced = {id(t) for op in ops if op.name not in _META for t in tensors_of(op.result)}
         batch = _batch_ids(layout)
         self._check_private_reads(ops, produced | batch)
         losses = self._losses(ops)
@@ -395,14 +395,14 @@ class LoopGuard:
                 "state_dict would release it without noise")
 
     def _is_private(self, t: Tensor) -> bool:
-        return any(_same_storage(t, p) for p in self.private)
+        return any(same_storage(t, p) for p in self.private)
 
     def _check_private_reads(self, ops: list[_Op], own: set[int]) -> None:
         """No operation reads the private graph or a per-node tensor from outside."""
         for op in ops:
             if op.name in _META:
                 continue
-            for t in _flat(op.args) + _flat(op.kwargs):
+            for t in tensors_of(op.args) + tensors_of(op.kwargs):
                 i = id(t)
                 if i in own or i in self.params:
                     continue
@@ -430,8 +430,8 @@ class LoopGuard:
             grads = (op.args[1] if len(op.args) > 1 else
                      op.kwargs.get("gradient", op.kwargs.get("grad_tensors",
                                                              op.kwargs.get("grad_outputs"))))
-            outputs = _flat(outputs)
-            grads = _flat(grads) if grads is not None else [None] * len(outputs)
+            outputs = tensors_of(outputs)
+            grads = tensors_of(grads) if grads is not None else [None] * len(outputs)
             out.extend(zip(outputs, grads + [None] * (len(outputs) - len(grads))))
         return out
 
@@ -478,7 +478,7 @@ class LoopGuard:
                         f"({op.name}) that changes with another subgraph's data and is used "
                         "again: its effect cannot be checked; keep the computation in tensors")
         for i, op in enumerate(ops):
-            for k, t in enumerate(_flat(op.result)):
+            for k, t in enumerate(tensors_of(op.result)):
                 if i in base.python:
                     break
                 a, b = base.get(t), changed.get(t)
@@ -505,7 +505,7 @@ class LoopGuard:
             return
         wrt_ops, wrt_a, wrt_b = [], [], []
         for op in ops:
-            for t in _flat(op.result):
+            for t in tensors_of(op.result):
                 a, b = base.get(t), changed.get(t)
                 if (a is t or b is t or not a.requires_grad or a.dim() == 0
                         or not _segments(a.shape[0], layout)):
@@ -530,7 +530,7 @@ def _batch_ids(layout: BatchLayout) -> set[int]:
     data = layout.data
     tensors = [layout.x, layout.edge_index, layout.batch]
     if data is not None and callable(getattr(data, "to_dict", None)):
-        tensors += _flat(list(data.to_dict().values()))
+        tensors += tensors_of(list(data.to_dict().values()))
     return {id(t) for t in tensors}
 
 
