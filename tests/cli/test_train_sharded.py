@@ -43,8 +43,8 @@ def _killed(rank: int, world: int, init: str, folder: str, values: dict, out: st
     """Rank 1 dies (os._exit) while fetching the features of step 3; rank 0 reports."""
     import datetime
 
-    from gnnprivacy.training.sharded import (ShardedHeterPoissonTrainer, ShardedRunError,
-                                             init_file_group)
+    from gnnprivacy.training.distributed import init_file_group
+    from gnnprivacy.training.sharded import ShardedHeterPoissonTrainer, ShardedRunError
 
     torch.set_num_threads(1)
     init_file_group(init, rank, world, timeout=datetime.timedelta(seconds=30))

@@ -160,7 +160,8 @@ def _killed_worker(rank: int, world: int, init: str, folder: str, out: str, kw: 
     import datetime
     import os
 
-    from gnnprivacy.training.sharded import ShardedRunError, init_file_group
+    from gnnprivacy.training.distributed import init_file_group
+    from gnnprivacy.training.sharded import ShardedRunError
 
     torch.set_num_threads(1)
     init_file_group(init, rank, world, timeout=datetime.timedelta(seconds=30))

@@ -30,6 +30,7 @@ trainer), as in the single-process setting.
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
 import tempfile
@@ -56,8 +57,8 @@ from gnnprivacy.training.node_dp.heterpoisson import HeterPoissonTrainer
 from gnnprivacy.training.nonprivate import num_classes_of, training_graph
 
 __all__ = ["DistributedDPEngine", "DistributedDPMLPTrainer", "DistributedHeterPoissonTrainer",
-           "broadcast_generator", "broadcast_parameters", "init_from_env", "rank_and_world",
-           "shard", "shard_star_batch", "spawn_local"]
+           "broadcast_generator", "broadcast_parameters", "init_file_group", "init_from_env",
+           "rank_and_world", "shard", "shard_star_batch", "spawn_local"]
 
 
 def rank_and_world() -> tuple[int, int]:
@@ -289,10 +290,24 @@ class DistributedHeterPoissonTrainer(HeterPoissonTrainer):
             super()._save(engine)
 
 
+#: the collective timeout of `init_file_group` (a killed rank stops the others after at most this)
+DEFAULT_TIMEOUT = datetime.timedelta(minutes=10)
+
+
+def init_file_group(init_file: str | Path, rank: int, world_size: int, *,
+                    backend: str = "gloo",
+                    timeout: datetime.timedelta | None = DEFAULT_TIMEOUT) -> None:
+    """Join a process group through a shared file (one machine or a shared file system)
+    with a collective ``timeout`` (a killed rank stops the others after at most that;
+    ``None``: torch's default)."""
+    options = {} if timeout is None else {"timeout": timeout}
+    dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank,
+                            world_size=world_size, **options)
+
+
 def _spawn_entry(rank: int, world_size: int, init_file: str, backend: str,
                  fn: Callable[..., Any], args: tuple) -> None:
-    dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank,
-                            world_size=world_size)
+    init_file_group(init_file, rank, world_size, backend=backend, timeout=None)
     try:
         fn(rank, world_size, *args)
     finally:

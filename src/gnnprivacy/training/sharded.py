@@ -39,7 +39,6 @@ sampling generator (OS-seeded on rank 0 and broadcast in secure mode).
 
 from __future__ import annotations
 
-import datetime
 import math
 from pathlib import Path
 from typing import Any
@@ -71,11 +70,8 @@ from gnnprivacy.training.private.samplers import (HeterPoissonSubgraphs, NodeSub
                                                   SubgraphSampler)
 
 __all__ = ["ShardedHeterPoissonSubgraphs", "ShardedHeterPoissonTrainer", "ShardedNodeSubgraphs",
-           "ShardedRunError", "exchange_rows", "fetch_rows", "init_file_group",
+           "ShardedRunError", "exchange_rows", "fetch_rows",
            "is_collective_failure", "make_private_sharded", "sample_part_stars"]
-
-#: how long a rank waits in a collective for the others by default (``init_process_group``)
-DEFAULT_TIMEOUT = datetime.timedelta(minutes=10)
 
 
 class ShardedRunError(RuntimeError):
@@ -448,15 +444,6 @@ class ShardedHeterPoissonTrainer(HeterPoissonTrainer):
     def _save(self, engine: DPEngine) -> None:
         if rank_and_world()[0] == 0:
             super()._save(engine)
-
-
-def init_file_group(init_file: str | Path, rank: int, world_size: int, *,
-                    backend: str = "gloo",
-                    timeout: datetime.timedelta = DEFAULT_TIMEOUT) -> None:
-    """Join a process group through a shared file (one machine or a shared file system)
-    with a collective ``timeout`` (a killed rank stops the others after at most that)."""
-    dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank,
-                            world_size=world_size, timeout=timeout)
 
 
 # ---------------------------------------------------------------------- make_private
