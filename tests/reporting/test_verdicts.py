@@ -251,6 +251,28 @@ def test_substitute_data_and_the_trivial_classifier_get_their_own_verdicts(tmp_p
     assert counts["000"]["reproduced"] == 1  # only Facebook counts as reproduced
 
 
+def test_a_cell_beaten_by_the_trivial_classifier_says_so(tmp_path, write_run):
+    """000 Twitch / eps 2 / NDP: the paper's 13.7 lies far below Twitch DE's majority rate, so a
+    model predicting the majority class "beats" it; the verdict stays "beaten" (counted) but its
+    text names the trivial classifier. Control: the same cell at 70 (above the majority rate)
+    reads plain "beaten"."""
+    from gnnprivacy.reporting.reproduction import _verdict_text
+
+    texts = {}
+    for acc in (0.602, 0.70):
+        runs = tmp_path / f"runs-{acc}"
+        for seed in range(3):
+            rec = write_run(runs, method="dpgnn", dataset="twitch-de", seed=seed, acc=acc + 0.001 * seed,
+                            epsilon=2, preset="paper", hidden=100, clip_norm=1.0)
+            _with_metrics(runs, rec, test_majority_rate=0.605)
+        cells = [c for c in compare(group_rows(_rows(runs)), load_references(["000-table2"]), reasons=[])
+                 if c.attrs.get("method") == "dpgnn"]
+        assert len(cells) == 1 and cells[0].verdict == "beaten", [c.verdict for c in cells]
+        texts[acc] = _verdict_text(cells[0], {})
+    assert texts[0.602].startswith("beaten (ours at the trivial classifier's 60.5")
+    assert texts[0.70] == "beaten"
+
+
 def test_trivial_needs_both_at_the_trivial_level_and_records_without_it_are_judged(tmp_path, write_run):
     from gnnprivacy.reporting.verdicts import at_trivial
 

@@ -140,6 +140,10 @@ def _verdict_text(c: Cell, reason_anchor: dict[str, str]) -> str:
         return f"substitute data ({c.attrs.get('dataset')}: see the note)"
     if c.verdict == TRIVIAL:
         return f"trivial classifier (at {fmt_number(c.trivial)})"
+    if c.verdict == "beaten" and c.trivial is not None and abs(c.ours_mean - c.trivial) <= c.tolerance:
+        # counted as beaten, but say how: the paper's value lies below the majority-class rate
+        return (f"beaten (ours at the trivial classifier's {fmt_number(c.trivial)}: the paper's "
+                f"value is below it)")
     if c.verdict != "not reproduced":
         return c.verdict
     r = c.reason or UNEXPLAINED
