@@ -97,6 +97,16 @@ def broadcast_parameters(model: torch.nn.Module, src: int = 0) -> None:
         dist.broadcast(t.data, src=src)
 
 
+class RankZeroCheckpoints:
+    """Mixin for a trainer that runs on every rank of a group: the ranks hold the same
+    parameters, optimizer and ledger, so only rank 0 writes the checkpoint (put it before
+    the trainer class: ``class T(RankZeroCheckpoints, HeterPoissonTrainer)``)."""
+
+    def _save(self, engine: DPEngine) -> None:
+        if rank_and_world()[0] == 0:
+            super()._save(engine)  # type: ignore[misc]
+
+
 class DistributedDPEngine(DPEngine):
     """`DPEngine` whose noisy sum is all-reduced across the ranks of a process group.
 
@@ -162,7 +172,7 @@ class DistributedDPEngine(DPEngine):
         return out, int(round(float(flat[-1])))
 
 
-class DistributedDPMLPTrainer(DPMLPTrainer):
+class DistributedDPMLPTrainer(RankZeroCheckpoints, DPMLPTrainer):
     """`DPMLPTrainer`, data-parallel over the ranks.
 
     Same arguments, same result as the single-process trainer with the same ``generator``
@@ -231,10 +241,6 @@ class DistributedDPMLPTrainer(DPMLPTrainer):
         self.info_ = {"setting": "inductive" if inductive else "transductive",
                       "num_train": n_train, "world_size": world, "rank": rank}
 
-    def _save(self, engine: DPEngine) -> None:
-        if rank_and_world()[0] == 0:
-            super()._save(engine)
-
 
 def shard_star_batch(batch: StarBatch, rank: int, world_size: int) -> StarBatch:
     """This rank's contiguous block of the star sub-graphs of ``batch`` (sizes differ by <= 1),
@@ -260,7 +266,7 @@ class _ShardedSampler:
         return getattr(self.sampler, name)
 
 
-class DistributedHeterPoissonTrainer(HeterPoissonTrainer):
+class DistributedHeterPoissonTrainer(RankZeroCheckpoints, HeterPoissonTrainer):
     """`HeterPoissonTrainer`, data-parallel over the ranks.
 
     Every rank draws the same global HeterPoisson batch (same sampling seed) and trains on its
@@ -284,10 +290,6 @@ class DistributedHeterPoissonTrainer(HeterPoissonTrainer):
         super()._run(wrapped, steps, closure_for_step)
         engine.steps_ = wrapped.steps_
         self.world_size_ = rank_and_world()[1]
-
-    def _save(self, engine: DPEngine) -> None:
-        if rank_and_world()[0] == 0:
-            super()._save(engine)
 
 
 #: the collective timeout of `init_file_group` (a killed rank stops the others after at most this)

@@ -60,10 +60,10 @@ from gnnprivacy.sampling.heter_poisson import STREAM_CENTRAL, STREAM_NEIGHBOR
 from gnnprivacy.sampling.star_batch import StarBatch
 from gnnprivacy.training import _privacy
 from gnnprivacy.training.checkpoint import fingerprint
-from gnnprivacy.training.distributed import (DistributedDPEngine, broadcast_parameters,
-                                             rank_and_world)
+from gnnprivacy.training.distributed import (DistributedDPEngine, RankZeroCheckpoints,
+                                             broadcast_parameters, rank_and_world)
 from gnnprivacy.training.dp import DPEngine, make_optimizer
-from gnnprivacy.training.node_dp.common import FeatureNorm, feature_moments
+from gnnprivacy.training.node_dp.common import FeatureNorm
 from gnnprivacy.training.node_dp.heterpoisson import HeterPoissonTrainer
 from gnnprivacy.training.private.make_private import PrivateTraining
 from gnnprivacy.training.private.samplers import (HeterPoissonSubgraphs, NodeSubgraphs,
@@ -155,32 +155,17 @@ def exchange_rows(requests: list[Tensor], table: np.ndarray) -> tuple[Tensor, in
 
 def _feature_norm(requested: str, shard: Shard) -> FeatureNorm:
     """`FeatureNorm` over all parts: a standardisation's moments (float64 sums over this
-    part's public, or all, rows) are all-reduced."""
-    norm = FeatureNorm(requested)
+    part's public, or all, rows) are all-reduced; whether any node is public is the whole
+    graph's."""
     train = np.asarray(shard.train_mask[np.asarray(shard.nodes)], dtype=bool)
     public_total = int(shard.meta["num_nodes"]) - int(shard.meta["num_train"])
-    mode = norm.requested
-    if mode == "auto":
-        mode = "standardize_public" if public_total > 0 else "signed"
-    if not mode.startswith("standardize"):      # per-node maps: nothing to reduce
-        return _set(norm, mode, *({"signed": (0.5, 0.5)}.get(mode, (0.0, 1.0))))
-    if mode == "standardize_public" and public_total == 0:
-        norm.fit(torch.zeros(1, 1), None)   # raises the single-process error
-    if mode == "standardize_global":
-        import warnings
 
-        warnings.warn("feature_norm='standardize_global' reads private features without "
-                      "privacy accounting (spec 000 §9 A13)", stacklevel=3)
-    moments = feature_moments(shard.x, ~train if mode == "standardize_public" else None)
-    if rank_and_world()[1] > 1:
-        dist.all_reduce(moments)
-    norm.mode = mode
-    return norm.set_moments(moments)
+    def reduce(moments: Tensor) -> Tensor:
+        if rank_and_world()[1] > 1:
+            dist.all_reduce(moments)
+        return moments
 
-
-def _set(norm: FeatureNorm, mode: str, shift: float, scale: float) -> FeatureNorm:
-    norm.mode, norm.shift, norm.scale = mode, float(shift), float(scale)
-    return norm
+    return FeatureNorm(requested).fit(shard.x, ~train, has_public=public_total > 0, reduce=reduce)
 
 
 class _Part:
@@ -259,7 +244,7 @@ def fetch_rows(part: _Part, ids: Tensor, exchange: dict[str, int]) -> Tensor:
     return out
 
 
-class ShardedHeterPoissonTrainer(HeterPoissonTrainer):
+class ShardedHeterPoissonTrainer(RankZeroCheckpoints, HeterPoissonTrainer):
     """`HeterPoissonTrainer` with the graph sharded over the ranks (module docstring).
 
     Takes `HeterPoissonTrainer`'s arguments (the sampling stream is always ``"counter"``;
@@ -440,10 +425,6 @@ class ShardedHeterPoissonTrainer(HeterPoissonTrainer):
                 "(another rank stopped, or did not answer within the process group's "
                 f"timeout); the run is not finished ({type(exc).__name__}: "
                 f"{str(exc).splitlines()[0] if str(exc) else ''})") from exc
-
-    def _save(self, engine: DPEngine) -> None:
-        if rank_and_world()[0] == 0:
-            super()._save(engine)
 
 
 # ---------------------------------------------------------------------- make_private

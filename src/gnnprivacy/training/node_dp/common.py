@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -71,17 +72,24 @@ class FeatureNorm:
     def unaccounted(self) -> bool:
         return self.mode == "standardize_global"
 
-    def fit(self, x: Tensor, public_mask: Tensor | None) -> FeatureNorm:
-        """Fix the map; ``public_mask`` marks the non-sensitive nodes of ``x`` (or ``None``)."""
+    def fit(self, x, public_mask, *, has_public: bool | None = None,
+            reduce: Callable[[Tensor], Tensor] | None = None) -> FeatureNorm:
+        """Fix the map; ``public_mask`` marks the non-sensitive nodes of ``x`` (or ``None``).
+
+        A graph split over several processes (`gnnprivacy.training.sharded`) passes its own
+        part's rows as ``x`` (a numpy memory map is fine), ``has_public`` for the whole graph
+        (whether any node anywhere is non-sensitive) and ``reduce``, which sums the moments
+        of every part (an all-reduce): one process gets the same map as the whole graph."""
+        if has_public is None:
+            has_public = public_mask is not None and bool(public_mask.any())
         self.mode = self.requested
         if self.mode == "auto":
-            has_public = public_mask is not None and bool(public_mask.any())
             self.mode = "standardize_public" if has_public else "signed"
         if self.mode == "signed":
             self.shift, self.scale = 0.5, 0.5
         elif self.mode.startswith("standardize"):
             if self.mode == "standardize_public":
-                if public_mask is None or not bool(public_mask.any()):
+                if not has_public:
                     raise ValueError(
                         "feature_norm='standardize_public' needs non-sensitive nodes visible at "
                         "training time (transductive setting); use 'signed', 'row_l2' or 'none'")
@@ -89,7 +97,8 @@ class FeatureNorm:
                 warnings.warn("feature_norm='standardize_global' reads private features "
                               "without privacy accounting (spec 000 §9 A13)", stacklevel=3)
                 public_mask = None
-            self.set_moments(feature_moments(x, public_mask))
+            moments = feature_moments(x, public_mask)
+            self.set_moments(moments if reduce is None else reduce(moments))
         return self
 
     def set_moments(self, moments: Tensor) -> FeatureNorm:
