@@ -56,3 +56,21 @@ def test_ray_executor_settings():
     cluster = RayExecutor(address="ray://head:10001")  # nothing connects before start()
     assert cluster.max_in_flight is None and cluster.threads_per_worker == 1
     assert RayExecutor(address="ray://head:10001", workers=3).max_in_flight == 3
+
+
+def test_workers_are_spawned_not_forked_where_cuda_is_present(monkeypatch):
+    """A fork server that imported torch and PyG has initialised the CUDA driver on a GPU
+    machine, and workers forked from it failed every run ("CUDA error: initialization error",
+    seen on an H200): with CUDA present the workers are spawned. Control: without CUDA the
+    fork server stays (where the platform has one)."""
+    import multiprocessing
+
+    import torch
+
+    from gnnprivacy.experiments.executors import _process_context
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert _process_context().get_start_method() == "spawn"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    want = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    assert _process_context().get_start_method() == want

@@ -224,9 +224,17 @@ _PRELOAD = ["torch", "torch_geometric", "gnnprivacy.experiments.sweep", "gnnpriv
 
 def _process_context():
     """``forkserver`` where available (workers fork from a clean, single-threaded server that has
-    already imported torch and PyG: fast start, no forked thread state), else ``spawn``."""
+    already imported torch and PyG: fast start, no forked thread state), else ``spawn``.
+
+    On a machine with a CUDA device, ``spawn``: importing torch and PyG in the fork server
+    initialises the CUDA driver there, and every worker forked from it then failed its run with
+    "CUDA error: initialization error", CPU runs too (seen on an H200 machine with torch 2.11)."""
     import multiprocessing
 
+    import torch
+
+    if torch.cuda.is_available():
+        return multiprocessing.get_context("spawn")
     if "forkserver" in multiprocessing.get_all_start_methods():
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(_PRELOAD)
