@@ -491,3 +491,25 @@ def test_each_published_cell_not_run_is_listed_with_its_reason(tmp_path, write_r
     assert "GCN column: 8 / Naive DP-SGD / Amazon" not in section.split("<a id=")[1]  # run: not listed
     assert sum(p.status == "not run" for p in report.published) == sum(
         int(n) for n in re.findall(r"^\*\*\d{3}-[a-z0-9]+\*\*, (\d+) cells", section, re.M))
+
+
+def test_the_summary_names_the_software_of_every_run(tmp_path, write_run):
+    """Runs of one reproduction may come from two machines: the summary counts them by the
+    torch and Python versions and the device their records name (control: a failure record
+    and a non-record JSON are not counted)."""
+    import json
+
+    from gnnprivacy.reporting.reproduction import _software_text
+
+    runs = tmp_path / "runs"
+    for seed in range(3):
+        rec = write_run(runs, method="dpmlp", dataset="facebook", seed=seed, acc=0.5, epsilon=2)
+        path = runs / f"{rec.run_id}.json"
+        data = json.loads(path.read_text())
+        data["versions"] = {"torch": "2.13.0+cpu" if seed < 2 else "2.11.0", "python": "3.11.7"}
+        path.write_text(json.dumps(data))
+    (runs / "x.failed.json").write_text(json.dumps({"run_id": "x", "versions": {"torch": "9"}}))
+    (runs / "notes.json").write_text(json.dumps({"other": 1}))
+    text = _software_text([Part("000-table2", "d", "n", ("000-table2",), (), str(runs), ())])
+    assert "000-table2: 1 with torch 2.11.0, Python 3.11.7 on cpu, 2 with torch 2.13.0+cpu" in text
+    assert "torch 9" not in text

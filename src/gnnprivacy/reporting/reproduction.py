@@ -516,6 +516,9 @@ def build_reproduction(parts: list[Part], *, command: str, quick: bool = False,
     seeds = _seeds_text(parts)
     if seeds:
         head.paragraphs.append(seeds)
+    software = _software_text(parts)
+    if software:
+        head.paragraphs.append(software)
     if quick:
         head.paragraphs.insert(0, "QUICK: a reduced run (one seed, fewer steps and budgets) that checks "
                                   "the pipeline; a cell measured by one run gets no verdict.")
@@ -569,6 +572,39 @@ def _seeds_text(parts: list[Part]) -> str:
     return ("Seeds: every configuration runs once per run seed (the split is re-drawn from the same "
             f"seed): {text}. The command under a cell reruns its reproduction, which skips finished "
             "runs and, from an empty runs directory, trains the same seeds again.")
+
+
+def _software_text(parts: list[Part]) -> str:
+    """Where the runs came from: per reproduction, the records counted by the torch and Python
+    versions and the device they name (runs of one reproduction may come from several machines;
+    each record keeps its own ``versions``)."""
+    import json
+
+    out = []
+    for p in parts:
+        runs = Path(p.runs_dir)
+        if not runs.is_dir():
+            continue
+        envs: dict[tuple, int] = {}
+        for f in sorted(runs.glob("*.json")):
+            if f.name.endswith(".failed.json"):
+                continue
+            try:
+                rec = json.loads(f.read_text())
+            except (OSError, ValueError):
+                continue
+            if not isinstance(rec, dict) or "run_id" not in rec:
+                continue
+            v, cfg = rec.get("versions") or {}, rec.get("config") or {}
+            key = (str(v.get("torch", "?")), str(v.get("python", "?")), str(cfg.get("device", "cpu")))
+            envs[key] = envs.get(key, 0) + 1
+        if envs:
+            out.append(f"{p.name}: " + ", ".join(f"{n} with torch {tv}, Python {pv} on {dev}"
+                                                 for (tv, pv, dev), n in sorted(envs.items())))
+    if not out:
+        return ""
+    return ("Software: the runs per reproduction, by the torch and Python versions and the device "
+            "their records name: " + "; ".join(out) + ".")
 
 
 def _part_report(part: Part):
