@@ -276,7 +276,8 @@ def _rows(card: dict) -> list[tuple[str, str]]:
     for name, e in card.get("empirical", {}).items():
         rows.append((f"Empirical epsilon (lower bound, {name.replace('_', ' ')})",
                      f"{_fmt(e['epsilon_lower_bound'])} at delta {_fmt(e['delta'])} "
-                     f"({e['runs']} nodes per side, {e['confidence']:.0%}; each node one trial)"
+                     f"({e['runs']} {e.get('unit', 'node')}s per side, {e['confidence']:.0%}; "
+                     f"each {e.get('unit', 'node')} one trial)"
                      + ("  EXCEEDS THE CLAIM" if e["exceeds_claim"] else "")))
     if "code_audit" in card:
         rows.append(("Code audit", card["code_audit"]["note"]))
@@ -285,7 +286,9 @@ def _rows(card: dict) -> list[tuple[str, str]]:
                      f"AUC {_fmt(m['auc'])}{_ci(m)}, TPR@1%FPR {_fmt(m['tpr_at_1pct_fpr'])}, "
                      f"TPR@0.1%FPR {_fmt(m['tpr_at_0.1pct_fpr'])}"
                      + (f" (query {m['query']}, {m['game']} game)" if "query" in m else "")))
-    if "link_stealing" in card:
+    if "link_stealing" in card and card["link_stealing"].get("applicable", True) is False:
+        rows.append(("Link stealing", card["link_stealing"]["note"]))
+    elif "link_stealing" in card:
         ls = card["link_stealing"]
         rows.append(("Link stealing", f"AUC {_fmt(ls['auc'])}{_ci(ls)} ({ls['attack']}, "
                                       f"{ls['pairs']} pairs)"
@@ -346,7 +349,7 @@ def _attack_aucs(card: dict) -> dict[str, dict]:
     (Attack-0) and ``link_stealing_attack_K`` (the attacker-knowledge variants)."""
     out = {k: m for k, m in card.get("membership", {}).items()
            if isinstance(m, dict) and isinstance(m.get("auc"), float)}
-    if "link_stealing" in card:
+    if "link_stealing" in card and isinstance(card["link_stealing"].get("auc"), float):
         ls = card["link_stealing"]
         out["link_stealing"] = ls
         out.update({f"link_stealing_{k}": v for k, v in ls.get("variants", {}).items()})

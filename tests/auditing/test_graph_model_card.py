@@ -1,0 +1,202 @@
+"""``gp.assess(model, graphs, ...)``: the report card of a graph-level model (issues 33, 34).
+
+The graph path is the node path with a graph as the unit (`gnnprivacy.auditing.model_card`):
+its LiRA numbers are those of `gnnprivacy.attacks.graph_membership` on the same shadows, a
+"private" model whose noise is secretly off is flagged by the card, and bad input gets one
+typed error each.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+from torch_geometric.data import Data
+from torch_geometric.nn import GCNConv, global_mean_pool
+
+import gnnprivacy as gp
+from gnnprivacy.auditing.report_card import card_to_html, card_to_markdown
+from gnnprivacy.errors import InvalidParameterError
+from gnnprivacy.training.graph_classification import (GraphClassifier, accuracy,
+                                                      fit_graph_classifier)
+
+F_IN, C = 5, 2
+FIT = {"epochs": 15, "batch_size": 16, "hidden": 16}
+
+
+def _graphs(n=48, seed=0, random_labels=False):
+    """Small graphs whose label is readable from the features (class c: mean shifted by c),
+    or random labels (a memorisable set)."""
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for i in range(n):
+        k = int(torch.randint(4, 10, (1,), generator=gen))
+        src = torch.randint(0, k, (2 * k,), generator=gen)
+        dst = torch.randint(0, k, (2 * k,), generator=gen)
+        y = int(torch.randint(0, C, (1,), generator=gen)) if random_labels else i % C
+        x = torch.randn(k, F_IN, generator=gen) + 0.5 * y
+        out.append(Data(x=x, edge_index=torch.stack([torch.cat([src, dst]),
+                                                     torch.cat([dst, src])]),
+                        y=torch.tensor([y])))
+    return out
+
+
+def _graph_set(graphs, name="synthetic"):
+    from gnnprivacy.datasets.tu_graphs import GraphSet, stratified_graph_split
+
+    labels = [int(g.y[0]) for g in graphs]
+    return GraphSet(name, graphs, stratified_graph_split(labels, seed=0, dataset=name), C, F_IN)
+
+
+def _fit(graphs, seed):
+    return fit_graph_classifier(graphs, num_features=F_IN, num_classes=C, seed=seed,
+                                **FIT).model
+
+
+@pytest.fixture(scope="module")
+def graphs():
+    return _graphs()
+
+
+def test_the_graph_path_gives_the_numbers_of_graph_membership():
+    """Same pool, same seeds: the card's LiRA (shadows trained by train_fn on random halves)
+    equals the graph membership game run directly."""
+    from gnnprivacy.attacks.graph_membership import graph_membership
+
+    gset = _graph_set(_graphs(n=40))
+    direct = graph_membership(gset, epsilon=None, num_models=4, seed=0, **FIT)
+    pool = gset.subset("train")
+    released = _fit(pool[: len(pool) // 2], 7)
+    card = gp.assess(released, pool, members=range(len(pool) // 2),
+                     nonmembers=range(len(pool) // 2, len(pool)), train_fn=_fit, shadows=4,
+                     code_audit=False)
+    lira = card["membership"]["lira_online"]
+    assert lira["num_scores"] == direct["num_scores"]
+    for key in ("auc", "tpr_at_1pct_fpr", "tpr_at_0.1pct_fpr", "accuracy"):
+        assert lira[key] == pytest.approx(direct[key], abs=1e-12), key
+    assert lira["query"] == "each graph alone"
+    assert 0.0 <= card["membership"]["lira_offline"]["auc"] <= 1.0
+
+
+def test_a_graph_set_is_assessed_with_its_split_and_the_card_says_link_stealing_does_not_apply(
+        graphs):
+    gset = _graph_set(graphs)
+    model = _fit(gset.subset("train"), 0)
+    card = gp.assess(model, gset)
+    members = card["membership"]["loss_threshold"]
+    assert (members["members"], members["nonmembers"]) == (len(gset.split.train_idx),
+                                                           len(gset.split.test_idx))
+    assert card["dataset"] == "synthetic" and card["level"] == "graph"
+    assert card["link_stealing"]["applicable"] is False
+    md = card_to_markdown(card)
+    assert "| Link stealing | not applicable: a graph-level model" in md
+    assert "graphs per side" in md and "<svg" in card_to_html(card)
+    assert card["utility"]["test_accuracy"] == pytest.approx(accuracy(model,
+                                                                      gset.subset("test")))
+    # a non-private model memorising random labels: the threshold attack sees it
+    noisy = _graphs(n=60, seed=3, random_labels=True)
+    memorised = fit_graph_classifier(noisy[:30], num_features=F_IN, num_classes=C, seed=0,
+                                     epochs=150, batch_size=16, hidden=32, lr=0.03).model
+    card = gp.assess(memorised, noisy, members=range(30), nonmembers=range(30, 60))
+    assert card["membership"]["loss_threshold"]["auc_ci95"][0] > 0.5, card["membership"]
+
+
+def _private_train_fn(epsilon):
+    def train_fn(graphs, seed):
+        torch.manual_seed(seed)
+        model = GraphClassifier(F_IN, C, hidden=16)
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        pt = gp.make_private(model, opt, graphs, sampler="graphs", epsilon=epsilon,
+                             batch_size=12, steps=20, seed=seed)
+        for batch in pt.loader:
+            opt.zero_grad()
+            F.cross_entropy(model(batch.x, batch.edge_index, batch.batch), batch.y).backward()
+            opt.step()
+        pt.close()
+        return pt
+    return train_fn
+
+
+@pytest.mark.parametrize("noise", ["honest", "secretly off"])
+def test_a_private_graph_model_whose_noise_is_secretly_off_is_flagged(noise, graphs,
+                                                                      monkeypatch):
+    from gnnprivacy.training.dp import engine as engine_module
+
+    if noise == "secretly off":
+        original = engine_module.gaussian_noise
+        monkeypatch.setattr(engine_module, "gaussian_noise",
+                            lambda like, std, **kw: original(like, std * 0.0, **kw))
+    train_fn = _private_train_fn(1.0)
+    pt = train_fn(graphs[:32], 0)
+    card = gp.assess(pt, graphs, members=range(32), nonmembers=range(32, 48),
+                     train_fn=train_fn, shadows=0)
+    assert card["claimed"]["epsilon"] == pytest.approx(pt.epsilon) and pt.epsilon <= 1.0
+    assert card["claimed"]["unit"] == "graph"
+    assert card["audit"]["mode"] == "code"
+    assert card["audit"]["violation"] == (noise != "honest"), card["audit"]
+    assert ("EXCEEDS THE CLAIM" in card_to_markdown(card)) == (noise != "honest")
+
+
+class PerNode(nn.Module):
+    """Forgets to pool: one row per node."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = GCNConv(F_IN, C)
+
+    def forward(self, x, edge_index, batch):
+        return self.conv(x, edge_index)
+
+
+class Pooled(nn.Module):
+    def __init__(self, f=F_IN):
+        super().__init__()
+        self.conv = GCNConv(f, C)
+
+    def forward(self, x, edge_index, batch):
+        return global_mean_pool(self.conv(x, edge_index), batch)
+
+
+def test_bad_graph_input_gets_one_clear_error_each(graphs):
+    split = {"members": range(24), "nonmembers": range(24, 48)}
+    with pytest.raises(InvalidParameterError, match=r"one row of logits per graph .*received "
+                                                    r"'one row per node \(\d+ rows for 48 "
+                                                    r"graphs: pool with batch=\)'"):
+        gp.assess(PerNode(), graphs, **split)
+    with pytest.raises(InvalidParameterError, match=r"^parameter 'graphs' must be graphs with the "
+                                                    r"model's 7 features per node; received "
+                                                    r"'5 features'"):
+        gp.assess(Pooled(7), graphs, **split)
+    with pytest.raises(InvalidParameterError, match=r"^parameter 'train_fn' must be .*returning the "
+                                                    r"trained model.*received 'a function returning dict'"):
+        gp.assess(Pooled(), graphs, train_fn=lambda gs, seed: {"model": Pooled()}, shadows=4,
+                  **split)
+    with pytest.raises(InvalidParameterError, match=r"^parameter 'members' must be graph ids in \[0, 48\)"):
+        gp.assess(Pooled(), graphs, members=[0, 1, 48], nonmembers=range(24, 48))
+    with pytest.raises(InvalidParameterError, match=r"^parameter 'nonmembers' must be graphs "
+                                                    r"disjoint from the members; received '2 graph"):
+        gp.assess(Pooled(), graphs, members=range(26), nonmembers=range(24, 48))
+    with pytest.raises(InvalidParameterError, match=r"^parameter 'members' must be the indices "
+                                                    r"of the training graphs"):
+        gp.assess(Pooled(), graphs)
+    floats = [Data(x=g.x, edge_index=g.edge_index, y=torch.tensor([0.5])) for g in graphs]
+    with pytest.raises(InvalidParameterError, match="integer class labels"):
+        gp.assess(Pooled(), floats, **split)
+
+
+def test_several_graph_models_in_one_card(graphs):
+    from gnnprivacy.auditing.report_card import comparison_columns
+
+    out = gp.assess({"plain": _fit(graphs[:24], 0),
+                     "claimed eps 1": {"model": _fit(graphs[:24], 1),
+                                       "privacy": {"epsilon": 1.0, "delta": 1e-3}}},
+                    graphs, members=range(24), nonmembers=range(24, 48))
+    assert [c["run_id"] for c in out["cards"]] == ["plain", "claimed eps 1"]
+    assert "link_stealing" not in comparison_columns(out)
+    assert "auc-vs-epsilon" in card_to_html(out)
+    with pytest.raises(InvalidParameterError, match=r"models of one set of graphs, each taking "
+                                                    r"its 5 features per node"):
+        gp.assess([Pooled(), Pooled(7)], graphs, members=range(24), nonmembers=range(24, 48))
+    assert np.isfinite(out["cards"][0]["membership"]["loss_threshold"]["auc"])
