@@ -8,6 +8,8 @@ typed error each.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -200,3 +202,101 @@ def test_several_graph_models_in_one_card(graphs):
                                                     r"its 5 features per node"):
         gp.assess([Pooled(), Pooled(7)], graphs, members=range(24), nonmembers=range(24, 48))
     assert np.isfinite(out["cards"][0]["membership"]["loss_threshold"]["auc"])
+
+
+# ----------------------------------------------------------------------------- saved models, CLI
+def _shared():
+    import os
+    from pathlib import Path
+
+    env = os.environ.get("GNNPRIVACY_SHARED_DATASETS")
+    root = Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
+    if not (root / "COX2" / "raw").is_dir():
+        pytest.skip(f"TU raw files not found under {root} (set GNNPRIVACY_SHARED_DATASETS)")
+    return root
+
+
+def _cli(*args, cache):
+    from click.testing import CliRunner
+
+    from gnnprivacy.cli import main
+
+    result = CliRunner(env={"GNNPRIVACY_CACHE": str(cache)}).invoke(main, list(map(str, args)))
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output) if "--json" in args else result.output
+
+
+@pytest.mark.dataset
+def test_gnnprivacy_assess_a_builtin_graph_run_and_its_saved_model(tmp_path):
+    """The graph task keeps its classifier as a saved user model (weights-only); `assess`
+    gives the graph-level card for the file and for the record, the numbers of gp.assess."""
+    from gnnprivacy.datasets.tu_graphs import load_graph_dataset
+
+    root, runs = _shared(), tmp_path / "runs"
+    _cli("train", "--task", "graph", "--dataset", "cox2", "--method", "dpsgd-graph",
+         "--epsilon", "1", "--epochs", "2", "--data-root", root, "--runs-dir", runs, "-q",
+         cache=tmp_path / "cache")
+    record = next(runs.glob("*dpsgd-graph-cox2*.json"))
+    saved = record.with_name(record.stem + ".model.pt")
+    blob = torch.load(saved, weights_only=True)
+    assert blob["class"] == "gnnprivacy.training.graph_classification:GraphClassifier"
+    by_file = _cli("assess", saved, "--data-root", root, "--json", cache=tmp_path / "cache")
+    by_record = _cli("assess", record, "--data-root", root, "--json", "--no-baseline",
+                     "--audit-runs", "200", "--no-save", cache=tmp_path / "cache")
+    loaded = gp.load_model(saved)
+    gset = load_graph_dataset("cox2", root=root, cache_dir=tmp_path / "cache")
+    direct = gp.assess(loaded.model, gset, privacy=loaded.privacy)
+    for card in (by_file, by_record):
+        assert card["level"] == "graph" and card["claimed"]["unit"] == "graph"
+        assert card["claimed"]["epsilon"] == pytest.approx(direct["claimed"]["epsilon"])
+        assert card["claimed"]["epsilon"] <= 1.0
+        assert card["link_stealing"]["applicable"] is False
+        for name in ("loss_threshold", "confidence_threshold"):
+            assert card["membership"][name]["auc"] == pytest.approx(
+                direct["membership"][name]["auc"], abs=1e-12)
+        assert card["utility"]["test_accuracy"] == pytest.approx(
+            direct["utility"]["test_accuracy"])
+    assert by_record["audit"]["mode"] in ("mechanism", "exact")
+    assert json.loads(record.read_text())["metrics"]["test_accuracy"] == pytest.approx(
+        by_record["utility"]["test_accuracy"])
+
+
+class UserGraphNet(nn.Module):
+    """A user's graph classifier (GCN, mean pooling), importable by its module path."""
+
+    def __init__(self, in_channels, classes, hidden=16):
+        super().__init__()
+        self.conv = GCNConv(in_channels, hidden)
+        self.head = nn.Linear(hidden, classes)
+
+    def forward(self, x, edge_index, batch):
+        return self.head(global_mean_pool(torch.relu(self.conv(x, edge_index)), batch))
+
+
+@pytest.mark.dataset
+def test_gnnprivacy_assess_a_user_graph_model_saved_with_save_model(tmp_path):
+    from gnnprivacy.datasets.tu_graphs import load_graph_dataset
+
+    root = _shared()
+    gset = load_graph_dataset("cox2", root=root, cache_dir=tmp_path / "cache")
+    torch.manual_seed(0)
+    model = UserGraphNet(gset.num_features, gset.num_classes)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    pt = gp.make_private(model, opt, gset.subset("train"), sampler="graphs", epsilon=1.0,
+                         batch_size=32, steps=10, seed=0)
+    for batch in pt.loader:
+        opt.zero_grad()
+        F.cross_entropy(model(batch.x, batch.edge_index, batch.batch), batch.y).backward()
+        opt.step()
+    pt.close()
+    path = gp.save_model(pt, tmp_path / "net.pt",
+                         init={"in_channels": gset.num_features, "classes": gset.num_classes},
+                         dataset={"name": "cox2", "task": "graph", "seed": 0})
+    card = _cli("assess", path, "--data-root", root, "--json", cache=tmp_path / "cache")
+    direct = gp.assess(pt, gset)
+    assert card["claimed"]["epsilon"] == pytest.approx(pt.epsilon)
+    assert card["claimed"]["unit"] == "graph" and card["level"] == "graph"
+    assert card["membership"]["loss_threshold"]["auc"] == pytest.approx(
+        direct["membership"]["loss_threshold"]["auc"], abs=1e-12)
+    assert "not applicable" in _cli("assess", path, "--data-root", root,
+                                    cache=tmp_path / "cache")

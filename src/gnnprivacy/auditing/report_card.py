@@ -206,6 +206,13 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
                                             seed=seed, n_boot=100)
             card["membership"] = {"white_box_gradient": {
                 k: g[k] for k in ("auc", "accuracy", "tpr_at_1pct_fpr", "tpr_at_0.1pct_fpr")}}
+    graph_task = (record.info or {}).get("task") == "graph"
+    if graph_task:       # a graph classifier: the graph-level card, the audit above kept
+        graph = _graph_sections(record, record_path, data_root, seed=seed,
+                                lira_models=lira_models, baseline=baseline)
+        graph["membership"] = {**card.get("membership", {}), **graph["membership"]}
+        card.update(graph)
+        return card
     if lira_models:
         from gnnprivacy.attacks.membership import run_membership
 
@@ -238,6 +245,67 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
         if acc is not None:
             card["utility"]["gap_to_baseline"] = base["test_accuracy"] - acc
     return card
+
+
+def _graph_sections(record, record_path, data_root, *, seed: int, lira_models: int,
+                    baseline: bool) -> dict:
+    """The card's sections for a graph-classification record (``graph``, ``dpsgd-graph``):
+    the saved classifier (or, without one, the one retrained from the record's seeds)
+    assessed on its graph set by `gnnprivacy.auditing.model_card.assess_model` (the
+    training graphs against the test graphs; link stealing not applicable), LiRA of
+    `gnnprivacy.attacks.graph_membership` with ``lira_models`` models of the record's
+    configuration, and the non-private classifier of the same configuration as baseline."""
+    from gnnprivacy.auditing.model_card import assess_model
+    from gnnprivacy.method.config import resolve_config
+    from gnnprivacy.method.data import load_run_data
+
+    values = _values(record)
+    if data_root is not None:
+        values["data_root"] = data_root
+    config, params = resolve_config(values)
+    name = (record.info or {}).get("model_file")
+    path = Path(name) if name else None
+    if path is not None and not path.is_absolute() and record_path is not None:
+        path = Path(record_path).parent / path
+    if path is not None and path.is_file():
+        from gnnprivacy.training.user_model import load_model
+
+        gset = load_run_data(config)
+        model = load_model(path, imports=("gnnprivacy.training.graph_classification",)).model
+        where = f"the saved model {path}"
+    else:
+        gset, model, _ = retrain_from_record(record, data_root=data_root)
+        where = "retrained from the record's configuration and seeds (no saved model)"
+    private = bool((record.privacy or {}).get("private"))
+    sub = assess_model(model, gset, privacy=record if private else None, seed=seed,
+                       name=record.run_id)
+    out = {k: sub[k] for k in ("level", "membership", "link_stealing", "utility")}
+    out["utility"]["model"] = where
+    if "empirical" in sub:
+        out["empirical"] = sub["empirical"]
+    fit = {k: v for k, v in params.fit_kwargs().items()
+           if k not in ("epsilon", "delta", "max_grad_norm", "secure_mode")}
+    if lira_models:
+        from gnnprivacy.attacks.graph_membership import graph_membership
+
+        mia = graph_membership(gset, epsilon=params.epsilon if private else None,
+                               num_models=lira_models, seed=seed, **fit)
+        out["membership"]["lira"] = {k: mia[k] for k in ("auc", "accuracy", "tpr_at_1pct_fpr",
+                                                         "tpr_at_0.1pct_fpr")}
+        out["membership"]["lira"].update(auc_ci95=[mia["auc_ci95"]["low"],
+                                                   mia["auc_ci95"]["high"]],
+                                         query="each graph alone", game="graphs")
+    if baseline:
+        from gnnprivacy.training.graph_classification import accuracy, fit_graph_classifier
+
+        base = fit_graph_classifier(gset.subset("train"), num_features=gset.num_features,
+                                    num_classes=gset.num_classes, edge_dim=gset.edge_dim,
+                                    seed=seed, **fit)
+        acc, own = accuracy(base.model, gset.subset("test")), out["utility"]["test_accuracy"]
+        out["utility"]["baseline"] = {"method": f"graph (non-private {params.backbone})",
+                                      "test_accuracy": acc}
+        out["utility"]["gap_to_baseline"] = acc - own
+    return out
 
 
 def _fmt(v, digits: int = 3) -> str:

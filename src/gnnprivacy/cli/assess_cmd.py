@@ -3,7 +3,10 @@ model.
 
 A run record (or a built-in method's saved ``<run_id>.model.pt``) gets the built-in card; a
 model saved with ``gp.save_model`` gets the card of `gnnprivacy.auditing.model_card` on the
-dataset the file names (membership thresholds, link stealing, the claim). Several models
+dataset the file names (membership thresholds, link stealing, the claim). A graph-level model
+(the built-in ``graph``/``dpsgd-graph`` task's saved classifier, or a user's graph model saved
+with ``dataset={"name": "proteins", "task": "graph", "seed": 0}``) is assessed on the graph
+set and its split (graphs as the unit; link stealing does not apply). Several models
 saved with one dataset get one card comparing them (`gnnprivacy.auditing.model_card.
 assess_models`, the code path of ``gp.assess([...], data)``).
 
@@ -14,6 +17,8 @@ gnnprivacy train --method heterpoisson --dataset cora --epsilon 2 --runs-dir run
 gnnprivacy assess runs/<run_id>.json --json
 gnnprivacy assess net.pt --data-root data        # a model saved by gp.save_model
 gnnprivacy assess plain.pt eps1.pt eps8.pt --format html > card.html   # one card, 3 models
+gnnprivacy train --task graph --dataset proteins --method dpsgd-graph --epsilon 1 --runs-dir runs
+gnnprivacy assess runs/<run_id>.model.pt --data-root data   # a graph classifier
 ```
 """
 
@@ -130,10 +135,11 @@ def _assess_user_models(paths: tuple[str, ...], *, data_root, seed: int, link_st
     from pathlib import Path
 
     from gnnprivacy.auditing.model_card import assess_model, assess_models
-    from gnnprivacy.datasets import load_dataset
     from gnnprivacy.errors import InvalidParameterError
     from gnnprivacy.training.user_model import load_model
 
+    # the built-in graph task's classifier: the library's own module, trusted as any import
+    imports = ("gnnprivacy.training.graph_classification", *imports)
     saved = [load_model(p, imports=imports) for p in paths]
     for path, s in zip(paths, saved):
         if not s.dataset:
@@ -144,8 +150,7 @@ def _assess_user_models(paths: tuple[str, ...], *, data_root, seed: int, link_st
             raise InvalidParameterError("models", f"models saved with one dataset "
                                         f"({paths[0]}: {saved[0].dataset})",
                                         f"{path}: {s.dataset}")
-    options = {k: v for k, v in saved[0].dataset.items() if k != "name"}
-    data = load_dataset(saved[0].dataset["name"], root=data_root, **options)
+    data = saved_dataset(saved[0].dataset, data_root)
     common = {"seed": seed, "link_stealing": link_stealing, "link_attacks": link_attacks}
     if len(paths) == 1:
         return assess_model(saved[0].model, data, privacy=saved[0].privacy,
@@ -155,3 +160,17 @@ def _assess_user_models(paths: tuple[str, ...], *, data_root, seed: int, link_st
         names = list(paths)
     return assess_models({n: {"model": s.model, "privacy": s.privacy}
                           for n, s in zip(names, saved)}, data, **common)
+
+
+def saved_dataset(dataset: dict, data_root):
+    """The data a saved model names: a node dataset (`gnnprivacy.load_dataset` with the saved
+    options) or, with ``"task": "graph"`` or a graph dataset's name, the graph set with its
+    split seed (`gnnprivacy.datasets.tu_graphs.load_graph_dataset`)."""
+    from gnnprivacy.datasets import load_dataset
+    from gnnprivacy.datasets.tu_graphs import list_graph_datasets, load_graph_dataset
+
+    options = {k: v for k, v in dataset.items() if k != "name"}
+    if options.pop("task", None) == "graph" or (str(dataset["name"]).lower()
+                                                  in list_graph_datasets()):
+        return load_graph_dataset(dataset["name"], root=data_root, **options)
+    return load_dataset(dataset["name"], root=data_root, **options)
