@@ -233,11 +233,12 @@ def test_gnnprivacy_assess_a_builtin_graph_run_and_its_saved_model(tmp_path):
     from gnnprivacy.datasets.tu_graphs import load_graph_dataset
 
     root, runs = _shared(), tmp_path / "runs"
-    _cli("train", "--task", "graph", "--dataset", "cox2", "--method", "dpsgd-graph",
-         "--epsilon", "1", "--epochs", "2", "--data-root", root, "--runs-dir", runs, "-q",
-         cache=tmp_path / "cache")
+    out = _cli("train", "--task", "graph", "--dataset", "cox2", "--method", "dpsgd-graph",
+               "--epsilon", "1", "--epochs", "2", "--data-root", root, "--runs-dir", runs,
+               "-q", cache=tmp_path / "cache")
     record = next(runs.glob("*dpsgd-graph-cox2*.json"))
     saved = record.with_name(record.stem + ".model.pt")
+    assert f"(gnnprivacy assess {saved}" in out        # not predict: a graph model
     blob = torch.load(saved, weights_only=True)
     assert blob["class"] == "gnnprivacy.training.graph_classification:GraphClassifier"
     by_file = _cli("assess", saved, "--data-root", root, "--json", cache=tmp_path / "cache")
