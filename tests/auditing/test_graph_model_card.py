@@ -227,7 +227,7 @@ def _cli(*args, cache):
 
 
 @pytest.mark.dataset
-def test_gnnprivacy_assess_a_builtin_graph_run_and_its_saved_model(tmp_path):
+def test_gnnprivacy_assess_a_builtin_graph_run_and_its_saved_model(tmp_path, monkeypatch):
     """The graph task keeps its classifier as a saved user model (weights-only); `assess`
     gives the graph-level card for the file and for the record, the numbers of gp.assess."""
     from gnnprivacy.datasets.tu_graphs import load_graph_dataset
@@ -244,10 +244,12 @@ def test_gnnprivacy_assess_a_builtin_graph_run_and_its_saved_model(tmp_path):
     by_file = _cli("assess", saved, "--data-root", root, "--json", cache=tmp_path / "cache")
     by_record = _cli("assess", record, "--data-root", root, "--json", "--no-baseline",
                      "--audit-runs", "200", "--no-save", cache=tmp_path / "cache")
+    monkeypatch.setenv("GNNPRIVACY_CACHE", str(tmp_path / "cache"))
+    by_api = gp.assess(saved, data_root=root)                 # gp.assess(path): the same card
     loaded = gp.load_model(saved)
     gset = load_graph_dataset("cox2", root=root, cache_dir=tmp_path / "cache")
     direct = gp.assess(loaded.model, gset, privacy=loaded.privacy)
-    for card in (by_file, by_record):
+    for card in (by_file, by_record, by_api):
         assert card["level"] == "graph" and card["claimed"]["unit"] == "graph"
         assert card["claimed"]["epsilon"] == pytest.approx(direct["claimed"]["epsilon"])
         assert card["claimed"]["epsilon"] <= 1.0

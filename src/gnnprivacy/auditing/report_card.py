@@ -29,7 +29,7 @@ import numpy as np
 
 __all__ = ["report_card", "card_to_markdown", "card_to_html", "cards_to_html",
            "comparison_to_markdown", "comparison_to_html", "retrain_from_record", "save_card",
-           "load_cards"]
+           "load_cards", "saved_models_card", "saved_dataset"]
 
 _RUN_ONLY = ("runs_dir", "resume", "device")
 
@@ -136,7 +136,8 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
                 seed: int = 0, lira_query: str = "full", lira_fixed_variance: bool = True,
                 lira_game: str | None = None) -> dict[str, Any]:
     """The privacy report card of a run record (a `RunRecord`, a path to one, or a
-    saved model ``<run_id>.model.pt``, which carries its record).
+    saved model ``<run_id>.model.pt``, which carries its record; a model saved by
+    ``gp.save_model``, the graph task's classifier among them: `saved_models_card`).
 
     Args:
         record: the run record.
@@ -152,10 +153,15 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
         seed: seed of the audit and attacks.
     """
     from gnnprivacy.records.record import RunRecord, _decode, read_record
+    from gnnprivacy.training.user_model import USER_FORMAT, model_file_format
 
     record_path, tuning = None, None
     if not isinstance(record, RunRecord):
         record_path = Path(record)
+        if record_path.suffix == ".pt" and model_file_format(record_path) == USER_FORMAT:
+            # a saved user model (a graph task's classifier among them): its own card
+            return saved_models_card((str(record_path),), data_root=data_root, seed=seed,
+                                     link_stealing=link_stealing)
         if record_path.name.endswith(".model.pt"):       # a saved model carries its record
             from gnnprivacy.training.persist import load_model_file
 
@@ -593,3 +599,52 @@ def load_cards(runs_dir: str | os.PathLike) -> list[dict]:
         except (OSError, ValueError):
             continue
     return out
+
+
+# ----------------------------------------------------------------------------- saved user models
+def saved_models_card(paths, *, data_root=None, seed: int = 0, link_stealing: bool = True,
+                      link_attacks=(2, 3, 6), imports: tuple[str, ...] = ()) -> dict:
+    """The card of a model saved by ``gp.save_model`` on the dataset its file names (a graph
+    set for a graph-level model: `saved_dataset`); several such models (saved with one
+    dataset): one card comparing them (`assess_models`). ``gnnprivacy assess MODEL`` and
+    ``gp.assess(path)`` of such a file."""
+    from gnnprivacy.auditing.model_card import assess_model, assess_models
+    from gnnprivacy.errors import InvalidParameterError
+    from gnnprivacy.training.user_model import load_model
+
+    # the built-in graph task's classifier: the library's own module, trusted as any import
+    imports = ("gnnprivacy.training.graph_classification", *imports)
+    saved = [load_model(p, imports=imports) for p in paths]
+    for path, s in zip(paths, saved):
+        if not s.dataset:
+            raise InvalidParameterError("dataset", "the dataset saved with the model "
+                                        "(gp.save_model(..., dataset={'name': ...}))",
+                                        None, where=path)
+        if s.dataset != saved[0].dataset:
+            raise InvalidParameterError("models", f"models saved with one dataset "
+                                        f"({paths[0]}: {saved[0].dataset})",
+                                        f"{path}: {s.dataset}")
+    data = saved_dataset(saved[0].dataset, data_root)
+    common = {"seed": seed, "link_stealing": link_stealing, "link_attacks": link_attacks}
+    if len(paths) == 1:
+        return assess_model(saved[0].model, data, privacy=saved[0].privacy,
+                            name=Path(paths[0]).name, **common)
+    names = [Path(p).name for p in paths]
+    if len(set(names)) < len(names):            # two files of one name: their paths
+        names = list(paths)
+    return assess_models({n: {"model": s.model, "privacy": s.privacy}
+                          for n, s in zip(names, saved)}, data, **common)
+
+
+def saved_dataset(dataset: dict, data_root=None):
+    """The data a saved model names: a node dataset (`gnnprivacy.load_dataset` with the saved
+    options) or, with ``"task": "graph"`` or a graph dataset's name, the graph set with its
+    split seed (`gnnprivacy.datasets.tu_graphs.load_graph_dataset`)."""
+    from gnnprivacy.datasets import load_dataset
+    from gnnprivacy.datasets.tu_graphs import list_graph_datasets, load_graph_dataset
+
+    options = {k: v for k, v in dataset.items() if k != "name"}
+    if options.pop("task", None) == "graph" or (str(dataset["name"]).lower()
+                                                  in list_graph_datasets()):
+        return load_graph_dataset(dataset["name"], root=data_root, **options)
+    return load_dataset(dataset["name"], root=data_root, **options)

@@ -69,7 +69,7 @@ def assess_command(records, data_root, audit_runs, lira_models, lira_query,
     Several models saved by gp.save_model with one dataset: one card comparing them."""
     from pathlib import Path
 
-    from gnnprivacy.auditing.report_card import report_card, save_card
+    from gnnprivacy.auditing.report_card import report_card, save_card, saved_models_card
     from gnnprivacy.errors import GnnPrivacyError
 
     from gnnprivacy.training.persist import FORMAT
@@ -84,9 +84,9 @@ def assess_command(records, data_root, audit_runs, lira_models, lira_query,
                 f"to assess several in one card, got {bad} (format: "
                 f"{formats[records.index(bad)]})")
         try:
-            card = _assess_user_models(records, data_root=data_root, seed=seed,
-                                       link_stealing=not no_link_stealing,
-                                       link_attacks=link_attacks, imports=imports)
+            card = saved_models_card(records, data_root=data_root, seed=seed,
+                                     link_stealing=not no_link_stealing,
+                                     link_attacks=link_attacks, imports=imports)
         except (GnnPrivacyError, ValueError) as exc:
             raise click.ClickException(str(exc)) from None
         _echo(card, fmt, as_json)
@@ -126,51 +126,3 @@ def _echo(card: dict, fmt: str, as_json: bool) -> None:
         click.echo(card_to_html(card))
     else:
         click.echo(card_to_markdown(card))
-
-
-def _assess_user_models(paths: tuple[str, ...], *, data_root, seed: int, link_stealing: bool,
-                        link_attacks, imports: tuple[str, ...] = ()) -> dict:
-    """The card of a model saved by ``gp.save_model`` on the dataset its file names; several
-    such models (saved with one dataset): one card comparing them (`assess_models`)."""
-    from pathlib import Path
-
-    from gnnprivacy.auditing.model_card import assess_model, assess_models
-    from gnnprivacy.errors import InvalidParameterError
-    from gnnprivacy.training.user_model import load_model
-
-    # the built-in graph task's classifier: the library's own module, trusted as any import
-    imports = ("gnnprivacy.training.graph_classification", *imports)
-    saved = [load_model(p, imports=imports) for p in paths]
-    for path, s in zip(paths, saved):
-        if not s.dataset:
-            raise InvalidParameterError("dataset", "the dataset saved with the model "
-                                        "(gp.save_model(..., dataset={'name': ...}))",
-                                        None, where=path)
-        if s.dataset != saved[0].dataset:
-            raise InvalidParameterError("models", f"models saved with one dataset "
-                                        f"({paths[0]}: {saved[0].dataset})",
-                                        f"{path}: {s.dataset}")
-    data = saved_dataset(saved[0].dataset, data_root)
-    common = {"seed": seed, "link_stealing": link_stealing, "link_attacks": link_attacks}
-    if len(paths) == 1:
-        return assess_model(saved[0].model, data, privacy=saved[0].privacy,
-                            name=Path(paths[0]).name, **common)
-    names = [Path(p).name for p in paths]
-    if len(set(names)) < len(names):            # two files of one name: their paths
-        names = list(paths)
-    return assess_models({n: {"model": s.model, "privacy": s.privacy}
-                          for n, s in zip(names, saved)}, data, **common)
-
-
-def saved_dataset(dataset: dict, data_root):
-    """The data a saved model names: a node dataset (`gnnprivacy.load_dataset` with the saved
-    options) or, with ``"task": "graph"`` or a graph dataset's name, the graph set with its
-    split seed (`gnnprivacy.datasets.tu_graphs.load_graph_dataset`)."""
-    from gnnprivacy.datasets import load_dataset
-    from gnnprivacy.datasets.tu_graphs import list_graph_datasets, load_graph_dataset
-
-    options = {k: v for k, v in dataset.items() if k != "name"}
-    if options.pop("task", None) == "graph" or (str(dataset["name"]).lower()
-                                                  in list_graph_datasets()):
-        return load_graph_dataset(dataset["name"], root=data_root, **options)
-    return load_dataset(dataset["name"], root=data_root, **options)
