@@ -243,7 +243,8 @@ def test_gnnprivacy_assess_a_builtin_graph_run_and_its_saved_model(tmp_path, mon
     assert blob["class"] == "gnnprivacy.training.graph_classification:GraphClassifier"
     by_file = _cli("assess", saved, "--data-root", root, "--json", cache=tmp_path / "cache")
     by_record = _cli("assess", record, "--data-root", root, "--json", "--no-baseline",
-                     "--audit-runs", "200", "--no-save", cache=tmp_path / "cache")
+                     "--audit-runs", "200", "--no-save", "--lira-models", "4",
+                     cache=tmp_path / "cache")
     monkeypatch.setenv("GNNPRIVACY_CACHE", str(tmp_path / "cache"))
     by_api = gp.assess(saved, data_root=root)                 # gp.assess(path): the same card
     loaded = gp.load_model(saved)
@@ -260,6 +261,8 @@ def test_gnnprivacy_assess_a_builtin_graph_run_and_its_saved_model(tmp_path, mon
         assert card["utility"]["test_accuracy"] == pytest.approx(
             direct["utility"]["test_accuracy"])
     assert by_record["audit"]["mode"] in ("mechanism", "exact")
+    lira = by_record["membership"]["lira"]         # attacks/graph_membership, 4 models
+    assert lira["game"] == "graphs" and 0.0 <= lira["auc_ci95"][0] <= lira["auc"]
     assert json.loads(record.read_text())["metrics"]["test_accuracy"] == pytest.approx(
         by_record["utility"]["test_accuracy"])
 
@@ -303,3 +306,14 @@ def test_gnnprivacy_assess_a_user_graph_model_saved_with_save_model(tmp_path):
         direct["membership"]["loss_threshold"]["auc"], abs=1e-12)
     assert "not applicable" in _cli("assess", path, "--data-root", root,
                                     cache=tmp_path / "cache")
+
+
+def test_the_node_path_refuses_overlapping_members_too():
+    from torch_geometric.nn import GCNConv as Conv
+
+    data = gp.load_dataset("csbm", num_nodes=200)
+    model = Conv(data.num_features, int(data.y.max()) + 1)
+    with pytest.raises(InvalidParameterError, match=r"^parameter 'nonmembers' must be nodes "
+                                                    r"disjoint from the members; received '3 "
+                                                    r"node\(s\) in both"):
+        gp.assess(model, data, members=[0, 1, 2, 3], nonmembers=[1, 2, 3, 4], link_stealing=False)

@@ -56,7 +56,7 @@ import torch
 from gnnprivacy.errors import InvalidParameterError
 
 __all__ = ["assess_model", "assess_models", "is_model", "claim_of", "model_logits",
-           "posterior_sections"]
+           "posterior_sections", "graph_input", "graph_model_logits"]
 
 #: scores of the threshold attacks: higher = member
 THRESHOLD_SCORES = ("loss", "confidence")
