@@ -1,4 +1,4 @@
-"""What an attacker learns from a graph classifier: gp.assess on PROTEINS_full with LiRA shadows.
+"""What an attacker learns from a graph classifier: gp.assess on PROTEINS_full, LiRA shadows.
 
 PROTEINS_full with its stratified split (`gnnprivacy.datasets.tu_graphs.load_graph_dataset`, seed 0: 890
 training, 111 validation, 112 test graphs); the released model is the built-in task's

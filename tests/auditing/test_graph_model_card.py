@@ -161,30 +161,31 @@ class Pooled(nn.Module):
         return global_mean_pool(self.conv(x, edge_index), batch)
 
 
+def _refused(pattern):
+    return pytest.raises(InvalidParameterError, match=pattern)
+
+
 def test_bad_graph_input_gets_one_clear_error_each(graphs):
     split = {"members": range(24), "nonmembers": range(24, 48)}
-    with pytest.raises(InvalidParameterError, match=r"one row of logits per graph .*received "
-                                                    r"'one row per node \(\d+ rows for 48 "
-                                                    r"graphs: pool with batch=\)'"):
+    with _refused(r"one row of logits per graph .*received 'one row per node \(\d+ rows for 48 "
+                  r"graphs: pool with batch=\)'"):
         gp.assess(PerNode(), graphs, **split)
-    with pytest.raises(InvalidParameterError, match=r"^parameter 'graphs' must be graphs with the "
-                                                    r"model's 7 features per node; received "
-                                                    r"'5 features'"):
+    with _refused(r"^parameter 'graphs' must be graphs with the model's 7 features per node; "
+                  r"received '5 features'"):
         gp.assess(Pooled(7), graphs, **split)
-    with pytest.raises(InvalidParameterError, match=r"^parameter 'train_fn' must be .*returning the "
-                                                    r"trained model.*received 'a function returning dict'"):
+    with _refused(r"^parameter 'train_fn' must be .*returning the trained model.*received 'a "
+                  r"function returning dict'"):
         gp.assess(Pooled(), graphs, train_fn=lambda gs, seed: {"model": Pooled()}, shadows=4,
                   **split)
-    with pytest.raises(InvalidParameterError, match=r"^parameter 'members' must be graph ids in \[0, 48\)"):
+    with _refused(r"^parameter 'members' must be graph ids in \[0, 48\)"):
         gp.assess(Pooled(), graphs, members=[0, 1, 48], nonmembers=range(24, 48))
-    with pytest.raises(InvalidParameterError, match=r"^parameter 'nonmembers' must be graphs "
-                                                    r"disjoint from the members; received '2 graph"):
+    with _refused(r"^parameter 'nonmembers' must be graphs disjoint from the members; received "
+                  r"'2 graph"):
         gp.assess(Pooled(), graphs, members=range(26), nonmembers=range(24, 48))
-    with pytest.raises(InvalidParameterError, match=r"^parameter 'members' must be the indices "
-                                                    r"of the training graphs"):
+    with _refused(r"^parameter 'members' must be the indices of the training graphs"):
         gp.assess(Pooled(), graphs)
     floats = [Data(x=g.x, edge_index=g.edge_index, y=torch.tensor([0.5])) for g in graphs]
-    with pytest.raises(InvalidParameterError, match="integer class labels"):
+    with _refused("integer class labels"):
         gp.assess(Pooled(), floats, **split)
 
 

@@ -1,4 +1,5 @@
-"""The report card of any node or graph-level model: ``gp.assess(model, data, train_fn=..., privacy=...)``.
+"""The report card of any node or graph-level model:
+``gp.assess(model, data, train_fn=..., privacy=...)``.
 
 What an attacker can learn from a model the user trained in their own loop
 (`gnnprivacy.make_private`), from a non-private PyG model they want to release, or from a
