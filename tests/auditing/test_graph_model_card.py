@@ -318,3 +318,17 @@ def test_the_node_path_refuses_overlapping_members_too():
                                                     r"disjoint from the members; received '3 "
                                                     r"node\(s\) in both"):
         gp.assess(model, data, members=[0, 1, 2, 3], nonmembers=[1, 2, 3, 4], link_stealing=False)
+
+
+def test_a_pyg_dataset_of_graphs_is_graph_level_input():
+    from torch_geometric.datasets import FakeDataset
+
+    dataset = FakeDataset(num_graphs=24, avg_num_nodes=8, num_channels=F_IN, num_classes=C,
+                          task="graph")
+    torch.manual_seed(0)
+    model = Pooled()
+    card = gp.assess(model, dataset, members=range(12), nonmembers=range(12, 24))
+    listed = gp.assess(model, [dataset[i] for i in range(24)], members=range(12),
+                       nonmembers=range(12, 24))
+    assert card["level"] == "graph" and card["dataset"] == "FakeDataset"
+    assert card["membership"] == listed["membership"]
