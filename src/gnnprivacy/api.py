@@ -333,6 +333,12 @@ def assess(model: Any, data: Any = None, **options: Any) -> dict[str, Any]:
       ``data``: an ``nn.Module`` with ``forward(x, edge_index)``, a `PrivateTraining` or a
       `TrainResult` (`gnnprivacy.auditing.model_card.assess_model`: membership thresholds,
       LiRA with shadows trained by ``train_fn(data, seed)``, the code audit, link stealing);
+    * ``assess(model, graphs, train_fn=None, privacy=None, members=..., nonmembers=...)``: a
+      graph-level model (``forward(x, edge_index, batch[, edge_attr])``, one row of logits per
+      graph, e.g. trained with ``make_private(sampler="graphs")``) on a list of ``Data``, a PyG
+      ``Dataset`` of graphs or a `GraphSet` (`load_graph_dataset`; its split gives the
+      default members and non-members): the same card with a graph as the unit
+      (``train_fn(graphs, seed)``; link stealing does not apply, and the card says so);
     * ``assess([model, ...], data, ...)`` or ``assess({name: model, ...}, data, ...)``:
       several models of one graph in one card (a comparison table, the ROC curves overlaid,
       the AUCs against epsilon; `gnnprivacy.auditing.model_card.assess_models`); a dict's
@@ -374,7 +380,8 @@ def assess(model: Any, data: Any = None, **options: Any) -> dict[str, Any]:
         return assess_model(model, data, **options)
     if data is not None:
         raise InvalidParameterError("model", "a node model (an nn.Module with forward(x, "
-                                    "edge_index)) to assess on data", type(model).__name__)
+                                    "edge_index)) or a graph model (forward(x, edge_index, "
+                                    "batch)) to assess on data", type(model).__name__)
     return report_card(model, **options)
 
 

@@ -1,4 +1,5 @@
-"""The report card of any node model: ``gp.assess(model, data, train_fn=..., privacy=...)``.
+"""The report card of any node or graph-level model:
+``gp.assess(model, data, train_fn=..., privacy=...)``.
 
 What an attacker can learn from a model the user trained in their own loop
 (`gnnprivacy.make_private`), from a non-private PyG model they want to release, or from a
@@ -27,6 +28,16 @@ functions (`posterior_sections`) for both:
   (linked pairs against pairs at distance ``n_hop``);
 * **utility**: test accuracy of the model on ``data.test_mask``.
 
+**Graph-level models** (graph classification: ``data`` a `GraphSet`, a PyG ``Dataset`` of
+graphs or a list of ``Data``; the model ``forward(x, edge_index, batch[, edge_attr])`` with one
+row of logits per graph, e.g. trained with ``make_private(sampler="graphs")``) take the same
+path with a graph as the unit: the threshold attacks on the member against the marked
+non-member graphs, LiRA with ``train_fn(graphs, seed)`` called on random halves of the graphs
+(each shadow queried on every graph alone, the game of
+`gnnprivacy.attacks.graph_membership`), the code audit of one run of ``train_fn`` on the
+member graphs, the empirical bounds, and utility on the non-member graphs. Link stealing does
+not apply (one output per graph, no node posteriors): the card says so.
+
 The empirical lower bounds (code audit, membership scores) stand beside the claim; a bound
 above the claim is flagged on the card. The bounds from membership scores treat each node as
 one trial of the membership game (the one-run view of auditing): an indication, not a proof.
@@ -46,10 +57,15 @@ import torch
 from gnnprivacy.errors import InvalidParameterError
 
 __all__ = ["assess_model", "assess_models", "is_model", "claim_of", "model_logits",
-           "posterior_sections"]
+           "posterior_sections", "graph_input", "graph_model_logits"]
 
 #: scores of the threshold attacks: higher = member
 THRESHOLD_SCORES = ("loss", "confidence")
+
+#: the card's link-stealing line for a graph-level model
+GRAPH_LINK_STEALING = ("not applicable: a graph-level model releases one output per graph, "
+                       "no per-node posteriors whose similarity could reveal an edge; the unit "
+                       "is the whole graph, its edges included")
 
 
 def _unwrap(model):
@@ -111,15 +127,163 @@ def model_logits(model, data) -> torch.Tensor:
         raise InvalidParameterError("model", "a node model: an nn.Module with forward(x, "
                                     "edge_index), a PrivateTraining or a trained gnnprivacy "
                                     "trainer", type(model).__name__)
-    if not isinstance(out, torch.Tensor) or out.dim() != 2 or int(out.shape[0]) != n:
-        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        raise InvalidParameterError("model", f"an output of one row of logits per node "
-                                    f"(shape [{n}, num_classes])", got)
+    return _checked_logits(out, n, "node")
+
+
+def _checked_logits(out, rows: int, unit: str, per_node: int | None = None) -> torch.Tensor:
+    """``out`` as double CPU logits when it has one row of finite logits (2 classes or more)
+    per ``unit``; ``per_node``: the node count that names a graph model which does not pool."""
+    if not isinstance(out, torch.Tensor) or out.dim() != 2 or int(out.shape[0]) != rows:
+        got: Any = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        if per_node is not None and isinstance(out, torch.Tensor) and out.dim() >= 1 \
+                and int(out.shape[0]) == per_node:
+            got = f"one row per node ({per_node} rows for {rows} graphs: pool with batch=)"
+        raise InvalidParameterError("model", f"an output of one row of logits per {unit} "
+                                    f"(shape [{rows}, num_classes])", got)
     if out.shape[1] < 2 or not torch.isfinite(out).all():
-        raise InvalidParameterError("model", "finite logits of at least 2 classes per node",
+        raise InvalidParameterError("model", f"finite logits of at least 2 classes per {unit}",
                                     f"shape {tuple(out.shape)}, finite: "
                                     f"{bool(torch.isfinite(out).all())}")
     return out.detach().double().cpu()
+
+
+# ----------------------------------------------------------------------------- graph-level input
+def graph_input(data):
+    """``(graphs, default members, default non-members, name)`` when ``data`` is graph-level
+    (a `gnnprivacy.datasets.tu_graphs.GraphSet`: its training and test graphs are the
+    defaults; a PyG ``Dataset`` of several graphs or a list of ``Data``: no defaults, the
+    user marks them), else ``None`` (one graph: the node path)."""
+    from torch_geometric.data import Data, Dataset
+
+    if hasattr(data, "graphs") and hasattr(data, "split") and hasattr(data, "subset"):
+        return (list(data.graphs), np.array(data.split.train_idx, dtype=np.int64),
+                np.array(data.split.test_idx, dtype=np.int64), str(data.name))
+    if isinstance(data, Dataset) and len(data) > 1:
+        graphs = [data[i] for i in range(len(data))]
+        name = getattr(data, "name", None) or type(data).__name__
+    elif isinstance(data, (list, tuple)) and data and all(isinstance(g, Data) for g in data):
+        graphs, name = list(data), "custom graphs"
+    else:
+        return None
+    return graphs, None, None, str(name)
+
+
+def _graph_labels(graphs: list) -> torch.Tensor:
+    """One class label per graph (``y`` of each graph, its first entry)."""
+    ys = [getattr(g, "y", None) for g in graphs]
+    missing = [i for i, y in enumerate(ys) if y is None or y.numel() == 0]
+    if missing:
+        raise InvalidParameterError("graphs", "graphs with a class label y each",
+                                    f"{len(missing)} without, e.g. graph {missing[0]}")
+    y = torch.cat([t.reshape(-1)[:1] for t in ys])
+    if y.is_floating_point() or y.dtype == torch.bool:
+        raise InvalidParameterError("graphs", "integer class labels (a graph classifier)",
+                                    f"labels of dtype {y.dtype}")
+    return y.long()
+
+
+def graph_model_logits(model, graphs: list) -> torch.Tensor:
+    """Logits ``[num_graphs, C]`` of a graph-level ``model`` on ``graphs``, each graph a
+    query of its own (``model(x, edge_index, batch[, edge_attr])`` on batches of whole
+    graphs, evaluation mode, no gradients: `gnnprivacy.training.graph_classification.
+    graph_logits`).
+
+    Raises:
+        InvalidParameterError: graphs whose feature size is not the model's (or differ), a
+            model that fails on them, or an output that is not one row of logits per graph
+            (one row per node: the model does not pool).
+    """
+    from gnnprivacy.training.graph_classification import graph_logits
+
+    model = _unwrap(model)
+    if not isinstance(model, torch.nn.Module):
+        raise InvalidParameterError("model", "a graph model: an nn.Module with forward(x, "
+                                    "edge_index, batch[, edge_attr]) or a PrivateTraining",
+                                    type(model).__name__)
+    sizes = sorted({int(g.x.shape[1]) if getattr(g, "x", None) is not None and g.x.dim() == 2
+                    else -1 for g in graphs})
+    if sizes[0] < 0 or len(sizes) > 1:
+        raise InvalidParameterError("graphs", "graphs with node features x of one size",
+                                    f"feature sizes {sizes} (-1: no x)")
+    want = _expected_features(model)
+    if want is not None and sizes[0] != want:
+        raise InvalidParameterError("graphs", f"graphs with the model's {want} features per "
+                                    "node", f"{sizes[0]} features")
+    try:
+        out = graph_logits(model, graphs)
+    except (RuntimeError, TypeError, IndexError) as exc:
+        raise InvalidParameterError(
+            "model", "a graph model that runs as model(x, edge_index, batch[, edge_attr]) on "
+            "these graphs", f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from exc
+    return _checked_logits(out, len(graphs), "graph",
+                           per_node=sum(int(g.num_nodes) for g in graphs))
+
+
+class _NodeInput:
+    """The node path: one graph, a row per node; ``train_fn`` gets the graph with
+    ``train_mask`` set to its training nodes."""
+
+    unit, query = "node", "full graph"
+
+    def __init__(self, data):
+        _check_data(data)
+        self.data, self.n, self.y = data, int(data.num_nodes), data.y
+        self.name = str(getattr(data, "name", None) or "custom graph")
+
+    def logits(self, model):
+        return model_logits(model, self.data)
+
+    def training_input(self, mask: np.ndarray):
+        return _shadow_data(self.data, mask)
+
+    def audit_input(self, members: np.ndarray):
+        """What the code audit's run of ``train_fn`` gets: the graph as given."""
+        return self.data
+
+    def defaults(self, members, nonmembers):
+        return (self.data.train_mask if members is None else members,
+                self.data.test_mask if nonmembers is None else nonmembers)
+
+
+class _GraphInput:
+    """The graph path: a list of graphs, a row per graph; ``train_fn`` gets the list of its
+    training graphs (each queried alone afterwards)."""
+
+    unit, query = "graph", "each graph alone"
+
+    def __init__(self, graphs, members, nonmembers, name):
+        if len(graphs) < 4:
+            raise InvalidParameterError("graphs", "at least 4 graphs (2 members, 2 "
+                                        "non-members)", len(graphs))
+        self.graphs, self.n, self.name = graphs, len(graphs), name
+        self._members, self._nonmembers = members, nonmembers
+        self.y = _graph_labels(graphs)
+
+    def logits(self, model):
+        return graph_model_logits(model, self.graphs)
+
+    def training_input(self, mask: np.ndarray) -> list:
+        return [g for g, m in zip(self.graphs, mask) if m]
+
+    def audit_input(self, members: np.ndarray) -> list:
+        """What the code audit's run of ``train_fn`` gets: the member graphs."""
+        return self.training_input(members)
+
+    def defaults(self, members, nonmembers):
+        members = self._members if members is None else members
+        nonmembers = self._nonmembers if nonmembers is None else nonmembers
+        if members is None or nonmembers is None:
+            raise InvalidParameterError("members" if members is None else "nonmembers",
+                                        "the indices of the training graphs and of graphs "
+                                        "never trained on (a list of graphs has no split)",
+                                        None)
+        return members, nonmembers
+
+
+def _input_of(data):
+    """`_GraphInput` for graph-level ``data`` (`graph_input`), else `_NodeInput`."""
+    graphs = graph_input(data)
+    return _NodeInput(data) if graphs is None else _GraphInput(*graphs)
 
 
 # ----------------------------------------------------------------------------- sections
@@ -194,12 +358,12 @@ def _calibrated(member: np.ndarray, nonmember: np.ndarray, *, seed: int, n_boot:
 
 
 def membership_sections(logits: torch.Tensor, y: torch.Tensor, members, nonmembers, *,
-                        seed: int = 0, n_boot: int = 200) -> dict:
+                        seed: int = 0, n_boot: int = 200, unit: str = "node") -> dict:
     """The loss and confidence threshold attacks (no retraining), members against the
-    marked non-members."""
+    marked non-members (``unit``: what a row is, node or graph)."""
     loss = torch.nn.functional.cross_entropy(logits, y, reduction="none").numpy()
     conf = torch.softmax(logits, 1).max(1).values.numpy()
-    m, nm = _mask(members, y.numel(), "members"), _mask(nonmembers, y.numel(), "nonmembers")
+    m, nm = _member_masks(members, nonmembers, y.numel(), unit)
     out = {}
     for name, score in (("loss_threshold", -loss), ("confidence_threshold", conf)):
         out[name] = _calibrated(score[m], score[nm], seed=seed, n_boot=n_boot)
@@ -228,23 +392,37 @@ def posterior_sections(model, data, *, members=None, nonmembers=None, seed: int 
     return out
 
 
-def _mask(value, n: int, name: str) -> np.ndarray:
-    """A node set (boolean mask or ids) as a boolean numpy mask of length ``n``."""
+def _mask(value, n: int, name: str, unit: str = "node") -> np.ndarray:
+    """A node (graph) set, a boolean mask or ids, as a boolean numpy mask of length ``n``."""
     t = torch.as_tensor(value)
     if t.dtype == torch.bool:
         if t.numel() != n:
-            raise InvalidParameterError(name, f"a boolean mask of {n} nodes or node ids",
+            raise InvalidParameterError(name, f"a boolean mask of {n} {unit}s or {unit} ids",
                                         f"a mask of {t.numel()}")
         mask = t.numpy().copy()
     else:
         ids = t.long().reshape(-1)
         if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= n):
-            raise InvalidParameterError(name, f"node ids in [0, {n})", "ids out of range")
+            bad = ids[(ids < 0) | (ids >= n)]
+            raise InvalidParameterError(name, f"{unit} ids in [0, {n})",
+                                        f"ids out of range ({bad.numel()}, e.g. {int(bad[0])})")
         mask = np.zeros(n, dtype=bool)
         mask[ids.numpy()] = True
     if mask.sum() < 2:
-        raise InvalidParameterError(name, "at least 2 nodes", int(mask.sum()))
+        raise InvalidParameterError(name, f"at least 2 {unit}s", int(mask.sum()))
     return mask
+
+
+def _member_masks(members, nonmembers, n: int, unit: str = "node"
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """The members and the marked non-members as boolean masks; a unit in both is refused
+    (it cannot be scored as both)."""
+    m, nm = _mask(members, n, "members", unit), _mask(nonmembers, n, "nonmembers", unit)
+    both = np.flatnonzero(m & nm)
+    if both.size:
+        raise InvalidParameterError("nonmembers", f"{unit}s disjoint from the members",
+                                    f"{both.size} {unit}(s) in both, e.g. {int(both[0])}")
+    return m, nm
 
 
 # ----------------------------------------------------------------------------- the claim
@@ -286,8 +464,7 @@ def _call_train_fn(train_fn, data, seed: int):
     if not is_model(out):
         raise InvalidParameterError(
             "train_fn", "a function train_fn(data, seed) returning the trained model (an "
-            "nn.Module with forward(x, edge_index), or the PrivateTraining)",
-            f"a function returning {type(out).__name__}")
+            "nn.Module, or the PrivateTraining)", f"a function returning {type(out).__name__}")
     return out
 
 
@@ -304,19 +481,22 @@ def lira_section(train_fn, data, target_logits, pool: np.ndarray, target_members
                  ) -> dict:
     """Train ``shadows`` models with ``train_fn`` on random halves of ``pool`` and run LiRA
     (online, offline, and the released model scored against all shadows): the sections, and
-    the released model's ``(member, non-member)`` scores (``None`` without both)."""
+    the released model's ``(member, non-member)`` scores (``None`` without both).
+
+    ``data``: the graph of a node model, or graph-level input (`graph_input`: each shadow
+    is trained on its half of the graphs, as a list, and queried on every graph alone)."""
     from gnnprivacy._validation import check_int
     from gnnprivacy.attacks.lira import (half_memberships, lira_attack, lira_scores,
                                          logit_confidence, summarise_scores)
 
     k = check_int("shadows", shadows, low=4)
-    n = int(data.num_nodes)
+    inp = data if isinstance(data, (_NodeInput, _GraphInput)) else _input_of(data)
     pool_ids = np.flatnonzero(pool)
-    mem = half_memberships(k, pool_ids, n, generator=np.random.default_rng(seed))
+    mem = half_memberships(k, pool_ids, inp.n, generator=np.random.default_rng(seed))
     phi = []
     for j in range(k):
-        model = _call_train_fn(train_fn, _shadow_data(data, mem[j]), seed * 1_000_003 + j)
-        phi.append(logit_confidence(model_logits(model, data), data.y))
+        model = _call_train_fn(train_fn, inp.training_input(mem[j]), seed * 1_000_003 + j)
+        phi.append(logit_confidence(inp.logits(model), inp.y))
         if progress is not None:
             progress(j)
     phi = np.stack(phi)
@@ -324,8 +504,8 @@ def lira_section(train_fn, data, target_logits, pool: np.ndarray, target_members
     for variant in ("online", "offline"):
         out[f"lira_{variant}"] = {**lira_attack(phi, mem, variant=variant, pool=pool_ids,
                                                 fixed_variance=fixed_variance, seed=seed),
-                                  "query": "full graph", "game": "train_fn on random halves"}
-    x = logit_confidence(target_logits, data.y)
+                                  "query": inp.query, "game": "train_fn on random halves"}
+    x = logit_confidence(target_logits, inp.y)
     s = lira_scores(x, phi, mem, variant="online", fixed_variance=fixed_variance)[pool_ids]
     lab = target_members[pool_ids]
     ok = np.isfinite(s)
@@ -364,7 +544,8 @@ def _code_audit(train_fn, data, seed: int, claimed: dict) -> dict:
                                            "violation")}
 
 
-def _empirical(card: dict, scores_of: dict, *, delta: float | None, seed: int) -> None:
+def _empirical(card: dict, scores_of: dict, *, delta: float | None, seed: int,
+               unit: str = "node") -> None:
     """Empirical epsilon lower bounds from membership scores (heuristic, see the module)."""
     from gnnprivacy.auditing.bounds import empirical_epsilon
 
@@ -377,7 +558,7 @@ def _empirical(card: dict, scores_of: dict, *, delta: float | None, seed: int) -
         r = empirical_epsilon(member, nonmember, delta=d, selection="split",
                               generator=np.random.default_rng(seed))
         out[name] = {"epsilon_lower_bound": r["epsilon_lower_bound"], "delta": d,
-                     "confidence": r["confidence"], "runs": r["runs"],
+                     "confidence": r["confidence"], "runs": r["runs"], "unit": unit,
                      "exceeds_claim": bool(r["epsilon_lower_bound"] > claim)}
     if out:
         card["empirical"] = out
@@ -417,17 +598,25 @@ def assess_model(model, data, *, train_fn=None, privacy=None, members=None, nonm
 
     Args:
         model: an ``nn.Module`` with ``forward(x, edge_index)`` giving one row of logits per
-            node, a `PrivateTraining`, or a trained gnnprivacy trainer.
+            node, a `PrivateTraining`, or a trained gnnprivacy trainer; for graph-level
+            ``data``, an ``nn.Module`` with ``forward(x, edge_index, batch[, edge_attr])``
+            giving one row of logits per graph (or its `PrivateTraining`).
         data: the PyG graph it was trained on (``x``, ``y``, ``edge_index``, ``train_mask``,
-            ``test_mask``).
+            ``test_mask``); or graph-level input (`graph_input`): a `GraphSet`
+            (`gnnprivacy.datasets.load_graph_dataset`), a PyG ``Dataset`` of graphs or a list
+            of ``Data``, each with its class label ``y``.
         train_fn: ``train_fn(data, seed) -> model`` (or its `PrivateTraining`), training on
-            ``data.train_mask``: LiRA's shadows and the code audit run it.
+            ``data.train_mask``; for graphs ``train_fn(graphs, seed)``, training on the list
+            it gets: LiRA's shadows and the code audit run it.
         privacy: the claim (`claim_of`); default the `PrivateTraining` passed as ``model``,
             else none (a non-private release).
-        members, nonmembers: node masks or ids (default the training and the test nodes).
+        members, nonmembers: node (graph) masks or ids, disjoint (default the training and
+            the test nodes; a `GraphSet`'s training and test graphs; a list of graphs has
+            no default).
         shadows: LiRA's shadow models (``>= 4``, ``0``: no LiRA; only with ``train_fn``).
         code_audit: audit one run of ``train_fn`` with canaries (when it uses make_private).
-        link_stealing, n_hop: the link-stealing section and the distance of its n-hop pairs.
+        link_stealing, n_hop: the link-stealing section and the distance of its n-hop pairs
+            (graph-level models: the card says it does not apply).
         link_attacks: He et al.'s attacker-knowledge variants beside Attack-0, of 2 (node
             features), 3 (part of the graph), 6 (both); ``()``: Attack-0 only (see
             `gnnprivacy.attacks.link_stealing.knowledge`).
@@ -439,7 +628,7 @@ def assess_model(model, data, *, train_fn=None, privacy=None, members=None, nonm
         name: the model's name on the card (default: its class name).
         progress: optional callable(j) after each shadow.
     """
-    _check_data(data)
+    inp = _input_of(data)
     if train_fn is not None and not callable(train_fn):
         raise InvalidParameterError("train_fn", "a function train_fn(data, seed) -> model",
                                     type(train_fn).__name__)
@@ -447,33 +636,41 @@ def assess_model(model, data, *, train_fn=None, privacy=None, members=None, nonm
     if privacy is None and hasattr(model, "engine") and hasattr(model, "privacy"):
         privacy = model
     claimed = claim_of(privacy)
-    sec = posterior_sections(model, data, members=members, nonmembers=nonmembers, seed=seed,
-                             link_stealing=link_stealing, n_hop=n_hop, link_attacks=link_attacks,
-                             known_frac=known_frac)
     label = name or type(_unwrap(model)).__name__
-    card: dict[str, Any] = {"run_id": label,
-                            "method": label,
-                            "dataset": str(getattr(data, "name", None) or "custom graph"),
-                            "claimed": claimed, "membership": sec["membership"],
-                            "utility": {"test_accuracy": sec["test_accuracy"]}}
-    if "link_stealing" in sec:
-        card["link_stealing"] = {**sec["link_stealing"], "model": "the released posteriors"}
-    n = int(data.num_nodes)
-    m = _mask(data.train_mask if members is None else members, n, "members")
-    nm = _mask(data.test_mask if nonmembers is None else nonmembers, n, "nonmembers")
-    loss = -torch.nn.functional.cross_entropy(sec["logits"], data.y, reduction="none").numpy()
+    card: dict[str, Any] = {"run_id": label, "method": label, "dataset": inp.name,
+                            "claimed": claimed}
+    if inp.unit == "graph":
+        logits = inp.logits(model)
+        m, nm = _member_masks(*inp.defaults(members, nonmembers), inp.n, "graph")
+        hits = (logits.argmax(1) == inp.y).double()
+        card.update(level="graph", membership=membership_sections(
+            logits, inp.y, m, nm, seed=seed, unit="graph"),
+            utility={"test_accuracy": float(hits[torch.from_numpy(nm)].mean()),
+                     "measured_on": "the non-member graphs"},
+            link_stealing={"applicable": False, "note": GRAPH_LINK_STEALING})
+    else:
+        sec = posterior_sections(model, data, members=members, nonmembers=nonmembers,
+                                 seed=seed, link_stealing=link_stealing, n_hop=n_hop,
+                                 link_attacks=link_attacks, known_frac=known_frac)
+        logits = sec["logits"]
+        card.update(membership=sec["membership"],
+                    utility={"test_accuracy": sec["test_accuracy"]})
+        if "link_stealing" in sec:
+            card["link_stealing"] = {**sec["link_stealing"], "model": "the released posteriors"}
+        m, nm = _member_masks(*inp.defaults(members, nonmembers), inp.n)
+    loss = -torch.nn.functional.cross_entropy(logits, inp.y, reduction="none").numpy()
     scores_of = {"loss_threshold": (loss[m], loss[nm])}
     if train_fn is not None and shadows:
-        lira, released = lira_section(train_fn, data, sec["logits"], m | nm, m,
+        lira, released = lira_section(train_fn, inp, logits, m | nm, m,
                                       shadows=shadows, seed=seed,
                                       fixed_variance=fixed_variance, progress=progress)
         card["membership"].update(lira)
         if released is not None:
             scores_of["lira_released_model"] = released
     if train_fn is not None and code_audit:
-        audit = _code_audit(train_fn, data, seed, claimed)
+        audit = _code_audit(train_fn, inp.audit_input(m), seed, claimed)
         card["audit" if "mode" in audit else "code_audit"] = audit
-    _empirical(card, scores_of, delta=claimed["delta"], seed=seed)
+    _empirical(card, scores_of, delta=claimed["delta"], seed=seed, unit=inp.unit)
     return card
 
 
@@ -527,7 +724,7 @@ def assess_models(models, data, **options) -> dict[str, Any]:
         models: a list of models (named by class), or a dict ``name -> model`` or ``name ->
             {"model": ..., "privacy": ..., "train_fn": ...}``: each model with its own claim
             (default: its `PrivateTraining`'s, else none) and ``train_fn`` (LiRA, code audit).
-        data: the graph every model was trained on.
+        data: the graph every model was trained on (or graph-level input, `graph_input`).
         options: `assess_model`'s options other than ``privacy``, ``train_fn`` and ``name``.
 
     Returns:
@@ -545,16 +742,17 @@ def assess_models(models, data, **options) -> dict[str, Any]:
                                         "...}})", f"{key}= for all {len(models)} models"
                                         if hasattr(models, "__len__") else key)
     entries = _model_entries(models)
-    _check_data(data)
-    want = int(data.num_features)
-    for name, model, _, _ in entries:       # every model runs on this graph, before training
+    inp = _input_of(data)
+    want = int(inp.graphs[0].x.shape[1]) if inp.unit == "graph" else int(data.num_features)
+    for name, model, _, _ in entries:       # every model runs on this input, before training
         inner = _unwrap(model)
         size = _expected_features(inner) if isinstance(inner, torch.nn.Module) else None
         if size is not None and size != want:
-            raise InvalidParameterError("models", f"models of one graph, each taking its {want} "
-                                        "features per node", f"{name!r} takes {size}")
+            where = "graph" if inp.unit == "node" else "set of graphs"
+            raise InvalidParameterError("models", f"models of one {where}, each taking its "
+                                        f"{want} features per node", f"{name!r} takes {size}")
         try:
-            model_logits(model, data)
+            inp.logits(model)
         except InvalidParameterError as exc:
             raise InvalidParameterError(exc.name, exc.expected, exc.received,
                                         where=f"model {name!r}") from None

@@ -29,7 +29,7 @@ import numpy as np
 
 __all__ = ["report_card", "card_to_markdown", "card_to_html", "cards_to_html",
            "comparison_to_markdown", "comparison_to_html", "retrain_from_record", "save_card",
-           "load_cards"]
+           "load_cards", "saved_models_card", "saved_dataset"]
 
 _RUN_ONLY = ("runs_dir", "resume", "device")
 
@@ -136,7 +136,8 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
                 seed: int = 0, lira_query: str = "full", lira_fixed_variance: bool = True,
                 lira_game: str | None = None) -> dict[str, Any]:
     """The privacy report card of a run record (a `RunRecord`, a path to one, or a
-    saved model ``<run_id>.model.pt``, which carries its record).
+    saved model ``<run_id>.model.pt``, which carries its record; a model saved by
+    ``gp.save_model``, the graph task's classifier among them: `saved_models_card`).
 
     Args:
         record: the run record.
@@ -152,10 +153,15 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
         seed: seed of the audit and attacks.
     """
     from gnnprivacy.records.record import RunRecord, _decode, read_record
+    from gnnprivacy.training.user_model import USER_FORMAT, model_file_format
 
     record_path, tuning = None, None
     if not isinstance(record, RunRecord):
         record_path = Path(record)
+        if record_path.suffix == ".pt" and model_file_format(record_path) == USER_FORMAT:
+            # a saved user model (a graph task's classifier among them): its own card
+            return saved_models_card((str(record_path),), data_root=data_root, seed=seed,
+                                     link_stealing=link_stealing)
         if record_path.name.endswith(".model.pt"):       # a saved model carries its record
             from gnnprivacy.training.persist import load_model_file
 
@@ -206,6 +212,13 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
                                             seed=seed, n_boot=100)
             card["membership"] = {"white_box_gradient": {
                 k: g[k] for k in ("auc", "accuracy", "tpr_at_1pct_fpr", "tpr_at_0.1pct_fpr")}}
+    graph_task = (record.info or {}).get("task") == "graph"
+    if graph_task:       # a graph classifier: the graph-level card, the audit above kept
+        graph = _graph_sections(record, record_path, data_root, seed=seed,
+                                lira_models=lira_models, baseline=baseline)
+        graph["membership"] = {**card.get("membership", {}), **graph["membership"]}
+        card.update(graph)
+        return card
     if lira_models:
         from gnnprivacy.attacks.membership import run_membership
 
@@ -238,6 +251,67 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
         if acc is not None:
             card["utility"]["gap_to_baseline"] = base["test_accuracy"] - acc
     return card
+
+
+def _graph_sections(record, record_path, data_root, *, seed: int, lira_models: int,
+                    baseline: bool) -> dict:
+    """The card's sections for a graph-classification record (``graph``, ``dpsgd-graph``):
+    the saved classifier (or, without one, the one retrained from the record's seeds)
+    assessed on its graph set by `gnnprivacy.auditing.model_card.assess_model` (the
+    training graphs against the test graphs; link stealing not applicable), LiRA of
+    `gnnprivacy.attacks.graph_membership` with ``lira_models`` models of the record's
+    configuration, and the non-private classifier of the same configuration as baseline."""
+    from gnnprivacy.auditing.model_card import assess_model
+    from gnnprivacy.method.config import resolve_config
+    from gnnprivacy.method.data import load_run_data
+
+    values = _values(record)
+    if data_root is not None:
+        values["data_root"] = data_root
+    config, params = resolve_config(values)
+    name = (record.info or {}).get("model_file")
+    path = Path(name) if name else None
+    if path is not None and not path.is_absolute() and record_path is not None:
+        path = Path(record_path).parent / path
+    if path is not None and path.is_file():
+        from gnnprivacy.training.user_model import load_model
+
+        gset = load_run_data(config)
+        model = load_model(path, imports=("gnnprivacy.training.graph_classification",)).model
+        where = f"the saved model {path}"
+    else:
+        gset, model, _ = retrain_from_record(record, data_root=data_root)
+        where = "retrained from the record's configuration and seeds (no saved model)"
+    private = bool((record.privacy or {}).get("private"))
+    sub = assess_model(model, gset, privacy=record if private else None, seed=seed,
+                       name=record.run_id)
+    out = {k: sub[k] for k in ("level", "membership", "link_stealing", "utility")}
+    out["utility"]["model"] = where
+    if "empirical" in sub:
+        out["empirical"] = sub["empirical"]
+    fit = {k: v for k, v in params.fit_kwargs().items()
+           if k not in ("epsilon", "delta", "max_grad_norm", "secure_mode")}
+    if lira_models:
+        from gnnprivacy.attacks.graph_membership import graph_membership
+
+        mia = graph_membership(gset, epsilon=params.epsilon if private else None,
+                               num_models=lira_models, seed=seed, **fit)
+        out["membership"]["lira"] = {k: mia[k] for k in ("auc", "accuracy", "tpr_at_1pct_fpr",
+                                                         "tpr_at_0.1pct_fpr")}
+        out["membership"]["lira"].update(auc_ci95=[mia["auc_ci95"]["low"],
+                                                   mia["auc_ci95"]["high"]],
+                                         query="each graph alone", game="graphs")
+    if baseline:
+        from gnnprivacy.training.graph_classification import accuracy, fit_graph_classifier
+
+        base = fit_graph_classifier(gset.subset("train"), num_features=gset.num_features,
+                                    num_classes=gset.num_classes, edge_dim=gset.edge_dim,
+                                    seed=seed, **fit)
+        acc, own = accuracy(base.model, gset.subset("test")), out["utility"]["test_accuracy"]
+        out["utility"]["baseline"] = {"method": f"graph (non-private {params.backbone})",
+                                      "test_accuracy": acc}
+        out["utility"]["gap_to_baseline"] = acc - own
+    return out
 
 
 def _fmt(v, digits: int = 3) -> str:
@@ -276,7 +350,8 @@ def _rows(card: dict) -> list[tuple[str, str]]:
     for name, e in card.get("empirical", {}).items():
         rows.append((f"Empirical epsilon (lower bound, {name.replace('_', ' ')})",
                      f"{_fmt(e['epsilon_lower_bound'])} at delta {_fmt(e['delta'])} "
-                     f"({e['runs']} nodes per side, {e['confidence']:.0%}; each node one trial)"
+                     f"({e['runs']} {e.get('unit', 'node')}s per side, {e['confidence']:.0%}; "
+                     f"each {e.get('unit', 'node')} one trial)"
                      + ("  EXCEEDS THE CLAIM" if e["exceeds_claim"] else "")))
     if "code_audit" in card:
         rows.append(("Code audit", card["code_audit"]["note"]))
@@ -285,7 +360,9 @@ def _rows(card: dict) -> list[tuple[str, str]]:
                      f"AUC {_fmt(m['auc'])}{_ci(m)}, TPR@1%FPR {_fmt(m['tpr_at_1pct_fpr'])}, "
                      f"TPR@0.1%FPR {_fmt(m['tpr_at_0.1pct_fpr'])}"
                      + (f" (query {m['query']}, {m['game']} game)" if "query" in m else "")))
-    if "link_stealing" in card:
+    if "link_stealing" in card and card["link_stealing"].get("applicable", True) is False:
+        rows.append(("Link stealing", card["link_stealing"]["note"]))
+    elif "link_stealing" in card:
         ls = card["link_stealing"]
         rows.append(("Link stealing", f"AUC {_fmt(ls['auc'])}{_ci(ls)} ({ls['attack']}, "
                                       f"{ls['pairs']} pairs)"
@@ -346,7 +423,7 @@ def _attack_aucs(card: dict) -> dict[str, dict]:
     (Attack-0) and ``link_stealing_attack_K`` (the attacker-knowledge variants)."""
     out = {k: m for k, m in card.get("membership", {}).items()
            if isinstance(m, dict) and isinstance(m.get("auc"), float)}
-    if "link_stealing" in card:
+    if "link_stealing" in card and isinstance(card["link_stealing"].get("auc"), float):
         ls = card["link_stealing"]
         out["link_stealing"] = ls
         out.update({f"link_stealing_{k}": v for k, v in ls.get("variants", {}).items()})
@@ -522,3 +599,52 @@ def load_cards(runs_dir: str | os.PathLike) -> list[dict]:
         except (OSError, ValueError):
             continue
     return out
+
+
+# ----------------------------------------------------------------------------- saved user models
+def saved_models_card(paths, *, data_root=None, seed: int = 0, link_stealing: bool = True,
+                      link_attacks=(2, 3, 6), imports: tuple[str, ...] = ()) -> dict:
+    """The card of a model saved by ``gp.save_model`` on the dataset its file names (a graph
+    set for a graph-level model: `saved_dataset`); several such models (saved with one
+    dataset): one card comparing them (`assess_models`). ``gnnprivacy assess MODEL`` and
+    ``gp.assess(path)`` of such a file."""
+    from gnnprivacy.auditing.model_card import assess_model, assess_models
+    from gnnprivacy.errors import InvalidParameterError
+    from gnnprivacy.training.user_model import load_model
+
+    # the built-in graph task's classifier: the library's own module, trusted as any import
+    imports = ("gnnprivacy.training.graph_classification", *imports)
+    saved = [load_model(p, imports=imports) for p in paths]
+    for path, s in zip(paths, saved):
+        if not s.dataset:
+            raise InvalidParameterError("dataset", "the dataset saved with the model "
+                                        "(gp.save_model(..., dataset={'name': ...}))",
+                                        None, where=path)
+        if s.dataset != saved[0].dataset:
+            raise InvalidParameterError("models", f"models saved with one dataset "
+                                        f"({paths[0]}: {saved[0].dataset})",
+                                        f"{path}: {s.dataset}")
+    data = saved_dataset(saved[0].dataset, data_root)
+    common = {"seed": seed, "link_stealing": link_stealing, "link_attacks": link_attacks}
+    if len(paths) == 1:
+        return assess_model(saved[0].model, data, privacy=saved[0].privacy,
+                            name=Path(paths[0]).name, **common)
+    names = [Path(p).name for p in paths]
+    if len(set(names)) < len(names):            # two files of one name: their paths
+        names = list(paths)
+    return assess_models({n: {"model": s.model, "privacy": s.privacy}
+                          for n, s in zip(names, saved)}, data, **common)
+
+
+def saved_dataset(dataset: dict, data_root=None):
+    """The data a saved model names: a node dataset (`gnnprivacy.load_dataset` with the saved
+    options) or, with ``"task": "graph"`` or a graph dataset's name, the graph set with its
+    split seed (`gnnprivacy.datasets.tu_graphs.load_graph_dataset`)."""
+    from gnnprivacy.datasets import load_dataset
+    from gnnprivacy.datasets.tu_graphs import list_graph_datasets, load_graph_dataset
+
+    options = {k: v for k, v in dataset.items() if k != "name"}
+    if options.pop("task", None) == "graph" or (str(dataset["name"]).lower()
+                                                  in list_graph_datasets()):
+        return load_graph_dataset(dataset["name"], root=data_root, **options)
+    return load_dataset(dataset["name"], root=data_root, **options)

@@ -3,7 +3,10 @@ model.
 
 A run record (or a built-in method's saved ``<run_id>.model.pt``) gets the built-in card; a
 model saved with ``gp.save_model`` gets the card of `gnnprivacy.auditing.model_card` on the
-dataset the file names (membership thresholds, link stealing, the claim). Several models
+dataset the file names (membership thresholds, link stealing, the claim). A graph-level model
+(the built-in ``graph``/``dpsgd-graph`` task's saved classifier, or a user's graph model saved
+with ``dataset={"name": "proteins", "task": "graph", "seed": 0}``) is assessed on the graph
+set and its split (graphs as the unit; link stealing does not apply). Several models
 saved with one dataset get one card comparing them (`gnnprivacy.auditing.model_card.
 assess_models`, the code path of ``gp.assess([...], data)``).
 
@@ -14,6 +17,8 @@ gnnprivacy train --method heterpoisson --dataset cora --epsilon 2 --runs-dir run
 gnnprivacy assess runs/<run_id>.json --json
 gnnprivacy assess net.pt --data-root data        # a model saved by gp.save_model
 gnnprivacy assess plain.pt eps1.pt eps8.pt --format html > card.html   # one card, 3 models
+gnnprivacy train --task graph --dataset proteins --method dpsgd-graph --epsilon 1 --runs-dir runs
+gnnprivacy assess runs/<run_id>.model.pt --data-root data   # a graph classifier
 ```
 """
 
@@ -64,7 +69,7 @@ def assess_command(records, data_root, audit_runs, lira_models, lira_query,
     Several models saved by gp.save_model with one dataset: one card comparing them."""
     from pathlib import Path
 
-    from gnnprivacy.auditing.report_card import report_card, save_card
+    from gnnprivacy.auditing.report_card import report_card, save_card, saved_models_card
     from gnnprivacy.errors import GnnPrivacyError
 
     from gnnprivacy.training.persist import FORMAT
@@ -79,9 +84,9 @@ def assess_command(records, data_root, audit_runs, lira_models, lira_query,
                 f"to assess several in one card, got {bad} (format: "
                 f"{formats[records.index(bad)]})")
         try:
-            card = _assess_user_models(records, data_root=data_root, seed=seed,
-                                       link_stealing=not no_link_stealing,
-                                       link_attacks=link_attacks, imports=imports)
+            card = saved_models_card(records, data_root=data_root, seed=seed,
+                                     link_stealing=not no_link_stealing,
+                                     link_attacks=link_attacks, imports=imports)
         except (GnnPrivacyError, ValueError) as exc:
             raise click.ClickException(str(exc)) from None
         _echo(card, fmt, as_json)
@@ -121,37 +126,3 @@ def _echo(card: dict, fmt: str, as_json: bool) -> None:
         click.echo(card_to_html(card))
     else:
         click.echo(card_to_markdown(card))
-
-
-def _assess_user_models(paths: tuple[str, ...], *, data_root, seed: int, link_stealing: bool,
-                        link_attacks, imports: tuple[str, ...] = ()) -> dict:
-    """The card of a model saved by ``gp.save_model`` on the dataset its file names; several
-    such models (saved with one dataset): one card comparing them (`assess_models`)."""
-    from pathlib import Path
-
-    from gnnprivacy.auditing.model_card import assess_model, assess_models
-    from gnnprivacy.datasets import load_dataset
-    from gnnprivacy.errors import InvalidParameterError
-    from gnnprivacy.training.user_model import load_model
-
-    saved = [load_model(p, imports=imports) for p in paths]
-    for path, s in zip(paths, saved):
-        if not s.dataset:
-            raise InvalidParameterError("dataset", "the dataset saved with the model "
-                                        "(gp.save_model(..., dataset={'name': ...}))",
-                                        None, where=path)
-        if s.dataset != saved[0].dataset:
-            raise InvalidParameterError("models", f"models saved with one dataset "
-                                        f"({paths[0]}: {saved[0].dataset})",
-                                        f"{path}: {s.dataset}")
-    options = {k: v for k, v in saved[0].dataset.items() if k != "name"}
-    data = load_dataset(saved[0].dataset["name"], root=data_root, **options)
-    common = {"seed": seed, "link_stealing": link_stealing, "link_attacks": link_attacks}
-    if len(paths) == 1:
-        return assess_model(saved[0].model, data, privacy=saved[0].privacy,
-                            name=Path(paths[0]).name, **common)
-    names = [Path(p).name for p in paths]
-    if len(set(names)) < len(names):            # two files of one name: their paths
-        names = list(paths)
-    return assess_models({n: {"model": s.model, "privacy": s.privacy}
-                          for n, s in zip(names, saved)}, data, **common)

@@ -75,7 +75,9 @@ def _train(config_file, print_config, as_json, quiet, save_model, force, **optio
     model_file = record.info.get("model_file")
     if model_file:
         shown = model_file if save_model else f"{config.runs_dir}/{model_file}"
-        click.echo(f"model: {shown}  (gnnprivacy predict {shown} --dataset ...)")
+        hint = (f"gnnprivacy assess {shown}" if record.info.get("task") == "graph"
+                else f"gnnprivacy predict {shown} --dataset ...")
+        click.echo(f"model: {shown}  ({hint})")
 
 
 def _print_resolved(config, params) -> None:

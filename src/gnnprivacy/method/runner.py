@@ -159,6 +159,8 @@ def _model_companion(record: RunRecord, model, data, config,
     predict keep none."""
     from gnnprivacy.training.persist import save_model_file
 
+    if getattr(config, "task", "node") == "graph" and hasattr(model, "init_args"):
+        return _graph_model_companion(record, model, data, model_path)
     if model is None or not (hasattr(model, "predict_logits") or hasattr(model, "logits_")):
         return {}
     if model_path:
@@ -171,6 +173,30 @@ def _model_companion(record: RunRecord, model, data, config,
     snapshot = record.to_dict()
     return {name: lambda path: save_model_file(path, trainer=model, data=data,
                                                method=record.method, record=snapshot)}
+
+
+def _graph_model_companion(record: RunRecord, model, data, model_path: str | None
+                           ) -> dict[str, Callable]:
+    """A graph task's classifier (`GraphClassifier`) is kept as a saved user model
+    (`gnnprivacy.training.user_model.save_model`: class path, ``init``, weights, the claim and
+    the graph dataset with its split seed), the file ``gnnprivacy assess`` reads weights-only."""
+    from gnnprivacy.training.user_model import save_model
+
+    claim = ({**{k: v for k, v in record.privacy.items() if k != "ledger"},
+              "epsilon": record.epsilon, "delta": record.delta}
+             if record.privacy.get("private") else None)
+    dataset = {"name": record.dataset, "task": "graph", "seed": int(data.split.seed)}
+
+    def write(path):
+        return save_model(model, path, privacy=claim, init=model.init_args, dataset=dataset)
+
+    if model_path:
+        record.info["model_file"] = str(Path(model_path))
+        write(model_path)
+        return {}
+    name = f"{record.run_id}.model.pt"
+    record.info["model_file"] = name
+    return {name: write}
 
 
 def check_executed_ledger(result: MethodResult, *, target: float | None, what: str) -> None:

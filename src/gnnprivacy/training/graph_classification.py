@@ -54,6 +54,11 @@ class GraphClassifier(nn.Module):
         from torch_geometric.nn import (GCNConv, GINConv, GINEConv, global_add_pool,
                                         global_mean_pool)
 
+        #: the keyword arguments that rebuild the model (`gnnprivacy.save_model`'s ``init``)
+        self.init_args = {"in_channels": int(in_channels), "num_classes": int(num_classes),
+                          "backbone": backbone, "hidden": int(hidden), "layers": int(layers),
+                          "edge_dim": int(edge_dim)}
+
         self.backbone = check_choice("backbone", backbone, BACKBONES)
         self.edge_dim = check_int("edge_dim", edge_dim, low=0) if backbone == "gin" else 0
         convs, norms = [], []
