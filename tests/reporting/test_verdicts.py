@@ -511,5 +511,6 @@ def test_the_summary_names_the_software_of_every_run(tmp_path, write_run):
     (runs / "x.failed.json").write_text(json.dumps({"run_id": "x", "versions": {"torch": "9"}}))
     (runs / "notes.json").write_text(json.dumps({"other": 1}))
     text = _software_text([Part("000-table2", "d", "n", ("000-table2",), (), str(runs), ())])
-    assert "000-table2: 1 with torch 2.11.0, Python 3.11.7 on cpu, 2 with torch 2.13.0+cpu" in text
+    assert ("000-table2: 1 with torch 2.11.0, Python 3.11.7 on cpu, commit unknown, 2 with torch "
+            "2.13.0+cpu") in text
     assert "torch 9" not in text

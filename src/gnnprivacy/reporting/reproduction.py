@@ -596,15 +596,19 @@ def _software_text(parts: list[Part]) -> str:
             if not isinstance(rec, dict) or "run_id" not in rec:
                 continue
             v, cfg = rec.get("versions") or {}, rec.get("config") or {}
-            key = (str(v.get("torch", "?")), str(v.get("python", "?")), str(cfg.get("device", "cpu")))
+            commit = str(rec.get("git_commit") or "unknown")
+            commit = commit[:7] + ("+dirty" if commit.endswith("+dirty") else "")
+            key = (str(v.get("torch", "?")), str(v.get("python", "?")), str(cfg.get("device", "cpu")),
+                   commit)
             envs[key] = envs.get(key, 0) + 1
         if envs:
-            out.append(f"{p.name}: " + ", ".join(f"{n} with torch {tv}, Python {pv} on {dev}"
-                                                 for (tv, pv, dev), n in sorted(envs.items())))
+            out.append(f"{p.name}: " + ", ".join(f"{n} with torch {tv}, Python {pv} on {dev}, commit {c}"
+                                                 for (tv, pv, dev, c), n in sorted(envs.items())))
     if not out:
         return ""
-    return ("Software: the runs per reproduction, by the torch and Python versions and the device "
-            "their records name: " + "; ".join(out) + ".")
+    return ("Software: the runs per reproduction, by the torch and Python versions, the device and "
+            "the commit their records name (a rerun at that commit draws the same samples and noise; later "
+            "commits may draw the noise differently): " + "; ".join(out) + ".")
 
 
 def _part_report(part: Part):
