@@ -286,6 +286,7 @@ class PrivateTraining:
                            if getattr(self.sampler, "edges_inside", False) else None))
         self.capture.reset()
         self.guard.begin()
+        self.capture.quiet = self.guard.muted()    # the hooks' own ops: not the loop's
         return batch
 
     def _check_stepped(self) -> None:
@@ -339,6 +340,7 @@ class PrivateTraining:
             sums = self._clipped_sums(layout, scale)
         finally:
             self.capture.reset()
+            self.capture.quiet = None
         self.engine.release(sums, layout.num_subgraphs)
 
     def _clipped_sums(self, layout: BatchLayout, scale: float) -> dict[str, torch.Tensor]:
