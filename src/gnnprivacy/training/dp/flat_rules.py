@@ -203,22 +203,26 @@ def _buckets(calls: list[Call], seg: Tensor, num: int, *, chunks: bool = False):
 def _linear_rule(layer: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Contribution]:
     a, d, seg = _rows(calls, lambda c: c.args[0])
     num = calls[0].num_segments
-    a = a.to(d.dtype)
+    a = a if a.dtype == d.dtype else a.to(d.dtype)
     out: dict[nn.Parameter, Contribution] = {}
+    bias = getattr(layer, "bias", None)
+    with_bias = bias is not None and bias.requires_grad
     if layer.weight.requires_grad:
         p, q = d.shape[1], a.shape[1]
         chunks = (_buckets(calls, seg, num, chunks=True)
                   if p * q <= CHUNKED_MAX_WEIGHT and num * p * q <= CHUNK_ELEMENTS else None)
         if chunks is not None:
             # per-subgraph gradients kept (B p q elements at most CHUNK_ELEMENTS): the
-            # clipped sum is c @ G, not a second pass over the rows
-            out[layer.weight] = _materialised(chunked_linear_grads(a, d, chunks, num),
-                                              layer.weight.shape)
-        else:
-            norms = linear_norms_sq(a, d, _buckets(calls, seg, num), num)
-            out[layer.weight] = Contribution(norms, lambda c: _scaled_product(d, a, c[seg]))
-    bias = getattr(layer, "bias", None)
-    if bias is not None and bias.requires_grad:
+            # clipped sum is c @ G, not a second pass over the rows; the bias's come with
+            # them (its per-chunk sums in the same index_add)
+            grads = chunked_linear_grads(a, d, chunks, num, bias=with_bias)
+            out[layer.weight] = _materialised(grads[:, :p * q], layer.weight.shape)
+            if with_bias:
+                out[bias] = _materialised(grads[:, p * q:], bias.shape)
+            return out
+        norms = linear_norms_sq(a, d, _buckets(calls, seg, num), num)
+        out[layer.weight] = Contribution(norms, lambda c: _scaled_product(d, a, c[seg]))
+    if with_bias:
         out[bias] = _materialised(segment_sum(d, seg, num), bias.shape)
     return out
 
@@ -243,7 +247,8 @@ def _layer_norm_rule(norm: nn.Module, calls: list[Call]) -> dict[nn.Parameter, C
     xhat_parts, d_parts, s_parts = [], [], []
     for call in calls:
         x = call.args[0]
-        xhat = F.layer_norm(x.to(call.grad.dtype), shape, eps=norm.eps)
+        xhat = F.layer_norm(x if x.dtype == call.grad.dtype else x.to(call.grad.dtype), shape,
+                            eps=norm.eps)
         lead = x.shape[:x.dim() - len(shape)]
         per_row = 1
         for size in lead[1:]:
@@ -253,10 +258,17 @@ def _layer_norm_rule(norm: nn.Module, calls: list[Call]) -> dict[nn.Parameter, C
         s_parts.append(call.seg.repeat_interleave(per_row) if per_row != 1 else call.seg)
     xhat, d, seg = _cat(xhat_parts), _cat(d_parts), _cat(s_parts)
     out: dict[nn.Parameter, Contribution] = {}
-    if norm.weight is not None and norm.weight.requires_grad:
+    weight = norm.weight is not None and norm.weight.requires_grad
+    bias = norm.bias is not None and norm.bias.requires_grad
+    if weight and bias:          # one segment sum for both (its cost is per row summed)
+        both = segment_sum(torch.cat([(d * xhat).flatten(1), d.flatten(1)], 1), seg, num)
+        size = norm.weight.numel()
+        out[norm.weight] = _materialised(both[:, :size], norm.weight.shape)
+        out[norm.bias] = _materialised(both[:, size:], norm.bias.shape)
+    elif weight:
         out[norm.weight] = _materialised(segment_sum((d * xhat).flatten(1), seg, num),
                                          norm.weight.shape)
-    if norm.bias is not None and norm.bias.requires_grad:
+    elif bias:
         out[norm.bias] = _materialised(segment_sum(d.flatten(1), seg, num), norm.bias.shape)
     return out
 

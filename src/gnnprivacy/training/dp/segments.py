@@ -229,7 +229,9 @@ def segment_chunks(seg: Tensor, num_segments: int, width: int = CHUNK_ROWS) -> C
     if largest <= 1:                          # one row per subgraph (pooled rows): no layout
         return Chunks(torch.arange(total, device=device), None, seg, 1, False, True)
     w = max(1, min(width, largest))
-    order = torch.argsort(seg, stable=True)
+    # a PyG batch's rows are already grouped by subgraph, in order: then no sort
+    ordered = bool((seg[1:] >= seg[:-1]).all())
+    order = None if ordered else torch.argsort(seg, stable=True)
     per = (counts + (w - 1)) // w                              # chunks of each subgraph
     owner = torch.repeat_interleave(torch.arange(num_segments, device=device), per)
     k = owner.numel()
@@ -239,41 +241,52 @@ def segment_chunks(seg: Tensor, num_segments: int, width: int = CHUNK_ROWS) -> C
     valid = pos < counts[owner].unsqueeze(1)
     start = torch.cumsum(counts, 0) - counts
     idx = (start[owner].unsqueeze(1) + pos).clamp_max(max(total - 1, 0))
-    rows = order[idx].reshape(-1) if total else idx.reshape(-1)
+    rows = order[idx].reshape(-1) if order is not None else idx.reshape(-1)
     padded = not bool(valid.all())
     return Chunks(rows, valid.reshape(-1, 1).float() if padded else None, owner, w,
                   k == num_segments and bool((per == 1).all()), largest <= 1)
 
 
-def chunked_linear_grads(a: Tensor, d: Tensor, chunks: Chunks, num_segments: int
-                         ) -> Tensor:
+def chunked_linear_grads(a: Tensor, d: Tensor, chunks: Chunks, num_segments: int, *,
+                         bias: bool = False) -> Tensor:
     """``(B, p q)``: every subgraph's gradient ``Σ_{r∈i} d_r a_rᵀ`` of a linear map's weight,
     flattened: ``g_k = d_kᵀ a_k`` for every chunk in one batched product, summed per subgraph
     (``index_add``). Exact; costs ``K W p q`` flops and a ``(B, p q)`` sum, with no
     per-size-class loop: the cheap form for small weights (``p q`` up to
     `CHUNKED_MAX_WEIGHT`) and many subgraphs of varied sizes. Kept by the Linear rule, the
     clipped sum is then ``c @ G`` (``B p q`` flops) instead of a second ``R p q`` product.
+
+    With ``bias``: ``(B, p q + p)``, the last ``p`` columns the bias's gradients ``Σ_{r∈i}
+    d_r`` (each chunk's sum of ``d`` rides along in the same ``index_add`` over chunks, not
+    a second one over all rows: on a CPU its cost is per row summed).
     """
     p, q = d.shape[1], a.shape[1]
+    width = p * q + (p if bias else 0)
     if chunks.single_rows:                    # row r alone in subgraph owner[r]
         outer = (d.unsqueeze(2) * a.unsqueeze(1)).reshape(-1, p * q)
-        return torch.zeros(num_segments, p * q, dtype=d.dtype, device=d.device).index_add_(
+        if bias:
+            outer = torch.cat([outer, d], 1)
+        return torch.zeros(num_segments, width, dtype=d.dtype, device=d.device).index_add_(
             0, chunks.owner, outer)
     w, k = chunks.width, chunks.num_chunks
-    step = max(1, CHUNK_ELEMENTS // max(p * q, 1))
+    step = max(1, CHUNK_ELEMENTS // max(width, 1))
     total = None if chunks.one_per_segment and k <= step else torch.zeros(
-        num_segments, p * q, dtype=d.dtype, device=d.device)
+        num_segments, width, dtype=d.dtype, device=d.device)
     for s in range(0, k, step):
         rows = chunks.rows[s * w:(s + step) * w]
         db = d.index_select(0, rows)
         if chunks.valid is not None:
-            db = db * chunks.valid[s * w:(s + step) * w].to(db.dtype)
+            valid = chunks.valid[s * w:(s + step) * w]
+            db = db * (valid if valid.dtype == db.dtype else valid.to(db.dtype))
         n = rows.numel() // w
-        g = torch.bmm(db.view(n, w, p).transpose(1, 2), a.index_select(0, rows).view(n, w, q))
+        g = torch.bmm(db.view(n, w, p).transpose(1, 2),
+                      a.index_select(0, rows).view(n, w, q)).view(n, p * q)
+        if bias:
+            g = torch.cat([g, db.view(n, w, p).sum(1)], 1)
         if total is None:
-            return g.view(n, p * q)
-        total.index_add_(0, chunks.owner[s:s + step], g.view(n, -1))
-    return total if total is not None else torch.zeros(num_segments, p * q, dtype=d.dtype,
+            return g
+        total.index_add_(0, chunks.owner[s:s + step], g)
+    return total if total is not None else torch.zeros(num_segments, width, dtype=d.dtype,
                                                        device=d.device)
 
 
