@@ -91,3 +91,18 @@ def test_rows_in_subgraph_order_are_not_sorted_again():
     kept = chunks.rows[chunks.valid.view(-1).bool()]
     assert kept.tolist() == list(range(9))
     assert chunks.owner.tolist() == [0, 0, 1, 2, 2, 2]
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 2e-6), (torch.float64, 1e-12)])
+def test_the_layer_norm_rules_normalised_input_equals_torchs(dtype, tol):
+    """The LayerNorm rule writes ``x̂`` out (cheaper than ``F.layer_norm`` on a CPU): the
+    same values, over one or several trailing dimensions."""
+    from torch.nn import functional as F
+
+    from gnnprivacy.training.dp.flat_rules import _normalised
+
+    gen = torch.Generator().manual_seed(0)
+    x = (torch.randn(50, 4, 8, generator=gen, dtype=torch.float64) * 3 + 1).to(dtype)
+    for shape in ((8,), (4, 8)):
+        torch.testing.assert_close(_normalised(x, shape, 1e-5),
+                                   F.layer_norm(x, shape, eps=1e-5), rtol=tol, atol=tol)

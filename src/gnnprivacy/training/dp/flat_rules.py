@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
-from torch.nn import functional as F
 
 from gnnprivacy.training.dp.segments import (CHUNK_ELEMENTS, CHUNKED_MAX_WEIGHT,
                                              chunked_linear_grads, linear_norms_sq,
@@ -240,6 +239,18 @@ register_flat_rule(nn.Linear, _linear_rule)
 
 
 # ------------------------------------------------------------------------------ LayerNorm
+def _normalised(x: Tensor, shape: tuple, eps: float) -> Tensor:
+    """``x̂``, layer normalisation without the affine map over the trailing ``shape``:
+    ``(x - mean) / sqrt(var + eps)`` (biased variance, as ``F.layer_norm``; written out, it
+    takes about two thirds of ``F.layer_norm``'s time on a CPU for narrow rows)."""
+    size = 1
+    for n in shape:
+        size *= n
+    rows = x.reshape(-1, size)
+    centred = rows - rows.mean(1, keepdim=True)
+    return (centred * torch.rsqrt(centred.square().mean(1, keepdim=True) + eps)).view(x.shape)
+
+
 def _layer_norm_rule(norm: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Contribution]:
     shape = tuple(norm.normalized_shape) if hasattr(norm, "normalized_shape") else (
         norm.in_channels,)
@@ -247,8 +258,8 @@ def _layer_norm_rule(norm: nn.Module, calls: list[Call]) -> dict[nn.Parameter, C
     xhat_parts, d_parts, s_parts = [], [], []
     for call in calls:
         x = call.args[0]
-        xhat = F.layer_norm(x if x.dtype == call.grad.dtype else x.to(call.grad.dtype), shape,
-                            eps=norm.eps)
+        xhat = _normalised(x if x.dtype == call.grad.dtype else x.to(call.grad.dtype), shape,
+                           norm.eps)
         lead = x.shape[:x.dim() - len(shape)]
         per_row = 1
         for size in lead[1:]:
