@@ -71,18 +71,6 @@ def test_chunked_grads_equal_each_subgraphs_own_gradient(trial):
     torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("trial", range(12))
-def test_chunked_grads_carry_the_bias_gradient_in_the_same_sum(trial):
-    """``bias=True``: the last ``p`` columns are each subgraph's ``Σ d_r`` (the padded rows
-    of a chunk add nothing), rows in order (no sort) or shuffled, one row per subgraph too."""
-    seg, num, a, d, width = _case(200 + trial, num_high=12,
-                                  size_high=2 if trial % 4 == 0 else 30, dim_high=7)
-    weight = torch.stack([(d[seg == i].t() @ a[seg == i]).flatten() for i in range(num)])
-    bias = torch.stack([d[seg == i].sum(0) for i in range(num)])
-    got = chunked_linear_grads(a, d, segment_chunks(seg, num, width=width), num, bias=True)
-    torch.testing.assert_close(got, torch.cat([weight, bias], 1), rtol=1e-10, atol=1e-12)
-
-
 def test_rows_in_subgraph_order_are_not_sorted_again():
     """A PyG batch's rows come grouped by subgraph: the layout is the rows themselves, in
     order (the same chunks a sort would give)."""

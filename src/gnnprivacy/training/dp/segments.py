@@ -247,31 +247,24 @@ def segment_chunks(seg: Tensor, num_segments: int, width: int = CHUNK_ROWS) -> C
                   k == num_segments and bool((per == 1).all()), largest <= 1)
 
 
-def chunked_linear_grads(a: Tensor, d: Tensor, chunks: Chunks, num_segments: int, *,
-                         bias: bool = False) -> Tensor:
+def chunked_linear_grads(a: Tensor, d: Tensor, chunks: Chunks, num_segments: int
+                         ) -> Tensor:
     """``(B, p q)``: every subgraph's gradient ``Σ_{r∈i} d_r a_rᵀ`` of a linear map's weight,
     flattened: ``g_k = d_kᵀ a_k`` for every chunk in one batched product, summed per subgraph
     (``index_add``). Exact; costs ``K W p q`` flops and a ``(B, p q)`` sum, with no
     per-size-class loop: the cheap form for small weights (``p q`` up to
     `CHUNKED_MAX_WEIGHT`) and many subgraphs of varied sizes. Kept by the Linear rule, the
     clipped sum is then ``c @ G`` (``B p q`` flops) instead of a second ``R p q`` product.
-
-    With ``bias``: ``(B, p q + p)``, the last ``p`` columns the bias's gradients ``Σ_{r∈i}
-    d_r`` (each chunk's sum of ``d`` rides along in the same ``index_add`` over chunks, not
-    a second one over all rows: on a CPU its cost is per row summed).
     """
     p, q = d.shape[1], a.shape[1]
-    width = p * q + (p if bias else 0)
     if chunks.single_rows:                    # row r alone in subgraph owner[r]
         outer = (d.unsqueeze(2) * a.unsqueeze(1)).reshape(-1, p * q)
-        if bias:
-            outer = torch.cat([outer, d], 1)
-        return torch.zeros(num_segments, width, dtype=d.dtype, device=d.device).index_add_(
+        return torch.zeros(num_segments, p * q, dtype=d.dtype, device=d.device).index_add_(
             0, chunks.owner, outer)
     w, k = chunks.width, chunks.num_chunks
-    step = max(1, CHUNK_ELEMENTS // max(width, 1))
+    step = max(1, CHUNK_ELEMENTS // max(p * q, 1))
     total = None if chunks.one_per_segment and k <= step else torch.zeros(
-        num_segments, width, dtype=d.dtype, device=d.device)
+        num_segments, p * q, dtype=d.dtype, device=d.device)
     for s in range(0, k, step):
         rows = chunks.rows[s * w:(s + step) * w]
         db = d.index_select(0, rows)
@@ -279,14 +272,11 @@ def chunked_linear_grads(a: Tensor, d: Tensor, chunks: Chunks, num_segments: int
             valid = chunks.valid[s * w:(s + step) * w]
             db = db * (valid if valid.dtype == db.dtype else valid.to(db.dtype))
         n = rows.numel() // w
-        g = torch.bmm(db.view(n, w, p).transpose(1, 2),
-                      a.index_select(0, rows).view(n, w, q)).view(n, p * q)
-        if bias:
-            g = torch.cat([g, db.view(n, w, p).sum(1)], 1)
+        g = torch.bmm(db.view(n, w, p).transpose(1, 2), a.index_select(0, rows).view(n, w, q))
         if total is None:
-            return g
-        total.index_add_(0, chunks.owner[s:s + step], g)
-    return total if total is not None else torch.zeros(num_segments, width, dtype=d.dtype,
+            return g.view(n, p * q)
+        total.index_add_(0, chunks.owner[s:s + step], g.view(n, -1))
+    return total if total is not None else torch.zeros(num_segments, p * q, dtype=d.dtype,
                                                        device=d.device)
 
 
