@@ -8,6 +8,9 @@ Three parts (``--part``):
   ``backward``, Adam). Both are timed from forward to update, in alternating rounds; medians
   of wall and process CPU time (target: DP at most 1.5x). ``--linear-norms buckets`` forces
   the per-size-class Linear norms instead of the chunked ones (to compare the two).
+* ``phases``: where the CPU time of each step goes, phase by phase, in the DP loop and the
+  plain loop on the same batches (forward, backward, the per-graph gradients, the clipped
+  sum, noise, the loop guard's check, the update).
 * ``table``: test accuracy of the built-in task (``dpsgd-graph`` at each epsilon and the
   non-private ``graph`` with the same model, batch, epochs and split) on the TU sets, seeds
   0-2 of the stratified 80/10/10 split; mean and std over seeds, epsilon spent, delta.
@@ -17,6 +20,7 @@ Three parts (``--part``):
 Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/bench_graph_classification.py --part step
+    OMP_NUM_THREADS=1 python benchmarks/bench_graph_classification.py --part phases
     OMP_NUM_THREADS=1 python benchmarks/bench_graph_classification.py --part table \\
         [--datasets proteins,aids,enzymes,cox2,dhfr] [--epsilons 1,4,8] [--seeds 0,1,2]
     OMP_NUM_THREADS=1 python benchmarks/bench_graph_classification.py --part mia \\
@@ -83,6 +87,62 @@ def part_step(args) -> None:
           f"wall, {med[1] / med[3]:.2f}x CPU (target <= 1.5x)")
 
 
+def part_phases(args) -> None:
+    """Where a step's CPU time goes: each phase of the DP loop and of the plain loop on the
+    same batches (medians of process time over the steps after the first 5)."""
+    gset = load_graph_dataset(args.dataset, root=args.data_root, seed=0)
+    torch.manual_seed(0)
+    model = GraphClassifier(gset.num_features, gset.num_classes, backbone=args.backbone,
+                            edge_dim=gset.edge_dim)
+    plain = copy.deepcopy(model)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    plain_opt = torch.optim.Adam(plain.parameters(), lr=0.01)
+    pt = gp.make_private(model, opt, gset.subset("train"), sampler="graphs",
+                         noise_multiplier=1.0, batch_size=64, steps=args.steps + 5, seed=0)
+    times: dict[str, list[float]] = {}
+
+    def timed(key, fn):
+        def run(*a, **k):
+            start = time.process_time()
+            try:
+                return fn(*a, **k)
+            finally:
+                times.setdefault(key, []).append(time.process_time() - start)
+        return run
+
+    # the DP step's parts (inside optimizer.step())
+    pt.capture.contributions = timed("per-graph gradients", pt.capture.contributions)
+    pt.engine.add_noise = timed("noise", pt.engine.add_noise)
+    pt.engine._update = timed("optimizer update", pt.engine._update)
+    pt.guard.check = timed("loop guard's check", pt.guard.check)
+    clipped = pt._clipped_sums
+    pt._clipped_sums = timed("clipped sums (with per-graph gradients)", clipped)
+
+    def loop(m, o, batch, who):
+        edge_attr = getattr(batch, "edge_attr", None)
+        timed(f"{who} zero_grad", o.zero_grad)()
+        out = timed(f"{who} forward", m)(batch.x, batch.edge_index, batch.batch, edge_attr)
+        loss = F.cross_entropy(out, batch.y)
+        timed(f"{who} backward", loss.backward)()
+        timed(f"{who} optimizer.step", o.step)()
+
+    for batch in pt.loader:
+        loop(model, opt, batch, "DP")
+        loop(plain, plain_opt, batch, "non-private")
+    med = {k: statistics.median(v[5:]) * 1e3 for k, v in times.items()}
+    med["clip factors and c @ G"] = (med.pop("clipped sums (with per-graph gradients)")
+                                     - med["per-graph gradients"])
+    print(f"{args.dataset} ({args.backbone}), {len(times['DP forward'])} steps, CPU ms "
+          "(medians)")
+    for key in sorted(med):
+        print(f"  {key:<32}{med[key]:7.2f}")
+    total = {who: sum(med[f"{who} {part}"] for part in
+                      ("zero_grad", "forward", "backward", "optimizer.step"))
+             for who in ("DP", "non-private")}
+    print(f"  total: DP {total['DP']:.2f}, non-private {total['non-private']:.2f}, ratio "
+          f"{total['DP'] / total['non-private']:.2f}x")
+
+
 def _fit(gset, epsilon, seed, args):
     fit = fit_graph_classifier(gset.subset("train"), num_features=gset.num_features,
                                num_classes=gset.num_classes, edge_dim=gset.edge_dim,
@@ -144,7 +204,7 @@ def part_mia(args) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=("step", "table", "mia"), default="step")
+    ap.add_argument("--part", choices=("step", "phases", "table", "mia"), default="step")
     ap.add_argument("--data-root", default="../shared/datasets")
     ap.add_argument("--dataset", default="proteins")
     ap.add_argument("--datasets", default="proteins,aids,enzymes,cox2,dhfr")
@@ -163,7 +223,8 @@ def main() -> None:
                          "(the form before the chunked one) to compare the two")
     ap.add_argument("--json", default=None, help="also write the table's numbers here")
     args = ap.parse_args()
-    {"step": part_step, "table": part_table, "mia": part_mia}[args.part](args)
+    {"step": part_step, "phases": part_phases, "table": part_table,
+     "mia": part_mia}[args.part](args)
 
 
 if __name__ == "__main__":
