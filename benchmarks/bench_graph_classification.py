@@ -57,20 +57,26 @@ def _timed(fn):
     return time.perf_counter() - t, time.process_time() - c
 
 
-def part_step(args) -> None:
-    if args.linear_norms == "buckets":         # the engine's earlier form, for comparison
-        from gnnprivacy.training.dp import flat_rules
-        flat_rules.CHUNKED_MAX_WEIGHT = 0
+def _pair(args, steps: int):
+    """``make_private`` over an identical GIN/GCN and its plain copy with its own Adam, on
+    the training graphs at an expected batch of 64: ``(pt, (model, opt), (plain, opt))``."""
     gset = load_graph_dataset(args.dataset, root=args.data_root, seed=0)
-    train = gset.subset("train")
     torch.manual_seed(0)
     model = GraphClassifier(gset.num_features, gset.num_classes, backbone=args.backbone,
                             edge_dim=gset.edge_dim)
     plain = copy.deepcopy(model)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     plain_opt = torch.optim.Adam(plain.parameters(), lr=0.01)
-    pt = gp.make_private(model, opt, train, sampler="graphs", noise_multiplier=1.0,
-                         batch_size=64, steps=args.steps + 3, seed=0)
+    pt = gp.make_private(model, opt, gset.subset("train"), sampler="graphs",
+                         noise_multiplier=1.0, batch_size=64, steps=steps, seed=0)
+    return pt, (model, opt), (plain, plain_opt)
+
+
+def part_step(args) -> None:
+    if args.linear_norms == "buckets":         # the engine's earlier form, for comparison
+        from gnnprivacy.training.dp import flat_rules
+        flat_rules.CHUNKED_MAX_WEIGHT = 0
+    pt, (model, opt), (plain, plain_opt) = _pair(args, args.steps + 3)
     dp, base, graphs, rows = [], [], [], []
     for batch in pt.loader:                    # alternate: one DP step, then the same batch
         dp.append(_timed(lambda: _step(model, opt, batch)))
@@ -90,15 +96,7 @@ def part_step(args) -> None:
 def part_phases(args) -> None:
     """Where a step's CPU time goes: each phase of the DP loop and of the plain loop on the
     same batches (medians of process time over the steps after the first 5)."""
-    gset = load_graph_dataset(args.dataset, root=args.data_root, seed=0)
-    torch.manual_seed(0)
-    model = GraphClassifier(gset.num_features, gset.num_classes, backbone=args.backbone,
-                            edge_dim=gset.edge_dim)
-    plain = copy.deepcopy(model)
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    plain_opt = torch.optim.Adam(plain.parameters(), lr=0.01)
-    pt = gp.make_private(model, opt, gset.subset("train"), sampler="graphs",
-                         noise_multiplier=1.0, batch_size=64, steps=args.steps + 5, seed=0)
+    pt, (model, opt), (plain, plain_opt) = _pair(args, args.steps + 5)
     times: dict[str, list[float]] = {}
 
     def timed(key, fn):
