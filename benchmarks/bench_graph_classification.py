@@ -8,6 +8,9 @@ Three parts (``--part``):
   ``backward``, Adam). Both are timed from forward to update, in alternating rounds; medians
   of wall and process CPU time (target: DP at most 1.5x). ``--linear-norms buckets`` forces
   the per-size-class Linear norms instead of the chunked ones (to compare the two).
+* ``phases``: where the CPU time of each step goes, phase by phase, in the DP loop and the
+  plain loop on the same batches (forward, backward, the per-graph gradients, the clipped
+  sum, noise, the loop guard's check, the update).
 * ``table``: test accuracy of the built-in task (``dpsgd-graph`` at each epsilon and the
   non-private ``graph`` with the same model, batch, epochs and split) on the TU sets, seeds
   0-2 of the stratified 80/10/10 split; mean and std over seeds, epsilon spent, delta.
@@ -17,6 +20,7 @@ Three parts (``--part``):
 Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/bench_graph_classification.py --part step
+    OMP_NUM_THREADS=1 python benchmarks/bench_graph_classification.py --part phases
     OMP_NUM_THREADS=1 python benchmarks/bench_graph_classification.py --part table \\
         [--datasets proteins,aids,enzymes,cox2,dhfr] [--epsilons 1,4,8] [--seeds 0,1,2]
     OMP_NUM_THREADS=1 python benchmarks/bench_graph_classification.py --part mia \\
@@ -53,20 +57,26 @@ def _timed(fn):
     return time.perf_counter() - t, time.process_time() - c
 
 
-def part_step(args) -> None:
-    if args.linear_norms == "buckets":         # the engine's earlier form, for comparison
-        from gnnprivacy.training.dp import flat_rules
-        flat_rules.CHUNKED_MAX_WEIGHT = 0
+def _pair(args, steps: int):
+    """``make_private`` over an identical GIN/GCN and its plain copy with its own Adam, on
+    the training graphs at an expected batch of 64: ``(pt, (model, opt), (plain, opt))``."""
     gset = load_graph_dataset(args.dataset, root=args.data_root, seed=0)
-    train = gset.subset("train")
     torch.manual_seed(0)
     model = GraphClassifier(gset.num_features, gset.num_classes, backbone=args.backbone,
                             edge_dim=gset.edge_dim)
     plain = copy.deepcopy(model)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     plain_opt = torch.optim.Adam(plain.parameters(), lr=0.01)
-    pt = gp.make_private(model, opt, train, sampler="graphs", noise_multiplier=1.0,
-                         batch_size=64, steps=args.steps + 3, seed=0)
+    pt = gp.make_private(model, opt, gset.subset("train"), sampler="graphs",
+                         noise_multiplier=1.0, batch_size=64, steps=steps, seed=0)
+    return pt, (model, opt), (plain, plain_opt)
+
+
+def part_step(args) -> None:
+    if args.linear_norms == "buckets":         # the engine's earlier form, for comparison
+        from gnnprivacy.training.dp import flat_rules
+        flat_rules.CHUNKED_MAX_WEIGHT = 0
+    pt, (model, opt), (plain, plain_opt) = _pair(args, args.steps + 3)
     dp, base, graphs, rows = [], [], [], []
     for batch in pt.loader:                    # alternate: one DP step, then the same batch
         dp.append(_timed(lambda: _step(model, opt, batch)))
@@ -81,6 +91,54 @@ def part_step(args) -> None:
     print(f"non-private step {med[2] * 1e3:9.1f}{med[3] * 1e3:9.1f}")
     print(f"DP step          {med[0] * 1e3:9.1f}{med[1] * 1e3:9.1f}   ratio {med[0] / med[2]:.2f}x "
           f"wall, {med[1] / med[3]:.2f}x CPU (target <= 1.5x)")
+
+
+def part_phases(args) -> None:
+    """Where a step's CPU time goes: each phase of the DP loop and of the plain loop on the
+    same batches (medians of process time over the steps after the first 5)."""
+    pt, (model, opt), (plain, plain_opt) = _pair(args, args.steps + 5)
+    times: dict[str, list[float]] = {}
+
+    def timed(key, fn):
+        def run(*a, **k):
+            start = time.process_time()
+            try:
+                return fn(*a, **k)
+            finally:
+                times.setdefault(key, []).append(time.process_time() - start)
+        return run
+
+    # the DP step's parts (inside optimizer.step())
+    pt.capture.contributions = timed("per-graph gradients", pt.capture.contributions)
+    pt.engine.add_noise = timed("noise", pt.engine.add_noise)
+    pt.engine._update = timed("optimizer update", pt.engine._update)
+    pt.guard.check = timed("loop guard's check", pt.guard.check)
+    clipped = pt._clipped_sums
+    pt._clipped_sums = timed("clipped sums (with per-graph gradients)", clipped)
+
+    def loop(m, o, batch, who):
+        edge_attr = getattr(batch, "edge_attr", None)
+        timed(f"{who} zero_grad", o.zero_grad)()
+        out = timed(f"{who} forward", m)(batch.x, batch.edge_index, batch.batch, edge_attr)
+        loss = F.cross_entropy(out, batch.y)
+        timed(f"{who} backward", loss.backward)()
+        timed(f"{who} optimizer.step", o.step)()
+
+    for batch in pt.loader:
+        loop(model, opt, batch, "DP")
+        loop(plain, plain_opt, batch, "non-private")
+    med = {k: statistics.median(v[5:]) * 1e3 for k, v in times.items()}
+    med["clip factors and c @ G"] = (med.pop("clipped sums (with per-graph gradients)")
+                                     - med["per-graph gradients"])
+    print(f"{args.dataset} ({args.backbone}), {len(times['DP forward'])} steps, CPU ms "
+          "(medians)")
+    for key in sorted(med):
+        print(f"  {key:<32}{med[key]:7.2f}")
+    total = {who: sum(med[f"{who} {part}"] for part in
+                      ("zero_grad", "forward", "backward", "optimizer.step"))
+             for who in ("DP", "non-private")}
+    print(f"  total: DP {total['DP']:.2f}, non-private {total['non-private']:.2f}, ratio "
+          f"{total['DP'] / total['non-private']:.2f}x")
 
 
 def _fit(gset, epsilon, seed, args):
@@ -144,7 +202,7 @@ def part_mia(args) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=("step", "table", "mia"), default="step")
+    ap.add_argument("--part", choices=("step", "phases", "table", "mia"), default="step")
     ap.add_argument("--data-root", default="../shared/datasets")
     ap.add_argument("--dataset", default="proteins")
     ap.add_argument("--datasets", default="proteins,aids,enzymes,cox2,dhfr")
@@ -163,7 +221,8 @@ def main() -> None:
                          "(the form before the chunked one) to compare the two")
     ap.add_argument("--json", default=None, help="also write the table's numbers here")
     args = ap.parse_args()
-    {"step": part_step, "table": part_table, "mia": part_mia}[args.part](args)
+    {"step": part_step, "phases": part_phases, "table": part_table,
+     "mia": part_mia}[args.part](args)
 
 
 if __name__ == "__main__":

@@ -21,9 +21,9 @@ METHODS = ["heterpoisson", "dpgnn", "dpmlp", "gap"]
 
 def _patch(monkeypatch, bug):
     if bug == "std/2":
-        original = engine_module.gaussian_noise
-        monkeypatch.setattr(engine_module, "gaussian_noise",
-                            lambda like, std, **kw: original(like, std / 2, **kw))
+        original = engine_module.noised_flat
+        monkeypatch.setattr(engine_module, "noised_flat",
+                            lambda sums, std, **kw: original(sums, std / 2, **kw))
     elif bug == "no clip":
         monkeypatch.setattr(clipping, "clip_factors", lambda norms, c: torch.ones_like(norms))
 

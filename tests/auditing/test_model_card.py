@@ -193,9 +193,9 @@ def test_a_private_model_whose_noise_is_secretly_off_is_flagged(noise, monkeypat
     from gnnprivacy.training.dp import engine as engine_module
 
     if noise == "secretly off":
-        original = engine_module.gaussian_noise
-        monkeypatch.setattr(engine_module, "gaussian_noise",
-                            lambda like, std, **kw: original(like, std * 0.01, **kw))   # 1% of the plan
+        original = engine_module.noised_flat
+        monkeypatch.setattr(engine_module, "noised_flat",
+                            lambda sums, std, **kw: original(sums, std * 0.01, **kw))   # 1% of the plan
     data = gp.load_dataset("csbm", num_nodes=400)
     train_fn = _private_train_fn(1.0)
     pt = train_fn(data, 0)

@@ -75,12 +75,13 @@ MUTANTS = [
            "return self.noise_multiplier * self.clip_norm",
            "return self.noise_multiplier * self.clip_norm / 2", DP),
     Mutant("noise-add-half", "noise", "gnnprivacy.training.dp.engine:DPEngine.add_noise",
-           "gaussian_noise(s, std,", "gaussian_noise(s, std / 2,", DP),
+           "noised_flat(sums, self.noise_std,", "noised_flat(sums, self.noise_std / 2,", DP),
     Mutant("noise-draw-half", "noise", "gnnprivacy.training.dp.noise:gaussian_noise",
            "z.mul_(std)", "z.mul_(std / 2)", DP),
-    Mutant("noise-one-param", "noise", "gnnprivacy.training.dp.engine:DPEngine.add_noise",
-           "secure=self.secure_mode)",
-           "secure=self.secure_mode) * (name != next(iter(sums)))", DP),
+    Mutant("noise-one-param", "noise", "gnnprivacy.training.dp.noise:noised_flat",
+           "gaussian_noise(flat, std, generator=generator, secure=secure)",
+           "gaussian_noise(flat, std, generator=generator, secure=secure) * ("
+           "torch.arange(flat.numel(), device=flat.device) >= values[0].numel())", DP),
     Mutant("noise-zero-below-1", "noise", "gnnprivacy.training.dp.noise:gaussian_noise",
            "if std == 0:", "if std < 1:", DP),
     # ------------------------------------------------------------------ sampling rate

@@ -48,7 +48,7 @@ from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.sampling import poisson_node_batch
 from gnnprivacy.training.dp.clipping import clip_and_sum
 from gnnprivacy.training.dp.engine import DPEngine, StepInfo, make_optimizer
-from gnnprivacy.training.dp.noise import gaussian_noise
+from gnnprivacy.training.dp.noise import noised_flat
 from gnnprivacy.training import _privacy
 from gnnprivacy.training.node_dp.common import FeatureNorm, is_inductive
 from gnnprivacy.sampling.star_batch import StarBatch
@@ -153,9 +153,7 @@ class DistributedDPEngine(DPEngine):
         std = self.noise_std
         sums = dict(clipped_sums)
         if rank == self.noise_rank:
-            sums = {name: s + gaussian_noise(s, std, generator=self.generator,
-                                             secure=self.secure_mode)
-                    for name, s in sums.items()}
+            sums = noised_flat(sums, std, generator=self.generator, secure=self.secure_mode)
         if world == 1:
             return sums, num_subgraphs
         names = list(sums)

@@ -189,3 +189,35 @@ def test_bad_arguments():
         gaussian_noise(torch.zeros(3), 1.0)
     assert "noise_std" in repr(DPEngine(model, opt, clip_norm=1.0, noise_multiplier=1.0,
                                         expected_batch_size=4.0, generator=gen))
+
+
+def test_noise_is_one_flat_draw_over_all_parameters_and_the_update_reads_it_whole():
+    """One ``randn`` over the sums laid end to end (not one per parameter): the noisy sums
+    are the flat sums plus exactly the generator's next draw of their total length, handed
+    back as views of one vector, which `apply` scales in one operation."""
+    model = small_model()
+    opt = torch.optim.SGD(model.parameters(), lr=1.0)
+    engine = DPEngine(model, opt, clip_norm=1.0, noise_multiplier=2.0, expected_batch_size=4.0,
+                      generator=torch.Generator().manual_seed(5))
+    sums = {n: torch.full_like(p, 0.5) for n, p in model.named_parameters()}
+    noisy = engine.add_noise(sums)
+    total = sum(p.numel() for p in model.parameters())
+    draw = torch.randn(total, generator=torch.Generator().manual_seed(5), dtype=DT) * 2.0
+    flat = torch.cat([v.reshape(-1) for v in noisy.values()])
+    torch.testing.assert_close(flat, 0.5 + draw, rtol=0, atol=1e-12)
+    assert list(noisy) == list(sums) and all(noisy[n].shape == sums[n].shape for n in sums)
+    assert all(v._base is noisy.flat for v in noisy.values())
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    engine.apply(noisy, 4)
+    for n, p in model.named_parameters():     # SGD at lr 1: p <- p - noisy / B_exp
+        torch.testing.assert_close(p.detach(), before[n] - noisy[n] / 4.0)
+
+
+def test_noise_over_sums_of_mixed_dtypes_keeps_each_dtype():
+    gen = torch.Generator().manual_seed(0)
+    from gnnprivacy.training.dp.noise import noised_flat
+
+    out = noised_flat({"a": torch.zeros(3, dtype=torch.float32), "b": torch.zeros(2, dtype=DT)},
+                      1.0, generator=gen)
+    assert out["a"].dtype == torch.float32 and out["b"].dtype == DT
+    assert float(out["a"].abs().sum()) > 0 and float(out["b"].abs().sum()) > 0

@@ -69,3 +69,28 @@ def test_chunked_grads_equal_each_subgraphs_own_gradient(trial):
     ref = torch.stack([(d[seg == i].t() @ a[seg == i]).flatten() for i in range(num)])
     got = chunked_linear_grads(a, d, segment_chunks(seg, num, width=width), num)
     torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-12)
+
+
+def test_rows_in_subgraph_order_are_not_sorted_again():
+    """A PyG batch's rows come grouped by subgraph: the layout is the rows themselves, in
+    order (the same chunks a sort would give)."""
+    seg = torch.tensor([0, 0, 0, 1, 2, 2, 2, 2, 2])
+    chunks = segment_chunks(seg, 3, width=2)
+    kept = chunks.rows[chunks.valid.view(-1).bool()]
+    assert kept.tolist() == list(range(9))
+    assert chunks.owner.tolist() == [0, 0, 1, 2, 2, 2]
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 2e-6), (torch.float64, 1e-12)])
+def test_the_layer_norm_rules_normalised_input_equals_torchs(dtype, tol):
+    """The LayerNorm rule writes ``x̂`` out (cheaper than ``F.layer_norm`` on a CPU): the
+    same values, over one or several trailing dimensions."""
+    from torch.nn import functional as F
+
+    from gnnprivacy.training.dp.flat_rules import _normalised
+
+    gen = torch.Generator().manual_seed(0)
+    x = (torch.randn(50, 4, 8, generator=gen, dtype=torch.float64) * 3 + 1).to(dtype)
+    for shape in ((8,), (4, 8)):
+        torch.testing.assert_close(_normalised(x, shape, 1e-5),
+                                   F.layer_norm(x, shape, eps=1e-5), rtol=tol, atol=tol)

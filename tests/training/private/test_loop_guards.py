@@ -470,3 +470,37 @@ def test_leaving_the_loop_after_a_draw_stops_the_recording(data):
             raise RuntimeError("a bug in the loop body")
     pt.close()
     assert torch._C._len_torch_function_stack() == 0
+
+
+def test_the_engines_own_hook_operations_are_not_traced_on_light_steps(data):
+    """The capture's bookkeeping (freezing the parameters, detaching inputs, gradient hooks)
+    runs in the trace's muted section: recorded for the replay on the checked step, out of
+    every step's signature, and not dispatched through the trace at all on later steps (it
+    was about half of the light trace's operations). The loop's own operations still are."""
+    torch.manual_seed(0)
+    model = Sage(data.num_features).double()
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    pt = gp.make_private(model, opt, data, sampler="heterpoisson", noise_multiplier=1.0,
+                         steps=3, seed=0)
+    seen = []
+    for i, batch in enumerate(pt.loader):
+        opt.zero_grad()
+        honest(model, batch, {})
+        trace = pt.guard.trace
+        names = [getattr(f, "__name__", "") for f in trace.funcs]
+        seen.append((trace.light, names, [op.name for op in trace.ops]))
+        opt.step()
+    (light0, names0, ops0), (light1, names1, ops1) = seen[0], seen[1]
+    assert not light0 and light1
+    engine_ops = {"requires_grad_", "register_hook", "detach"}
+    assert engine_ops <= set(ops0)              # recorded on the checked step (the replay)
+    assert not engine_ops & set(names0) and not engine_ops & set(names1)
+    assert {"linear", "backward"} <= set(names1)
+    assert [n for n in names0 if n not in guards_unsigned()] == [
+        n for n in names1 if n not in guards_unsigned()]
+
+
+def guards_unsigned():
+    from gnnprivacy.training.private.guards import _UNSIGNED
+
+    return _UNSIGNED

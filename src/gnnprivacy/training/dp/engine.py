@@ -45,7 +45,7 @@ from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.training.dp.capture import ActivationCapture
 from gnnprivacy.training.dp.clipping import (ClipGroup, clip_and_sum, effective_clip_norm,
                                              resolve_groups)
-from gnnprivacy.training.dp.noise import gaussian_noise
+from gnnprivacy.training.dp.noise import noised_flat, unflatten
 
 __all__ = ["DPEngine", "SAMPLINGS", "StepInfo", "check_sampling", "make_optimizer"]
 
@@ -230,11 +230,12 @@ class DPEngine:
         return self._audit.observe(self.add_noise(self._audit.inject(sums)), num)
 
     def add_noise(self, sums: dict[str, Tensor]) -> dict[str, Tensor]:
-        """``sums`` plus one fresh draw of ``N(0, σ² I)`` per parameter."""
-        std = self.noise_std
-        return {name: s + gaussian_noise(s, std, generator=self.generator,
-                                         secure=self.secure_mode)
-                for name, s in sums.items()}
+        """``sums`` plus one fresh draw of ``N(0, σ² I)`` over all of them: the sums laid
+        end to end in one flat vector, one ``randn`` of its length added in one operation,
+        the result handed back as views per name (same distribution as a draw per
+        parameter, a few operations instead of three per parameter)."""
+        return noised_flat(sums, self.noise_std, generator=self.generator,
+                           secure=self.secure_mode)
 
     def step(self, closure: Callable[[], Tensor], *, row_mask: Tensor | None = None) -> StepInfo:
         """One noisy step: clip, add noise, update, then account for it.
@@ -255,13 +256,26 @@ class DPEngine:
         return self.apply(self._noised(clipped_sums, num_subgraphs), num_subgraphs)
 
     def apply(self, noisy: dict[str, Tensor], num: int) -> StepInfo:
-        """Set ``g̃ / B_exp`` as the gradients, update, compose one step event."""
+        """Set ``g̃ / B_exp`` as the gradients, update, compose one step event. Sums laid
+        end to end in one vector (as `add_noise` returns them) are scaled in one
+        operation."""
         params = dict(self.model.named_parameters())
-        for name, total in noisy.items():
-            grad = total / self.expected_batch_size
+        flat = getattr(noisy, "flat", None)
+        if flat is not None:
+            scaled = flat / self.expected_batch_size
             if self.update_clamp is not None:
-                grad = grad.clamp(-self.update_clamp, self.update_clamp)
-            params[name].grad = grad.to(params[name].dtype)
+                scaled = scaled.clamp_(-self.update_clamp, self.update_clamp)
+            grads = unflatten(scaled, noisy)
+        else:
+            grads = {}
+            for name, total in noisy.items():
+                grad = total / self.expected_batch_size
+                if self.update_clamp is not None:
+                    grad = grad.clamp(-self.update_clamp, self.update_clamp)
+                grads[name] = grad
+        for name, grad in grads.items():
+            p = params[name]
+            p.grad = grad if grad.dtype == p.dtype else grad.to(p.dtype)
         self._update()
         self.steps_ += 1
         if self.accountant is not None:

@@ -25,7 +25,7 @@ import inspect
 import time
 import warnings
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +51,9 @@ class SubgraphMixingError(UnsupportedModuleError):
     def __init__(self, message: str):
         ValueError.__init__(self, message)
         self.path, self.module_type = "", ""
+
+
+_NO_CONTEXT = nullcontext()
 
 
 def _refused(path: str, module: nn.Module, why: str) -> UnsupportedModuleError:
@@ -228,6 +231,9 @@ class FlatCapture(Probe):
         self._replaying = False
         self._handles: list = []
         self._open: dict[nn.Module, dict] = {}    # probed calls in progress: their extras
+        #: a context for the hooks' own tensor operations, set by whoever traces the loop
+        #: (the loop guard's `LoopTrace.muted`: kept out of the step's signature)
+        self.quiet = None
 
     # ------------------------------------------------------------------ hooks
     def attach(self) -> None:
@@ -255,29 +261,35 @@ class FlatCapture(Probe):
             h.remove()
         self._handles = []
 
+    def _muted(self):
+        return self.quiet if self.quiet is not None else _NO_CONTEXT
+
     def _root_pre(self, module, args, kwargs):
         if self._replaying or not torch.is_grad_enabled():
             self._active = False
             return None
         self._active = True
         self.root_calls.append((args, kwargs))
-        self._frozen = [p for p in self.model.parameters() if p.requires_grad]
-        for p in self._frozen:
-            p.requires_grad_(False)
+        with self._muted():
+            self._frozen = [p for p in self.model.parameters() if p.requires_grad]
+            for p in self._frozen:
+                p.requires_grad_(False)
         return None
 
     def _root_post(self, module, args, output):
-        if self._active and not self._replaying:
-            self.output_rows.append(output.shape[0] if isinstance(output, Tensor)
-                                    and output.dim() else None)
-        for p in self._frozen:
-            p.requires_grad_(True)
+        with self._muted():
+            if self._active and not self._replaying:
+                self.output_rows.append(output.shape[0] if isinstance(output, Tensor)
+                                        and output.dim() else None)
+            for p in self._frozen:
+                p.requires_grad_(True)
         self._frozen = []
         return None
 
     def _rng_pre(self, module, args):
         if self._active and not self._replaying:
-            self._pending_rng = _rng_state(module)
+            with self._muted():
+                self._pending_rng = _rng_state(module)
         return None
 
     def _open_call(self, module, args):
@@ -289,7 +301,8 @@ class FlatCapture(Probe):
         """`Probe.keep`: store ``value`` for the call of ``module`` in progress."""
         extra = self._open.get(module)
         if extra is not None and self._active and not self._replaying:
-            extra[key] = _detach(value)
+            with self._muted():
+                extra[key] = _detach(value)
 
     def watch(self, module: nn.Module, key: str, tensor: Tensor) -> Tensor:
         """`Probe.watch`: the gradient with respect to ``tensor`` goes to the call's
@@ -297,13 +310,14 @@ class FlatCapture(Probe):
         extra = self._open.get(module)
         if extra is None or not self._active or self._replaying or not isinstance(tensor, Tensor):
             return tensor
-        if not tensor.requires_grad:
-            tensor = tensor.detach().requires_grad_(True)
+        with self._muted():
+            if not tensor.requires_grad:
+                tensor = tensor.detach().requires_grad_(True)
 
-        def store(grad):
-            extra[key] = grad.detach() if key not in extra else extra[key] + grad.detach()
+            def store(grad):
+                extra[key] = grad.detach() if key not in extra else extra[key] + grad.detach()
 
-        tensor.register_hook(store)
+            tensor.register_hook(store)
         return tensor
 
     def _batch_pre(self, module, args, kwargs):
@@ -321,6 +335,10 @@ class FlatCapture(Probe):
     def _hook(self, module, args, kwargs, output):
         if not self._active or self._replaying:
             return None
+        with self._muted():
+            return self._record(module, args, kwargs, output)
+
+    def _record(self, module, args, kwargs, output):
         if not isinstance(output, Tensor):
             name = next(n for n, m, _ in self.layers if m is module)
             raise _refused(name, module, "the DP engine needs modules with "

@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
-from torch.nn import functional as F
 
 from gnnprivacy.training.dp.segments import (CHUNK_ELEMENTS, CHUNKED_MAX_WEIGHT,
                                              chunked_linear_grads, linear_norms_sq,
@@ -203,8 +202,10 @@ def _buckets(calls: list[Call], seg: Tensor, num: int, *, chunks: bool = False):
 def _linear_rule(layer: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Contribution]:
     a, d, seg = _rows(calls, lambda c: c.args[0])
     num = calls[0].num_segments
-    a = a.to(d.dtype)
+    a = a if a.dtype == d.dtype else a.to(d.dtype)
     out: dict[nn.Parameter, Contribution] = {}
+    bias = getattr(layer, "bias", None)
+    with_bias = bias is not None and bias.requires_grad
     if layer.weight.requires_grad:
         p, q = d.shape[1], a.shape[1]
         chunks = (_buckets(calls, seg, num, chunks=True)
@@ -217,8 +218,7 @@ def _linear_rule(layer: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Cont
         else:
             norms = linear_norms_sq(a, d, _buckets(calls, seg, num), num)
             out[layer.weight] = Contribution(norms, lambda c: _scaled_product(d, a, c[seg]))
-    bias = getattr(layer, "bias", None)
-    if bias is not None and bias.requires_grad:
+    if with_bias:
         out[bias] = _materialised(segment_sum(d, seg, num), bias.shape)
     return out
 
@@ -236,6 +236,18 @@ register_flat_rule(nn.Linear, _linear_rule)
 
 
 # ------------------------------------------------------------------------------ LayerNorm
+def _normalised(x: Tensor, shape: tuple, eps: float) -> Tensor:
+    """``x̂``, layer normalisation without the affine map over the trailing ``shape``:
+    ``(x - mean) / sqrt(var + eps)`` (biased variance, as ``F.layer_norm``; written out, it
+    takes about two thirds of ``F.layer_norm``'s time on a CPU for narrow rows)."""
+    size = 1
+    for n in shape:
+        size *= n
+    rows = x.reshape(-1, size)
+    centred = rows - rows.mean(1, keepdim=True)
+    return (centred * torch.rsqrt(centred.square().mean(1, keepdim=True) + eps)).view(x.shape)
+
+
 def _layer_norm_rule(norm: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Contribution]:
     shape = tuple(norm.normalized_shape) if hasattr(norm, "normalized_shape") else (
         norm.in_channels,)
@@ -243,7 +255,8 @@ def _layer_norm_rule(norm: nn.Module, calls: list[Call]) -> dict[nn.Parameter, C
     xhat_parts, d_parts, s_parts = [], [], []
     for call in calls:
         x = call.args[0]
-        xhat = F.layer_norm(x.to(call.grad.dtype), shape, eps=norm.eps)
+        xhat = _normalised(x if x.dtype == call.grad.dtype else x.to(call.grad.dtype), shape,
+                           norm.eps)
         lead = x.shape[:x.dim() - len(shape)]
         per_row = 1
         for size in lead[1:]:
@@ -253,10 +266,17 @@ def _layer_norm_rule(norm: nn.Module, calls: list[Call]) -> dict[nn.Parameter, C
         s_parts.append(call.seg.repeat_interleave(per_row) if per_row != 1 else call.seg)
     xhat, d, seg = _cat(xhat_parts), _cat(d_parts), _cat(s_parts)
     out: dict[nn.Parameter, Contribution] = {}
-    if norm.weight is not None and norm.weight.requires_grad:
+    weight = norm.weight is not None and norm.weight.requires_grad
+    bias = norm.bias is not None and norm.bias.requires_grad
+    if weight and bias:          # one segment sum for both (its cost is per row summed)
+        both = segment_sum(torch.cat([(d * xhat).flatten(1), d.flatten(1)], 1), seg, num)
+        size = norm.weight.numel()
+        out[norm.weight] = _materialised(both[:, :size], norm.weight.shape)
+        out[norm.bias] = _materialised(both[:, size:], norm.bias.shape)
+    elif weight:
         out[norm.weight] = _materialised(segment_sum((d * xhat).flatten(1), seg, num),
                                          norm.weight.shape)
-    if norm.bias is not None and norm.bias.requires_grad:
+    elif bias:
         out[norm.bias] = _materialised(segment_sum(d.flatten(1), seg, num), norm.bias.shape)
     return out
 

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 
-__all__ = ["gaussian_noise", "to_device"]
+__all__ = ["FlatSums", "flatten", "gaussian_noise", "noised_flat", "to_device", "unflatten"]
 
 
 def gaussian_noise(like: Tensor, std: float, *, generator: torch.Generator | None = None,
@@ -49,6 +49,46 @@ def gaussian_noise(like: Tensor, std: float, *, generator: torch.Generator | Non
     # gives the same numbers on every device, then one asynchronous copy.
     z = torch.randn(like.shape, generator=generator, dtype=like.dtype, device=generator.device)
     return to_device(z.mul_(std), like.device)
+
+
+class FlatSums(dict):
+    """Name -> tensor, every value a view of ``flat`` (the values laid end to end, in
+    order): what `noised_flat` returns, so the update scales them in one operation."""
+
+    def __init__(self, items, flat: Tensor):
+        super().__init__(items)
+        self.flat = flat
+
+
+def flatten(tensors: dict[str, Tensor]) -> Tensor:
+    """The values of ``tensors`` laid end to end (one copy; ``.flat`` of a `FlatSums`)."""
+    flat = getattr(tensors, "flat", None)
+    if flat is not None:
+        return flat
+    return torch._C._nn.flatten_dense_tensors(list(tensors.values()))
+
+
+def unflatten(flat: Tensor, like: dict[str, Tensor]) -> FlatSums:
+    """``flat`` cut into views with the names and shapes of ``like``'s values."""
+    return FlatSums(zip(like, torch._C._nn.unflatten_dense_tensors(flat, list(like.values()))),
+                    flat)
+
+
+def noised_flat(sums: dict[str, Tensor], std: float, *,
+                generator: torch.Generator | None = None,
+                secure: bool = False) -> dict[str, Tensor]:
+    """``sums`` plus one draw of ``N(0, std² I)`` over all their coordinates: one flat
+    ``randn`` (`gaussian_noise`) added to the sums laid end to end, handed back as views
+    (a `FlatSums`). Sums of several dtypes or devices get one draw each."""
+    if not sums:
+        return {}
+    values = list(sums.values())
+    first = values[0]
+    if any(t.dtype != first.dtype or t.device != first.device for t in values):
+        return {name: s + gaussian_noise(s, std, generator=generator, secure=secure)
+                for name, s in sums.items()}
+    flat = flatten(sums)
+    return unflatten(flat + gaussian_noise(flat, std, generator=generator, secure=secure), sums)
 
 
 def to_device(t: Tensor, device: torch.device) -> Tensor:

@@ -229,7 +229,9 @@ def segment_chunks(seg: Tensor, num_segments: int, width: int = CHUNK_ROWS) -> C
     if largest <= 1:                          # one row per subgraph (pooled rows): no layout
         return Chunks(torch.arange(total, device=device), None, seg, 1, False, True)
     w = max(1, min(width, largest))
-    order = torch.argsort(seg, stable=True)
+    # a PyG batch's rows are already grouped by subgraph, in order: then no sort
+    ordered = bool((seg[1:] >= seg[:-1]).all())
+    order = None if ordered else torch.argsort(seg, stable=True)
     per = (counts + (w - 1)) // w                              # chunks of each subgraph
     owner = torch.repeat_interleave(torch.arange(num_segments, device=device), per)
     k = owner.numel()
@@ -239,7 +241,7 @@ def segment_chunks(seg: Tensor, num_segments: int, width: int = CHUNK_ROWS) -> C
     valid = pos < counts[owner].unsqueeze(1)
     start = torch.cumsum(counts, 0) - counts
     idx = (start[owner].unsqueeze(1) + pos).clamp_max(max(total - 1, 0))
-    rows = order[idx].reshape(-1) if total else idx.reshape(-1)
+    rows = order[idx].reshape(-1) if order is not None else idx.reshape(-1)
     padded = not bool(valid.all())
     return Chunks(rows, valid.reshape(-1, 1).float() if padded else None, owner, w,
                   k == num_segments and bool((per == 1).all()), largest <= 1)
@@ -267,7 +269,8 @@ def chunked_linear_grads(a: Tensor, d: Tensor, chunks: Chunks, num_segments: int
         rows = chunks.rows[s * w:(s + step) * w]
         db = d.index_select(0, rows)
         if chunks.valid is not None:
-            db = db * chunks.valid[s * w:(s + step) * w].to(db.dtype)
+            valid = chunks.valid[s * w:(s + step) * w]
+            db = db * (valid if valid.dtype == db.dtype else valid.to(db.dtype))
         n = rows.numel() // w
         g = torch.bmm(db.view(n, w, p).transpose(1, 2), a.index_select(0, rows).view(n, w, q))
         if total is None:

@@ -36,6 +36,7 @@ class weights) is taken as public; `LoopGuard.unaccounted` says so in ``privacy`
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import torch
@@ -106,10 +107,54 @@ class _Op:
 _SIGNED: dict = {}          # function -> whether it enters a signature (memo)
 
 
+class _Muted:
+    """`LoopTrace.muted`: a section of the engine's own bookkeeping (the capture's hooks).
+    A full trace records its operations for the replay but leaves them out of the
+    signature; a light trace does not see them at all (the mode is popped while it runs,
+    so they cost no dispatch through Python)."""
+
+    __slots__ = ("_trace", "popped")
+
+    def __init__(self, trace: LoopTrace):
+        # a weak reference: the capture holding this section is reachable from the model,
+        # which must stay copyable (the recorded operations are not)
+        self._trace, self.popped = weakref.ref(trace), []
+
+    @property
+    def trace(self) -> LoopTrace:
+        return self._trace()
+
+    def __enter__(self):
+        trace = self.trace
+        if trace is None:
+            self.popped.append(None)
+            return self
+        trace.muted += 1
+        top = (trace.light and trace.entered and torch._C._len_torch_function_stack() > 0
+               and torch._C._get_function_stack_at(
+                   torch._C._len_torch_function_stack() - 1) is trace)
+        if top:
+            torch._C._pop_torch_function_stack()
+        self.popped.append(top)
+        return self
+
+    def __exit__(self, *exc):
+        popped, trace = self.popped.pop(), self.trace
+        if popped is None or trace is None:
+            return False
+        if popped:
+            torch._C._push_on_torch_function_stack(trace)
+        trace.muted -= 1
+        return False
+
+
 class LoopTrace(TorchFunctionMode):
     """Records every torch operation (function, arguments, result, the RNG state of random
     ones, the value an in-place one overwrote) while it is entered; with ``light=True`` only
-    the functions called (a step's signature, at a few microseconds per operation)."""
+    the functions called (a step's signature, at a few microseconds per operation).
+
+    Operations inside ``with trace.muted:`` (the engine's own bookkeeping) are recorded for
+    the replay but are not part of the signature, in both modes."""
 
     def __init__(self, *, light: bool = False):
         super().__init__()
@@ -118,13 +163,17 @@ class LoopTrace(TorchFunctionMode):
         self.funcs: list = []
         self.overflow = False
         self.entered = False
+        self.muted = 0
+        self.muted_section = _Muted(self)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if self.overflow or len(self.funcs) >= MAX_OPS:    # left running: stop growing
+        if self.overflow or len(self.funcs) + len(self.ops) >= MAX_OPS:   # left running
             self.overflow = True
             return func(*args, **kwargs)
         if self.light:
+            if self.muted:
+                return func(*args, **kwargs)
             self.funcs.append(func)
             if func in _BACKWARDS:
                 self.ops.append(_Op(func, _name(func), args, kwargs, True))
@@ -139,7 +188,8 @@ class LoopTrace(TorchFunctionMode):
                 op.before = target.detach().clone()
         op.result = func(*args, **kwargs)
         self.ops.append(op)
-        self.funcs.append(func)
+        if not self.muted:
+            self.funcs.append(func)
         return op.result
 
     def signature(self) -> tuple:
@@ -308,6 +358,11 @@ class LoopGuard:
     def stop(self) -> None:
         if self.trace is not None:
             self.trace.stop()
+
+    def muted(self):
+        """The current trace's section for the engine's own bookkeeping
+        (`LoopTrace.muted_section`), or ``None`` when nothing is traced."""
+        return self.trace.muted_section if self.trace is not None else None
 
     def check(self, layout: BatchLayout) -> None:
         """At ``optimizer.step()``: the buffer check, and the loop check on a traced step.

@@ -49,6 +49,7 @@ from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.training.dp import clipping
 from gnnprivacy.training.dp.engine import DPEngine
 from gnnprivacy.training.dp.flat_capture import BatchLayout, FlatCapture, SubgraphMixingError
+from gnnprivacy.training.dp.noise import unflatten
 from gnnprivacy.training.private.graph_sampler import GraphSampler
 from gnnprivacy.training.private.guards import LoopGuard
 from gnnprivacy.training.private.samplers import SAMPLERS, SubgraphSampler, make_sampler
@@ -286,6 +287,7 @@ class PrivateTraining:
                            if getattr(self.sampler, "edges_inside", False) else None))
         self.capture.reset()
         self.guard.begin()
+        self.capture.quiet = self.guard.muted()    # the hooks' own ops: not the loop's
         return batch
 
     def _check_stepped(self) -> None:
@@ -339,6 +341,7 @@ class PrivateTraining:
             sums = self._clipped_sums(layout, scale)
         finally:
             self.capture.reset()
+            self.capture.quiet = None
         self.engine.release(sums, layout.num_subgraphs)
 
     def _clipped_sums(self, layout: BatchLayout, scale: float) -> dict[str, torch.Tensor]:
@@ -355,24 +358,31 @@ class PrivateTraining:
         kept = [(n, p) for n, p in named if p in contributions]
         flat = [(n, p) for n, p in kept if contributions[p].per_segment is not None]
         rest = [(n, p) for n, p in kept if contributions[p].per_segment is None]
-        total = torch.zeros(num, dtype=dtype, device=layout.batch.device)
+        total = None
         if flat:
-            parts = [contributions[p].per_segment.to(dtype) for _, p in flat]
+            parts = [_as(contributions[p].per_segment, dtype) for _, p in flat]
             grads = parts[0] if len(parts) == 1 else torch.cat(parts, 1)
-            total = total + grads.square().sum(1)
+            total = grads.square().sum(1)
         for _, p in rest:
-            total = total + contributions[p].norm_sq.to(dtype)
+            sq = _as(contributions[p].norm_sq, dtype)
+            total = sq if total is None else total + sq
+        if total is None:
+            total = torch.zeros(num, dtype=dtype, device=layout.batch.device)
         total = total * (scale * scale)
         factors = clipping.clip_factors(total.sqrt(), self.max_grad_norm) * scale
+        if flat and len(flat) == len(named):
+            # every parameter materialised, in the model's order: the clipped sums are one
+            # vector (the noise and the update then read it whole)
+            return unflatten(_as(factors, grads.dtype) @ grads, dict(named))
         out = {n: torch.zeros_like(p) for n, p in named if p not in contributions}
         if flat:
-            summed = factors.to(grads.dtype) @ grads
+            summed = _as(factors, grads.dtype) @ grads
             at = 0
             for n, p in flat:
-                out[n] = summed[at:at + p.numel()].view(p.shape).to(p.dtype)
+                out[n] = _as(summed[at:at + p.numel()].view(p.shape), p.dtype)
                 at += p.numel()
         for n, p in rest:
-            out[n] = contributions[p].weighted(factors).to(p.dtype)
+            out[n] = _as(contributions[p].weighted(factors), p.dtype)
         return {n: out[n] for n, _ in named}
 
     # ------------------------------------------------------------------ checkpoints
@@ -426,6 +436,11 @@ class PrivateTraining:
                 f"{self.noise_multiplier:.4g}, clip_norm={self.max_grad_norm:g}, steps="
                 f"{self.steps}/{self.steps_planned}, epsilon={self.epsilon:.4g}, "
                 f"delta={self.delta:.3g})")
+
+
+def _as(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``t`` in ``dtype`` (no operation when it already is)."""
+    return t if t.dtype == dtype else t.to(dtype)
 
 
 def _scheduler_aware(step, optimizer: torch.optim.Optimizer):
