@@ -43,3 +43,15 @@ def test_the_report_draws_it_on_request(tmp_path, write_run):
     assert [p.filename for p in build_report(tmp_path, plots="methods").plots] == [
         "test_accuracy-vs-epsilon-all-methods.png"]
     assert len(build_report(tmp_path).plots) == 4
+
+
+def test_a_panel_of_runs_without_a_key_is_named_none(tmp_path, write_run):
+    """000's baselines set ``preset`` and HeterPoisson does not: the third panel per dataset is
+    titled "preset=–" and its file ends "preset=none" (it ended "preset=.png")."""
+    for eps in (2.0, 8.0):
+        write_run(tmp_path, method="dpmlp", dataset="cora", seed=0, acc=0.4, epsilon=eps, preset="paper")
+        write_run(tmp_path, method="dpmlp", dataset="cora", seed=0, acc=0.6, epsilon=eps, preset="auto")
+        write_run(tmp_path, method="heterpoisson", dataset="cora", seed=0, acc=0.7, epsilon=eps)
+    names = sorted(p.filename for p in privacy_utility_plots(group_rows(ResultStore(tmp_path).rows()),
+                                                              "test_accuracy"))
+    assert names == [f"test_accuracy-vs-epsilon-preset={v}.png" for v in ("auto", "none", "paper")]

@@ -74,7 +74,9 @@ def privacy_utility_plots(groups: list[Group], metric: str, references: list[Ref
         if any(g.quick for g in members):
             title = f"QUICK (not comparable to the paper): {title}"
         png = _render_panel(members, metric, x_key, line_keys, list(references), title)
-        slug = re.sub(r"[^A-Za-z0-9.=-]+", "_", f"{metric}-vs-{x_key}-{title}").strip("_")
+        # a key a panel's runs do not set reads "–" in the title and "none" in the file name
+        slug = re.sub(r"[^A-Za-z0-9.=-]+", "_",
+                      f"{metric}-vs-{x_key}-{title}".replace("=–", "=none")).strip("_")
         plots.append(Plot(title, png, f"{slug}.png"))
     return plots
 
