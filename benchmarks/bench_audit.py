@@ -65,10 +65,10 @@ def _code(args) -> None:
     from gnnprivacy.training.dp import clipping
     from gnnprivacy.training.dp import engine as engine_module
 
-    honest_noise, honest_clip = engine_module.gaussian_noise, clipping.clip_factors
+    honest_noise, honest_clip = engine_module.noised_flat, clipping.clip_factors
     bugs = {"honest": lambda: None,
-            "noise std / 2": lambda: setattr(engine_module, "gaussian_noise",
-                                             lambda like, std, **k: honest_noise(like, std / 2,
+            "noise std / 2": lambda: setattr(engine_module, "noised_flat",
+                                             lambda sums, std, **k: honest_noise(sums, std / 2,
                                                                                  **k)),
             "clip skipped": lambda: setattr(clipping, "clip_factors",
                                             lambda norms, c: torch.ones_like(norms))}
@@ -84,7 +84,7 @@ def _code(args) -> None:
                           data_root=args.data_root)
                 secs = time.perf_counter() - t
             finally:
-                engine_module.gaussian_noise, clipping.clip_factors = honest_noise, honest_clip
+                engine_module.noised_flat, clipping.clip_factors = honest_noise, honest_clip
             print(f"{method:<14}{label:<16}{r.epsilon_claimed:>9.3f}"
                   f"{r.epsilon_lower_bound:>13.3f}{str(r.violation):>9}{secs:>9.1f}", flush=True)
 

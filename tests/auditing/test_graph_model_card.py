@@ -127,9 +127,9 @@ def test_a_private_graph_model_whose_noise_is_secretly_off_is_flagged(noise, gra
     from gnnprivacy.training.dp import engine as engine_module
 
     if noise == "secretly off":
-        original = engine_module.gaussian_noise
-        monkeypatch.setattr(engine_module, "gaussian_noise",
-                            lambda like, std, **kw: original(like, std * 0.0, **kw))
+        original = engine_module.noised_flat
+        monkeypatch.setattr(engine_module, "noised_flat",
+                            lambda sums, std, **kw: original(sums, std * 0.0, **kw))
     train_fn = _private_train_fn(1.0)
     pt = train_fn(graphs[:32], 0)
     card = gp.assess(pt, graphs, members=range(32), nonmembers=range(32, 48),
