@@ -48,7 +48,7 @@ from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.sampling import poisson_node_batch
 from gnnprivacy.training.dp.clipping import clip_and_sum
 from gnnprivacy.training.dp.engine import DPEngine, StepInfo, make_optimizer
-from gnnprivacy.training.dp.noise import noised_flat
+from gnnprivacy.training.dp.noise import flatten, noised_flat, unflatten
 from gnnprivacy.training import _privacy
 from gnnprivacy.training.node_dp.common import FeatureNorm, is_inductive
 from gnnprivacy.sampling.star_batch import StarBatch
@@ -150,24 +150,17 @@ class DistributedDPEngine(DPEngine):
         """This rank's clipped sums, plus the one noise draw where this is ``noise_rank``,
         summed over the ranks (one ``all_reduce``); with the global number of subgraphs."""
         rank, world = rank_and_world()
-        std = self.noise_std
-        sums = dict(clipped_sums)
+        sums = clipped_sums
         if rank == self.noise_rank:
-            sums = noised_flat(sums, std, generator=self.generator, secure=self.secure_mode)
+            sums = noised_flat(sums, self.noise_std, generator=self.generator,
+                               secure=self.secure_mode)
         if world == 1:
             return sums, num_subgraphs
-        names = list(sums)
-        first = sums[names[0]]
-        count = torch.tensor([float(num_subgraphs)], dtype=first.dtype,
-                             device=first.device)
-        flat = torch.cat([sums[n].reshape(-1) for n in names] + [count])
+        values = flatten(sums)
+        count = torch.tensor([float(num_subgraphs)], dtype=values.dtype, device=values.device)
+        flat = torch.cat([values, count])       # a new tensor: the caller's sums stay as they are
         dist.all_reduce(flat, op=dist.ReduceOp.SUM)
-        out, offset = {}, 0
-        for n in names:
-            size = sums[n].numel()
-            out[n] = flat[offset:offset + size].view_as(sums[n])
-            offset += size
-        return out, int(round(float(flat[-1])))
+        return unflatten(flat[:-1], sums), int(round(float(flat[-1])))
 
 
 class DistributedDPMLPTrainer(RankZeroCheckpoints, DPMLPTrainer):

@@ -370,17 +370,15 @@ class PrivateTraining:
             total = torch.zeros(num, dtype=dtype, device=layout.batch.device)
         total = total * (scale * scale)
         factors = clipping.clip_factors(total.sqrt(), self.max_grad_norm) * scale
+        summed = _as(factors, grads.dtype) @ grads if flat else None
         if flat and len(flat) == len(named):
             # every parameter materialised, in the model's order: the clipped sums are one
             # vector (the noise and the update then read it whole)
-            return unflatten(_as(factors, grads.dtype) @ grads, dict(named))
+            return unflatten(summed, dict(named))
         out = {n: torch.zeros_like(p) for n, p in named if p not in contributions}
         if flat:
-            summed = _as(factors, grads.dtype) @ grads
-            at = 0
-            for n, p in flat:
-                out[n] = _as(summed[at:at + p.numel()].view(p.shape), p.dtype)
-                at += p.numel()
+            for (n, p), s in zip(flat, unflatten(summed, dict(flat)).values()):
+                out[n] = _as(s, p.dtype)
         for n, p in rest:
             out[n] = _as(contributions[p].weighted(factors), p.dtype)
         return {n: out[n] for n, _ in named}
