@@ -5,8 +5,13 @@ any order (PyG batches are contiguous, the engine accepts any ``seg``)."""
 import pytest
 import torch
 
-from gnnprivacy.training.dp.segments import (chunked_linear_grads, chunked_linear_norms_sq,
-                                             linear_norms_sq, segment_buckets, segment_chunks)
+from gnnprivacy.training.dp.segments import (chunked_linear_grads, linear_norms_sq,
+                                             segment_buckets, segment_chunks)
+
+
+def chunked_linear_norms_sq(a, d, chunks, num):
+    """The squared norms of the chunked per-subgraph gradients (what the Linear rule clips)."""
+    return chunked_linear_grads(a, d, chunks, num).square().sum(1)
 
 
 def _naive(a, d, seg, num):

@@ -97,6 +97,11 @@ class OwnScale(nn.Module):
         return torch.sin(x * self.w) + self.b
 
 
+def _frozen_weight(norm: nn.LayerNorm) -> nn.LayerNorm:
+    norm.weight.requires_grad_(False)       # the LayerNorm rule then clips the bias alone
+    return norm
+
+
 def _gin(f, h):
     return GINConv(nn.Sequential(nn.Linear(f, h), nn.ReLU(), nn.Linear(h, h)), train_eps=True)
 
@@ -110,6 +115,8 @@ MODELS = {
     "torch-linear": lambda f: Single(nn.Linear(8, 8), f),
     "pyg-linear": lambda f: Single(PygLinear(8, 8), f),
     "torch-layernorm": lambda f: Single(nn.LayerNorm(8), f),
+    "torch-layernorm-no-bias": lambda f: Single(nn.LayerNorm(8, bias=False), f),
+    "torch-layernorm-frozen-weight": lambda f: Single(_frozen_weight(nn.LayerNorm(8)), f),
     "pyg-layernorm-node": lambda f: Single(PygLayerNorm(8, mode="node"), f),
     "embedding": lambda f: EmbeddingModel(f),
     "dropout-p0": lambda f: Single(nn.Dropout(0.0), f),

@@ -265,20 +265,22 @@ def _layer_norm_rule(norm: nn.Module, calls: list[Call]) -> dict[nn.Parameter, C
         d_parts.append(call.grad.reshape(-1, *shape))
         s_parts.append(call.seg.repeat_interleave(per_row) if per_row != 1 else call.seg)
     xhat, d, seg = _cat(xhat_parts), _cat(d_parts), _cat(s_parts)
-    out: dict[nn.Parameter, Contribution] = {}
-    weight = norm.weight is not None and norm.weight.requires_grad
-    bias = norm.bias is not None and norm.bias.requires_grad
-    if weight and bias:          # one segment sum for both (its cost is per row summed)
-        both = segment_sum(torch.cat([(d * xhat).flatten(1), d.flatten(1)], 1), seg, num)
-        size = norm.weight.numel()
-        out[norm.weight] = _materialised(both[:, :size], norm.weight.shape)
-        out[norm.bias] = _materialised(both[:, size:], norm.bias.shape)
-    elif weight:
-        out[norm.weight] = _materialised(segment_sum((d * xhat).flatten(1), seg, num),
-                                         norm.weight.shape)
-    elif bias:
-        out[norm.bias] = _materialised(segment_sum(d.flatten(1), seg, num), norm.bias.shape)
-    return out
+    rows = {}                    # parameter -> its per-row gradients
+    if norm.weight is not None and norm.weight.requires_grad:
+        rows[norm.weight] = (d * xhat).flatten(1)
+    if norm.bias is not None and norm.bias.requires_grad:
+        rows[norm.bias] = d.flatten(1)
+    if not rows:
+        return {}
+    # one segment sum for weight and bias together (its cost is per row summed)
+    sums = segment_sum(_cat_columns(list(rows.values())), seg, num)
+    parts = sums.split([p.numel() for p in rows], dim=1)
+    return {p: _materialised(part, p.shape) for p, part in zip(rows, parts)}
+
+
+def _cat_columns(parts: list[Tensor]) -> Tensor:
+    """The columns of every part side by side (no copy for one part)."""
+    return parts[0] if len(parts) == 1 else torch.cat(parts, 1)
 
 
 register_flat_rule(nn.LayerNorm, _layer_norm_rule)

@@ -20,8 +20,7 @@ import torch
 from torch import Tensor
 
 __all__ = ["Bucket", "Buckets", "Chunks", "segment_buckets", "segment_chunks", "segment_sum",
-           "linear_norms_sq", "chunked_linear_grads",
-           "chunked_linear_norms_sq"]
+           "linear_norms_sq", "chunked_linear_grads"]
 
 #: subgraphs of at most this many rows are grouped by exact size (no padding)
 EXACT_SIZES = 4
@@ -186,7 +185,7 @@ def linear_norms_sq(a: Tensor, d: Tensor, buckets: Buckets, num_segments: int) -
 
 #: rows per chunk of `segment_chunks`
 CHUNK_ROWS = 16
-#: largest ``p q`` (weight elements) for which `chunked_linear_norms_sq` is used: the
+#: largest ``p q`` (weight elements) for which `chunked_linear_grads` is used: the
 #: per-chunk gradients cost ``p q`` per row, the Gram form ``L (p + q)`` per row
 CHUNKED_MAX_WEIGHT = 4096
 
@@ -278,15 +277,3 @@ def chunked_linear_grads(a: Tensor, d: Tensor, chunks: Chunks, num_segments: int
         total.index_add_(0, chunks.owner[s:s + step], g.view(n, -1))
     return total if total is not None else torch.zeros(num_segments, p * q, dtype=d.dtype,
                                                        device=d.device)
-
-
-def chunked_linear_norms_sq(a: Tensor, d: Tensor, chunks: Chunks, num_segments: int
-                            ) -> Tensor:
-    """`linear_norms_sq` through per-chunk gradients (`chunked_linear_grads`), squared.
-    With one row per subgraph it is ``|d_r|² |a_r|²`` summed per subgraph (no outer
-    products)."""
-    if chunks.single_rows:
-        val = d.square().sum(1) * a.square().sum(1)
-        return torch.zeros(num_segments, dtype=d.dtype, device=d.device).index_add_(
-            0, chunks.owner, val)
-    return chunked_linear_grads(a, d, chunks, num_segments).square().sum(1)
