@@ -163,10 +163,13 @@ def _clipped_per_subgraph(model, data, body, ctx):
     body(model, batch, ctx)
     pt.guard.stop()
     layout = pt._pending
-    contributions = pt.capture.contributions(layout, scale=float(layout.num_subgraphs))
+    contributions = pt.capture.contributions(layout)
     params = [p for p in model.parameters() if p.requires_grad]
-    norms = sum(contributions[p].norm_sq for p in params if p in contributions).sqrt()
-    factors = clipping.clip_factors(norms, CLIP)
+    # the mean loss's gradients times the realised batch are the per-subgraph losses' (as in
+    # make_private's clipped sums: every rule is linear in the captured gradients)
+    scale = float(layout.num_subgraphs)
+    norms = sum(contributions[p].norm_sq for p in params if p in contributions).sqrt() * scale
+    factors = clipping.clip_factors(norms, CLIP) * scale
     rows = []
     for s in range(layout.num_subgraphs):
         one = torch.zeros_like(factors)

@@ -494,16 +494,13 @@ class FlatCapture(Probe):
                     "gradient; call the module itself (module(x)) or use another layer")
 
     # ------------------------------------------------------------------ gradients
-    def contributions(self, layout: BatchLayout, *, scale: float = 1.0
-                      ) -> dict[nn.Parameter, Contribution]:
-        """Per-parameter `Contribution` from the recorded calls.
+    def contributions(self, layout: BatchLayout) -> dict[nn.Parameter, Contribution]:
+        """Per-parameter `Contribution` from the recorded calls, for the captured ``δ`` as
+        they are (every rule is linear in ``δ``: a caller whose loss is a mean scales the
+        norms and the clip factors itself, as `make_private` does).
 
         Args:
             layout: the batch.
-            scale: factor on every ``δ`` (the realised batch size under a mean loss, so the
-                per-subgraph gradients are those of the per-subgraph losses). Every rule is
-                linear in ``δ``, so it is applied to the contributions (norms times
-                ``scale²``, clip factors times ``scale``), not to every captured tensor.
 
         Raises:
             SubgraphMixingError: a recorded output's rows match neither the nodes, the
@@ -536,8 +533,7 @@ class FlatCapture(Probe):
                 found = self._replay(module, calls)
                 fallback_s[f"{name or '<root>'!r} ({type(module).__name__})"] = (
                     time.perf_counter() - began)
-            out.update(found if scale == 1.0 else
-                       {p: _scaled(c, scale) for p, c in found.items()})
+            out.update(found)
         if fallback_s and not self._fallback_timed:
             self._fallback_timed = True
             rest = time.perf_counter() - start - sum(fallback_s.values())
@@ -559,11 +555,6 @@ class FlatCapture(Probe):
             return exact_fallback(module, calls)
         finally:
             self._replaying = False
-
-
-def _scaled(c: Contribution, scale: float) -> Contribution:
-    """The contribution of ``scale · δ`` (every rule is linear in ``δ``)."""
-    return Contribution(c.norm_sq * (scale * scale), lambda f, w=c.weighted: w(f * scale))
 
 
 def tensors_of(value) -> list[Tensor]:
