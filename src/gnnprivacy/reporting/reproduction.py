@@ -576,27 +576,19 @@ def _seeds_text(parts: list[Part]) -> str:
 
 def _software_text(parts: list[Part]) -> str:
     """Where the runs came from: per reproduction, the records counted by the torch and Python
-    versions and the device they name (runs of one reproduction may come from several machines;
-    each record keeps its own ``versions``)."""
-    import json
+    versions, the device and the commit they name (runs of one reproduction may come from
+    several machines; each record keeps its own ``versions``)."""
+    from gnnprivacy.records.store import ResultStore
 
     out = []
     for p in parts:
-        runs = Path(p.runs_dir)
-        if not runs.is_dir():
-            continue
+        with warnings.catch_warnings():     # an unreadable record is reported by the part's report
+            warnings.simplefilter("ignore")
+            records = ResultStore(p.runs_dir).records()
         envs: dict[tuple, int] = {}
-        for f in sorted(runs.glob("*.json")):
-            if f.name.endswith(".failed.json"):
-                continue
-            try:
-                rec = json.loads(f.read_text())
-            except (OSError, ValueError):
-                continue
-            if not isinstance(rec, dict) or "run_id" not in rec:
-                continue
-            v, cfg = rec.get("versions") or {}, rec.get("config") or {}
-            commit = str(rec.get("git_commit") or "unknown")
+        for rec in records:
+            v, cfg = rec.versions or {}, rec.config or {}
+            commit = str(rec.git_commit or "unknown")
             commit = commit[:7] + ("+dirty" if commit.endswith("+dirty") else "")
             key = (str(v.get("torch", "?")), str(v.get("python", "?")), str(cfg.get("device", "cpu")),
                    commit)
