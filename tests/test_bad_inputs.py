@@ -593,12 +593,12 @@ def setup_checkpoints_file(tmp: Path) -> None:
 def setup_other_checkpoint(tmp: Path) -> None:
     """A checkpoint (and its description) of the same run with --steps 3."""
     from gnnprivacy.method.config import resolve_config
-    from gnnprivacy.method.runner import _describe_checkpoint, checkpoint_path_for
+    from gnnprivacy.method.runner import checkpoint_path_for, describe_checkpoint
 
     config, params = resolve_config({"method": "heterpoisson", "dataset": "csbm", "dataset_args": SMALL,
                                      "epochs": 2, "steps": 3, "runs_dir": str(tmp / "runs")})
     ckpt = checkpoint_path_for(config, params)
-    _describe_checkpoint(ckpt, config, params)
+    describe_checkpoint(ckpt, config, params)
     ckpt.write_bytes(b"a checkpoint")
 
 

@@ -61,12 +61,12 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
 
     Writing: the output locations (the runs directory, and the checkpoint folder of a method
     that checkpoints) are checked before any work; the split and then the record are
-    published together (`publish`).
+    published together (`publish_run`).
     """
     t_start = time.perf_counter()
     config, params = resolve_config(values)
     spec = get_method(config.method)
-    ckpt = _check_outputs(config, params, spec, save=save, log=log)
+    ckpt = check_run_outputs(config, params, spec, save=save)
     if data is None:
         data = load_run_data(config)
     else:
@@ -84,7 +84,7 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
         (log or (lambda m: None))(f"warning: {note}")
     t_loaded = time.perf_counter()
     if ckpt is not None:
-        _describe_checkpoint(ckpt, config, params)
+        describe_checkpoint(ckpt, config, params)
     ctx = RunContext(config=config, params=params, data=data, seed=config.seed,
                      device=config.device, progress=progress, log=log or (lambda m: None),
                      checkpoint_path=None if ckpt is None else str(ckpt),
@@ -129,7 +129,7 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
     if save:
         companions = _model_companion(record, getattr(result, "model", None), data, config,
                                       model_path)
-        _publish(record, split, Path(config.runs_dir), ckpt, companions)
+        publish_run(record, split, Path(config.runs_dir), ckpt, companions)
     return record
 
 
@@ -223,8 +223,27 @@ def check_executed_ledger(result: MethodResult, *, target: float | None, what: s
             check_spent(sub, reported=reported, what=f"{what} ({part})")
 
 
-def _check_outputs(config, params, spec, *, save: bool, log) -> Path | None:
-    """Check every output location before any work; returns the checkpoint path (or ``None``)."""
+def check_run_outputs(config, params, spec, *, save: bool) -> Path | None:
+    """Check every output location of a run before any work (`run` and the sharded driver
+    call it first, so an unwritable folder cannot lose a trained result).
+
+    Args:
+        config: the resolved `RunConfig`.
+        params: the method's resolved parameters.
+        spec: the method's registry entry (`MethodSpec`): whether it checkpoints.
+        save: whether the run writes its record (``False``: nothing to check).
+
+    Returns:
+        The checkpoint path of a method that checkpoints, ``None`` otherwise or when not saving.
+
+    Raises:
+        InvalidParameterError: ``resume`` with a method that writes no checkpoint, or without
+            a runs directory.
+        WriteFailedError: the runs directory or its checkpoint folder cannot be written.
+
+    Warns:
+        ResumeWarning: ``resume`` was asked for but this configuration has no checkpoint.
+    """
     if config.resume and not spec.checkpoints:
         raise InvalidParameterError(
             "resume", "used with a method that checkpoints (heterpoisson, dpgnn, dpmlp)",
@@ -244,15 +263,28 @@ def _check_outputs(config, params, spec, *, save: bool, log) -> Path | None:
     return ckpt
 
 
-def _describe_checkpoint(ckpt: Path, config, params) -> None:
-    """Beside the checkpoint, its configuration: a ``--resume`` with changed options can then say
-    which options changed (see `no_checkpoint_message`)."""
+def describe_checkpoint(ckpt: Path, config, params) -> None:
+    """Write, beside the checkpoint ``ckpt``, its configuration (``<ckpt>.json``): a ``--resume``
+    with changed options can then say which options changed (see `no_checkpoint_message`).
+
+    Raises:
+        WriteFailedError: the description could not be written.
+    """
     atomic_write(ckpt.with_suffix(".json"), json.dumps(_checkpoint_payload(config, params), sort_keys=True),
                  what="checkpoint description")
 
 
-def _publish(record: RunRecord, split, runs_dir: Path, ckpt: Path | None,
-             companions: dict[str, Callable] | None = None) -> None:
+def publish_run(record: RunRecord, split, runs_dir: Path, ckpt: Path | None,
+                companions: dict[str, Callable] | None = None) -> None:
+    """Publish a finished run under ``runs_dir``: its record, its split (when ``split`` is not
+    ``None``) and the ``companions`` files (name -> writer) together, through
+    `ResultStore.publish`; then the run's checkpoint ``ckpt`` and its description, whose job
+    is done, are removed.
+
+    Raises:
+        RunNotPublishedError: a file could not be written; it carries the record and the
+            checkpoint, kept (``None`` without one), so ``resume`` publishes without training.
+    """
     from gnnprivacy.records.store import ResultStore
 
     files = {} if split is None else {f"{record.run_id}.split.npz": split.save}

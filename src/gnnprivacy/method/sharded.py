@@ -73,8 +73,8 @@ def run_sharded(values: dict[str, Any], shards: str | Path, *, checkpoint_every:
         InvalidParameterError: another method, or a partition for another world size.
     """
     from gnnprivacy.datasets.shards import open_shard
-    from gnnprivacy.method.runner import (_check_outputs, _describe_checkpoint, _publish,
-                                          check_executed_ledger, checkpoint_path_for)
+    from gnnprivacy.method.runner import (check_executed_ledger, check_run_outputs,
+                                          checkpoint_path_for, describe_checkpoint, publish_run)
     from gnnprivacy.training.distributed import rank_and_world
     from gnnprivacy.training.sharded import ShardedHeterPoissonTrainer
 
@@ -95,8 +95,8 @@ def run_sharded(values: dict[str, Any], shards: str | Path, *, checkpoint_every:
     config = dataclasses.replace(config, dataset=f"shards:{Path(shards).resolve()}")
     spec = get_method("heterpoisson")
     if rank == 0:   # the runs directory and checkpoint folder, before any work
-        ckpt = _check_outputs(config, params, spec, save=True, log=log)
-        _describe_checkpoint(ckpt, config, params)
+        ckpt = check_run_outputs(config, params, spec, save=True)
+        describe_checkpoint(ckpt, config, params)
     else:
         ckpt = checkpoint_path_for(config, params)
     meta = shard.meta
@@ -137,5 +137,5 @@ def run_sharded(values: dict[str, Any], shards: str | Path, *, checkpoint_every:
         split={"kind": "shards", "num_train": int(meta["num_train"]),
                "num_nodes": int(meta["num_nodes"]), "partition": meta.get("method")},
         info=info)
-    _publish(record, None, Path(config.runs_dir), ckpt)
+    publish_run(record, None, Path(config.runs_dir), ckpt)
     return record
