@@ -38,6 +38,7 @@ from torch.nn import functional as F
 import gnnprivacy as gp
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _cli import int_list, name_list  # noqa: E402
 from bench_user_model import Net  # noqa: E402
 
 
@@ -83,9 +84,9 @@ def main() -> None:
     ap.add_argument("--data-root", default=None)
     ap.add_argument("--dataset", default="computers")
     ap.add_argument("--dataset-args", default="", help="e.g. num_nodes=1000 (csbm)")
-    ap.add_argument("--seeds", default="0,1")
+    ap.add_argument("--seeds", type=int_list, default="0,1")
     ap.add_argument("--shadows", type=int, default=8)
-    ap.add_argument("--settings", default="none,8,1",
+    ap.add_argument("--settings", type=name_list, default="none,8,1",
                     help="comma list: none (non-private) or an epsilon")
     ap.add_argument("--steps", type=int, default=60, help="planned steps of the private runs")
     ap.add_argument("--epochs", type=int, default=100, help="epochs of the non-private run")
@@ -95,13 +96,13 @@ def main() -> None:
     args = ap.parse_args()
     extra = dict(kv.split("=") for kv in args.dataset_args.split(",") if kv)
     extra = {k: int(v) if v.isdigit() else v for k, v in extra.items()}
-    seeds = [int(s) for s in args.seeds.split(",")]
+    seeds = args.seeds
     link_attacks = tuple(int(a) for a in args.link_attacks.split(",") if a)
     keys = [("lira_online", "auc"), ("lira_online", "tpr_at_1pct_fpr"),
             ("lira_offline", "auc"), ("loss_threshold", "auc"), ("link_stealing", "auc")]
     keys += [(f"attack_{a}", "auc") for a in link_attacks]
     table: dict[str, dict] = {}
-    for setting in args.settings.split(","):
+    for setting in args.settings:
         epsilon = None if setting == "none" else float(setting)
         train_fn = make_train_fn(epsilon, steps=args.steps, epochs=args.epochs, lr=args.lr)
         cells = table.setdefault(setting, {k: [] for k in keys} | {"acc": [], "eps": []})
@@ -135,7 +136,7 @@ def main() -> None:
                   f"{card['utility']['test_accuracy']:.3f}, epsilon "
                   f"{card['claimed']['epsilon']:.3g} ({time.perf_counter() - t0:.0f} s)",
                   flush=True)
-    print(f"\n{args.dataset}, {args.shadows} shadows, seeds {args.seeds}: mean [95% t interval "
+    print(f"\n{args.dataset}, {args.shadows} shadows, seeds {','.join(map(str, seeds))}: mean [95% t interval "
           "over seeds]")
     print("| model | epsilon | LiRA AUC (online) | TPR@1%FPR (online) | LiRA AUC (offline) "
           "| loss-threshold AUC | Attack-0 AUC | "

@@ -26,6 +26,8 @@ from __future__ import annotations
 import argparse
 import time
 
+from _cli import int_list, name_list
+
 import gnnprivacy as gp
 from gnnprivacy.datasets.tu_graphs import load_graph_dataset
 from gnnprivacy.training.graph_classification import fit_graph_classifier
@@ -58,13 +60,13 @@ def one(gset, epsilon, seed: int, shadows: int, epochs: int) -> dict:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-root", default=None)
-    ap.add_argument("--seeds", default="0")
+    ap.add_argument("--seeds", type=int_list, default="0")
     ap.add_argument("--shadows", type=int, default=8)
-    ap.add_argument("--settings", default="none,1")
+    ap.add_argument("--settings", type=name_list, default="none,1")
     ap.add_argument("--epochs", type=int, default=30)
     args = ap.parse_args(argv)
     gset = load_graph_dataset("proteins", root=args.data_root)
-    seeds = [int(s) for s in args.seeds.split(",")]
+    seeds = args.seeds
     print(f"PROTEINS_full: {len(gset.subset('train'))} member (training) graphs, "
           f"{len(gset.subset('test'))} non-member (test) graphs; {args.shadows} shadows, "
           f"GIN {args.epochs} epochs; seeds {seeds}")
@@ -72,7 +74,7 @@ def main(argv=None) -> None:
             "LiRA offline AUC", "released model vs shadows AUC", "loss threshold AUC",
             "audited epsilon (lower bound)", "seconds"]
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
-    for setting in args.settings.split(","):
+    for setting in args.settings:
         epsilon = None if setting == "none" else float(setting)
         for seed in seeds:
             card = one(gset, epsilon, seed, args.shadows, args.epochs)

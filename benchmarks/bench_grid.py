@@ -27,6 +27,8 @@ import argparse
 import os
 import time
 
+from _cli import name_list
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -39,8 +41,8 @@ def main() -> None:
     parser.add_argument("--auc-vs-nhop", action="store_true",
                         help="print the auc_vs_nhop table (no defence vs GRID) instead of timing")
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--datasets", default="cora,citeseer")
-    parser.add_argument("--protocols", default="d1,he-full")
+    parser.add_argument("--datasets", type=name_list, default="cora,citeseer")
+    parser.add_argument("--protocols", type=name_list, default="d1,he-full")
     parser.add_argument("--objective", default="paper", help="GRID objective (paper | mean | gap_sq)")
     parser.add_argument("--step", default="raw", help="GRID step (raw: the paper's | normalized)")
     parser.add_argument("--paper-cells", action="store_true",
@@ -99,9 +101,9 @@ def auc_vs_nhop_table(args) -> None:
           "(same pairs) | same-label pairs only: none / GRID 1.0 | core nodes (0.4) | "
           "model acc. none / GRID | checks |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for name in args.datasets.split(","):
+    for name in args.datasets:
         data = load_dataset(name, root=args.data_root)
-        for protocol in args.protocols.split(","):
+        for protocol in args.protocols:
             rows: dict[str, list] = {"none": [], "0.4": [], "1.0": [], "label": [], "core": [],
                                      "acc": [], "acc_grid": [], "same_none": [], "same_1.0": []}
             for seed in range(args.seeds):
@@ -151,9 +153,9 @@ def paper_cells_table(args) -> None:
           f"0..{args.seeds - 1}")
     print("| dataset | protocol | attack | no defence | GRID | label-only | output-blind | model acc. |")
     print("|---|---|---|---|---|---|---|---|")
-    for name in args.datasets.split(","):
+    for name in args.datasets:
         data = load_dataset(name, root=args.data_root)
-        for protocol in args.protocols.split(","):
+        for protocol in args.protocols:
             for attack in (0, 1, 6):
                 r: dict[str, list] = {k: [] for k in ("none", "grid", "lo", "ob", "acc")}
                 for seed in range(args.seeds):

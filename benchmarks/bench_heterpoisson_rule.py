@@ -25,6 +25,8 @@ import math
 import time
 import warnings
 
+from _cli import float_list, name_list
+
 
 def old_rule(num_nodes: int, num_train: int, epsilon: float) -> tuple[float, int]:
     """The auto rule before issue 27 (``q_b`` capped at 0.3, per-coordinate noise only)."""
@@ -39,8 +41,8 @@ def old_rule(num_nodes: int, num_train: int, epsilon: float) -> tuple[float, int
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-root", default=None)
-    parser.add_argument("--datasets", default="citeseer,cora-public,cs,computers,photo,facebook,twitch-de")
-    parser.add_argument("--epsilons", default="8,2")
+    parser.add_argument("--datasets", type=name_list, default="citeseer,cora-public,cs,computers,photo,facebook,twitch-de")
+    parser.add_argument("--epsilons", type=float_list, default="8,2")
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--validation", action="store_true",
                         help="60/20/20 split, mean validation accuracy (not test)")
@@ -55,7 +57,7 @@ def main() -> None:
     print(f"{'dataset':12s} {'eps':>4s} {'old':>6s} {'new':>6s} {'new-old':>8s} {'dpmlp':>6s}  "
           "old (q_b, T) -> new (q_b, T)")
     t0 = time.monotonic()
-    for name in args.datasets.split(","):
+    for name in args.datasets:
         public = name == "cora-public"
         dataset = "cora" if public else name
         split = ({} if public else
@@ -63,7 +65,7 @@ def main() -> None:
                  dict(split="random", train_frac=0.8, val_frac=0.0, test_frac=0.2))
         data = gp.load_dataset(dataset, root=args.data_root, **split)
         num_train = int(data.train_mask.sum())
-        for eps in (float(e) for e in args.epsilons.split(",")):
+        for eps in args.epsilons:
             q_old, t_old = old_rule(data.num_nodes, num_train, eps)
 
             def mean(method, **kw):

@@ -27,6 +27,7 @@ from torch.nn import functional as F
 import gnnprivacy as gp
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _cli import int_list  # noqa: E402
 from bench_user_model import Net  # noqa: E402
 
 
@@ -53,12 +54,12 @@ def user_model(data, sampler: str, seed: int, batch_size):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--seeds", type=int_list, default="0,1,2")
     ap.add_argument("--data-root", default="../shared/datasets")
     ap.add_argument("--batch-size", type=int, default=None,
                     help="degree_bounded batch (default: the sampler's)")
     args = ap.parse_args()
-    seeds = [int(s) for s in args.seeds.split(",")]
+    seeds = args.seeds
     rows = {"built-in heterpoisson": [], "own model, heterpoisson": [],
             "own model, degree_bounded": []}
     for seed in seeds:

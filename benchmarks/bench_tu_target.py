@@ -23,6 +23,7 @@ import statistics
 import numpy as np
 import torch
 
+from _cli import int_list, name_list
 from gnnprivacy.attacks.link_stealing.pipeline import TARGET_HPARAMS, LinkStealingSettings
 from gnnprivacy.datasets import load_dataset
 from gnnprivacy.datasets.link_splits import attack_splits
@@ -55,13 +56,13 @@ def measure(data, split: str, features: str, seed: int) -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data-root", default=None)
-    ap.add_argument("--datasets", default="enzymes,aids")
-    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--datasets", type=name_list, default="enzymes,aids")
+    ap.add_argument("--seeds", type=int_list, default="0,1,2")
     args = ap.parse_args()
-    seeds = [int(s) for s in args.seeds.split(",")]
+    seeds = args.seeds
     print(f"{'dataset':<9}{'D1 split':<11}{'features':<14}{'train acc':>10}{'test acc':>10}{'majority':>10}"
           f"   (mean over seeds {seeds})")
-    for name in args.datasets.split(","):
+    for name in args.datasets:
         data = load_dataset(name, root=args.data_root)
         for split in ("component", "induced"):
             for features in ("raw", "standardized"):

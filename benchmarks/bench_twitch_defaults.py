@@ -21,6 +21,8 @@ import argparse
 import time
 import warnings
 
+from _cli import float_list
+
 import numpy as np
 
 VARIANTS = [
@@ -44,14 +46,14 @@ def main() -> None:
     parser.add_argument("--data-root", default=None)
     parser.add_argument("--dataset", default="twitch-de")
     parser.add_argument("--seeds", type=int, default=2)
-    parser.add_argument("--epsilons", default="8,2")
+    parser.add_argument("--epsilons", type=float_list, default="8,2")
     parser.add_argument("--quick", action="store_true", help="defaults and two variants, one seed, epsilon 8")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     import gnnprivacy as gp
 
     seeds = [0] if args.quick else list(range(args.seeds))
-    epsilons = [8.0] if args.quick else [float(e) for e in args.epsilons.split(",")]
+    epsilons = [8.0] if args.quick else args.epsilons
     variants = VARIANTS[:3] if args.quick else VARIANTS
     split = dict(split="random", train_frac=0.8, val_frac=0.0, test_frac=0.2, data_root=args.data_root)
 

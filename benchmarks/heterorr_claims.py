@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import math
 import time
-from pathlib import Path
 
 import numpy as np
+
+from _cli import append_row, read_rows, resume_rows
 
 FEATURE = ["featurerr", "featurerr-raw", "duchi", "piecewise", "hybrid", "three-output", "pm-sub", "multibit", "clean"]
 EDGE = ["edgerr", "lapgraph", "privhrg", "edgerand", "clean"]
@@ -53,13 +53,7 @@ def run(args) -> None:
     params = HeteroRRParams(epochs=args.epochs, hidden=args.hidden, patience=args.patience,
                             dropout=args.dropout, lr=args.lr, weight_decay=args.weight_decay)
     methods = args.methods or (FEATURE if args.part == "feature" else EDGE)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    done = set()
-    if out.exists():
-        for line in out.read_text().splitlines():
-            r = json.loads(line)
-            done.add((r["method"], r["eps"], r["seed"]))
+    out, done = resume_rows(args.out, ("method", "eps", "seed"))
     for seed in args.seeds:
         for eps in args.eps:
             for m in methods:
@@ -86,14 +80,11 @@ def run(args) -> None:
                                                                  "weight_decay", "epochs", "patience")})
                 rec.update(dataset=args.dataset, part=args.part, rho=args.rho,
                            seconds=round(time.perf_counter() - start, 2))
-                with out.open("a") as fh:
-                    fh.write(json.dumps(rec) + "\n")
-                print(json.dumps(rec), flush=True)
+                append_row(out, rec)
 
 
 def summary(paths) -> None:
-
-    rows = [json.loads(line) for p in paths for line in Path(p).read_text().splitlines()]
+    rows = read_rows(paths)
     for (dataset, part) in sorted({(r["dataset"], r["part"]) for r in rows}):
         sub = [r for r in rows if r["dataset"] == dataset and r["part"] == part]
         methods = [m for m in (FEATURE if part == "feature" else EDGE)

@@ -19,11 +19,11 @@ the public edges cannot explain any influence of a 2-layer GCN.
 from __future__ import annotations
 
 import argparse
-import json
 import math
-from pathlib import Path
 
 import numpy as np
+
+from _cli import append_row, read_rows, resume_rows
 
 VICTIMS = [("gcn", None, 0.3), ("gcn-public", None, 0.3)] + [
     ("edgerr", e, rho) for rho in (0.3, 1.0) for e in (0.1, 0.4, 1.0)]
@@ -33,13 +33,7 @@ KEYS = ("auc", "auc_beyond_public", "average_precision", "model_test_accuracy")
 def run(args) -> None:
     from gnnprivacy.experiments.linkteller_run import run_linkteller
 
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    done = set()
-    if out.exists():
-        for line in out.read_text().splitlines():
-            r = json.loads(line)
-            done.add((r["method"], r["eps_e"], r["private_edge_frac"], r["seed"]))
+    out, done = resume_rows(args.out, ("method", "eps_e", "private_edge_frac", "seed"))
     for seed in args.seeds:
         for method, eps, rho in VICTIMS:
             if (method, eps, rho, seed) in done:
@@ -50,13 +44,11 @@ def run(args) -> None:
                    "dataset": args.dataset, **{k: r[k] for k in KEYS},
                    "num_positives": r["num_positives"],
                    "num_positives_beyond_public": r["num_positives_beyond_public"]}
-            with out.open("a") as fh:
-                fh.write(json.dumps(row) + "\n")
-            print(json.dumps(row), flush=True)
+            append_row(out, row)
 
 
 def summary(paths) -> None:
-    rows = [json.loads(line) for p in paths for line in Path(p).read_text().splitlines()]
+    rows = read_rows(paths)
     for dataset in sorted({r["dataset"] for r in rows}):
         print(f"\n## LinkTeller on {dataset}: mean +- sd over seeds (n)")
         print("| victim | rho | eps_e | " + " | ".join(KEYS) + " |")
