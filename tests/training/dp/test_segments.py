@@ -11,7 +11,7 @@ from gnnprivacy.training.dp.segments import (chunked_linear_grads, linear_norms_
 
 def chunked_linear_norms_sq(a, d, chunks, num):
     """The squared norms of the chunked per-subgraph gradients (what the Linear rule clips)."""
-    return chunked_linear_grads(a, d, chunks, num).square().sum(1)
+    return chunked_linear_grads(a, d, chunks, num)[0].square().sum(1)
 
 
 def _naive(a, d, seg, num):
@@ -72,8 +72,36 @@ def test_chunked_grads_equal_each_subgraphs_own_gradient(trial):
     seg, num, a, d, width = _case(100 + trial, num_high=12,
                                   size_high=2 if trial % 4 == 0 else 30, dim_high=7)
     ref = torch.stack([(d[seg == i].t() @ a[seg == i]).flatten() for i in range(num)])
-    got = chunked_linear_grads(a, d, segment_chunks(seg, num, width=width), num)
+    ref_bias = torch.stack([d[seg == i].sum(0) for i in range(num)])
+    chunks = segment_chunks(seg, num, width=width)
+    got, none = chunked_linear_grads(a, d, chunks, num)
     torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-12)
+    assert none is None
+    got, bias = chunked_linear_grads(a, d, chunks, num, bias=True)
+    torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(bias, ref_bias, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("seg, identity", [
+    ([0, 1, 2, 3], True),           # pooled rows: row r is subgraph r, used as they are
+    ([1, 0, 2, 3], False),          # one row each, out of order: summed into place
+    ([0, 2, 3], False),             # an empty subgraph (1)
+    ([0, 0, 2, 3], False)])         # not one row each (two rows of 0)
+def test_one_row_per_subgraph_in_order_is_its_own_gradient(seg, identity):
+    """Rows of a pooled (one row per subgraph) layer in subgraph order are the gradients
+    themselves; any other single-row layout is summed per subgraph. The identity shortcut
+    taken for the out-of-order rows would give subgraph 0 the gradient of subgraph 1."""
+    seg = torch.tensor(seg)
+    gen = torch.Generator().manual_seed(1)
+    a = torch.randn(seg.numel(), 3, dtype=torch.float64, generator=gen)
+    d = torch.randn(seg.numel(), 2, dtype=torch.float64, generator=gen)
+    chunks = segment_chunks(seg, 4, width=4)
+    assert chunks.one_per_segment is identity
+    got, bias = chunked_linear_grads(a, d, chunks, 4, bias=True)
+    ref = torch.stack([(d[seg == i].t() @ a[seg == i]).flatten() for i in range(4)])
+    torch.testing.assert_close(got, ref, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(bias, torch.stack([d[seg == i].sum(0) for i in range(4)]),
+                               rtol=1e-12, atol=1e-12)
 
 
 def test_rows_in_subgraph_order_are_not_sorted_again():

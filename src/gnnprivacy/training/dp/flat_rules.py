@@ -212,9 +212,13 @@ def _linear_rule(layer: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Cont
                   if p * q <= CHUNKED_MAX_WEIGHT and num * p * q <= CHUNK_ELEMENTS else None)
         if chunks is not None:
             # per-subgraph gradients kept (B p q elements at most CHUNK_ELEMENTS): the
-            # clipped sum is c @ G, not a second pass over the rows
-            out[layer.weight] = _materialised(chunked_linear_grads(a, d, chunks, num),
-                                              layer.weight.shape)
+            # clipped sum is c @ G, not a second pass over the rows; the bias's come from
+            # the same gathered rows
+            weight, bias_grads = chunked_linear_grads(a, d, chunks, num, bias=with_bias)
+            out[layer.weight] = _materialised(weight, layer.weight.shape)
+            if with_bias:
+                out[bias] = _materialised(bias_grads, bias.shape)
+                return out
         else:
             norms = linear_norms_sq(a, d, _buckets(calls, seg, num), num)
             out[layer.weight] = Contribution(norms, lambda c: _scaled_product(d, a, c[seg]))

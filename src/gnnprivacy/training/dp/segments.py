@@ -201,7 +201,8 @@ class Chunks:
         valid: ``(K W, 1)`` float, zero on padded rows; ``None`` when nothing is padded.
         owner: ``(K,)`` the subgraph of each chunk.
         width: ``W``.
-        one_per_segment: whether chunk ``k`` is subgraph ``k``'s only chunk (then no sum).
+        one_per_segment: whether chunk ``k`` is subgraph ``k``'s only chunk (then no sum);
+            with ``single_rows``, whether row ``r`` is subgraph ``r``.
         single_rows: whether no subgraph has more than one row.
     """
 
@@ -226,7 +227,9 @@ def segment_chunks(seg: Tensor, num_segments: int, width: int = CHUNK_ROWS) -> C
     counts = torch.bincount(seg, minlength=num_segments)
     largest = int(counts.max()) if total else 0
     if largest <= 1:                          # one row per subgraph (pooled rows): no layout
-        return Chunks(torch.arange(total, device=device), None, seg, 1, False, True)
+        # every subgraph one row, in order: row r is subgraph r (then no sum at all)
+        identity = total == num_segments and bool((seg[1:] > seg[:-1]).all())
+        return Chunks(torch.arange(total, device=device), None, seg, 1, identity, True)
     w = max(1, min(width, largest))
     # a PyG batch's rows are already grouped by subgraph, in order: then no sort
     ordered = bool((seg[1:] >= seg[:-1]).all())
@@ -246,24 +249,35 @@ def segment_chunks(seg: Tensor, num_segments: int, width: int = CHUNK_ROWS) -> C
                   k == num_segments and bool((per == 1).all()), largest <= 1)
 
 
-def chunked_linear_grads(a: Tensor, d: Tensor, chunks: Chunks, num_segments: int
-                         ) -> Tensor:
+def chunked_linear_grads(a: Tensor, d: Tensor, chunks: Chunks, num_segments: int, *,
+                         bias: bool = False) -> tuple[Tensor, Tensor | None]:
     """``(B, p q)``: every subgraph's gradient ``Σ_{r∈i} d_r a_rᵀ`` of a linear map's weight,
     flattened: ``g_k = d_kᵀ a_k`` for every chunk in one batched product, summed per subgraph
     (``index_add``). Exact; costs ``K W p q`` flops and a ``(B, p q)`` sum, with no
     per-size-class loop: the cheap form for small weights (``p q`` up to
     `CHUNKED_MAX_WEIGHT`) and many subgraphs of varied sizes. Kept by the Linear rule, the
     clipped sum is then ``c @ G`` (``B p q`` flops) instead of a second ``R p q`` product.
+
+    With ``bias`` also ``(B, p)``, the bias's per-subgraph gradients ``Σ_{r∈i} d_r``, from the
+    chunks' rows already gathered (a sum over ``K W`` rows and ``K`` chunk sums added per
+    subgraph, not a second pass over the ``R`` rows); else ``None`` in its place. When each
+    subgraph is one row (``chunks.one_per_segment`` with single rows: pooled rows in
+    subgraph order) the rows' outer products are the gradients themselves (no sum).
     """
     p, q = d.shape[1], a.shape[1]
     if chunks.single_rows:                    # row r alone in subgraph owner[r]
         outer = (d.unsqueeze(2) * a.unsqueeze(1)).reshape(-1, p * q)
-        return torch.zeros(num_segments, p * q, dtype=d.dtype, device=d.device).index_add_(
-            0, chunks.owner, outer)
+        if chunks.one_per_segment:            # row r is subgraph r
+            return outer, (d if bias else None)
+        return (torch.zeros(num_segments, p * q, dtype=d.dtype, device=d.device).index_add_(
+            0, chunks.owner, outer), segment_sum(d, chunks.owner, num_segments) if bias else None)
     w, k = chunks.width, chunks.num_chunks
     step = max(1, CHUNK_ELEMENTS // max(p * q, 1))
-    total = None if chunks.one_per_segment and k <= step else torch.zeros(
-        num_segments, p * q, dtype=d.dtype, device=d.device)
+    single = chunks.one_per_segment and k <= step
+    total = None if single else torch.zeros(num_segments, p * q, dtype=d.dtype,
+                                            device=d.device)
+    bias_total = None if single or not bias else torch.zeros(num_segments, p, dtype=d.dtype,
+                                                             device=d.device)
     for s in range(0, k, step):
         rows = chunks.rows[s * w:(s + step) * w]
         db = d.index_select(0, rows)
@@ -271,9 +285,13 @@ def chunked_linear_grads(a: Tensor, d: Tensor, chunks: Chunks, num_segments: int
             valid = chunks.valid[s * w:(s + step) * w]
             db = db * (valid if valid.dtype == db.dtype else valid.to(db.dtype))
         n = rows.numel() // w
-        g = torch.bmm(db.view(n, w, p).transpose(1, 2), a.index_select(0, rows).view(n, w, q))
-        if total is None:
-            return g.view(n, p * q)
-        total.index_add_(0, chunks.owner[s:s + step], g.view(n, -1))
-    return total if total is not None else torch.zeros(num_segments, p * q, dtype=d.dtype,
-                                                       device=d.device)
+        dv = db.view(n, w, p)
+        g = torch.bmm(dv.transpose(1, 2), a.index_select(0, rows).view(n, w, q))
+        chunk_bias = dv.sum(1) if bias else None       # padded rows of d are zero
+        if single:
+            return g.view(n, p * q), chunk_bias
+        owner = chunks.owner[s:s + step]
+        total.index_add_(0, owner, g.view(n, -1))
+        if bias:
+            bias_total.index_add_(0, owner, chunk_bias)
+    return total, bias_total
