@@ -1,6 +1,6 @@
 """Graph-level DP (``make_private(sampler="graphs")``): step cost, accuracy table, membership.
 
-Three parts (``--part``):
+Five parts (``--part``):
 
 * ``step``: the DP step against the non-private step of an identical GIN on PROTEINS_full's
   training graphs at an expected batch of 64 graphs. The DP run draws its batches from
@@ -11,6 +11,9 @@ Three parts (``--part``):
 * ``phases``: where the CPU time of each step goes, phase by phase, in the DP loop and the
   plain loop on the same batches (forward, backward, the per-graph gradients, the clipped
   sum, noise, the loop guard's check, the update).
+* ``floor``: the step part with a third run whose per-graph gradients are not computed
+  (zeros; analysis only): what the rest of the DP step costs, and what that leaves for the
+  per-graph gradients under the 1.5x target.
 * ``table``: test accuracy of the built-in task (``dpsgd-graph`` at each epsilon and the
   non-private ``graph`` with the same model, batch, epochs and split) on the TU sets, seeds
   0-2 of the stratified 80/10/10 split; mean and std over seeds, epsilon spent, delta.
@@ -21,6 +24,8 @@ Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/bench_graph_classification.py --part step
     OMP_NUM_THREADS=1 python benchmarks/bench_graph_classification.py --part phases
+    OMP_NUM_THREADS=1 python benchmarks/bench_graph_classification.py --part floor \\
+        [--step-batch 64] [--hidden 32] [--layers 2]
     OMP_NUM_THREADS=1 python benchmarks/bench_graph_classification.py --part table \\
         [--datasets proteins,aids,enzymes,cox2,dhfr] [--epsilons 1,4,8] [--seeds 0,1,2]
     OMP_NUM_THREADS=1 python benchmarks/bench_graph_classification.py --part mia \\
@@ -63,12 +68,13 @@ def _pair(args, steps: int):
     gset = load_graph_dataset(args.dataset, root=args.data_root, seed=0)
     torch.manual_seed(0)
     model = GraphClassifier(gset.num_features, gset.num_classes, backbone=args.backbone,
-                            edge_dim=gset.edge_dim)
+                            edge_dim=gset.edge_dim, hidden=args.hidden, layers=args.layers)
     plain = copy.deepcopy(model)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     plain_opt = torch.optim.Adam(plain.parameters(), lr=0.01)
     pt = gp.make_private(model, opt, gset.subset("train"), sampler="graphs",
-                         noise_multiplier=1.0, batch_size=64, steps=steps, seed=0)
+                         noise_multiplier=1.0, batch_size=args.step_batch, steps=steps,
+                         seed=0)
     return pt, (model, opt), (plain, plain_opt)
 
 
@@ -91,6 +97,41 @@ def part_step(args) -> None:
     print(f"non-private step {med[2] * 1e3:9.1f}{med[3] * 1e3:9.1f}")
     print(f"DP step          {med[0] * 1e3:9.1f}{med[1] * 1e3:9.1f}   ratio {med[0] / med[2]:.2f}x "
           f"wall, {med[1] / med[3]:.2f}x CPU (target <= 1.5x)")
+
+
+def part_floor(args) -> None:
+    """The step part with a third model whose capture hands back zero per-graph gradients
+    without computing them (analysis only: its updates are noise): what the rest of the DP
+    step costs (capture hooks, the loop guard, clipping, noise, update), so what is left for
+    the per-graph gradients under the 1.5x target. The three steps alternate on the same
+    batches (both DP runs draw with seed 0)."""
+    from gnnprivacy.training.dp.flat_rules import Contribution
+
+    pt, (model, opt), (plain, plain_opt) = _pair(args, args.steps + 3)
+    floor_pt, (floor_model, floor_opt), _ = _pair(args, args.steps + 3)
+
+    def no_gradients(layout):
+        return {p: Contribution(None, None, torch.zeros(layout.num_subgraphs, p.numel()))
+                for p in floor_model.parameters() if p.requires_grad}
+
+    floor_pt.capture.contributions = no_gradients
+    runs, times = iter(pt.loader), {"dp": [], "floor": [], "plain": []}
+    floor_runs = iter(floor_pt.loader)
+    for batch in runs:                         # one trace open at a time: draw, step, draw
+        times["dp"].append(_timed(lambda: _step(model, opt, batch))[1])
+        floor_batch = next(floor_runs)
+        times["floor"].append(_timed(lambda: _step(floor_model, floor_opt, floor_batch))[1])
+        times["plain"].append(_timed(lambda: _step(plain, plain_opt, batch))[1])
+    med = {k: statistics.median(v[3:]) * 1e3 for k, v in times.items()}
+    print(f"{args.dataset} ({args.backbone}, hidden {args.hidden}, {args.layers} layers, batch "
+          f"{args.step_batch}), {len(times['dp'])} steps, CPU ms (medians)")
+    print(f"  non-private step                         {med['plain']:7.2f}")
+    print(f"  DP step                                  {med['dp']:7.2f}   "
+          f"{med['dp'] / med['plain']:.2f}x")
+    print(f"  DP step, per-graph gradients not computed {med['floor']:6.2f}   "
+          f"{med['floor'] / med['plain']:.2f}x")
+    print(f"  per-graph gradients (difference)         {med['dp'] - med['floor']:7.2f}; left for "
+          f"them under 1.5x: {1.5 * med['plain'] - med['floor']:.2f}")
 
 
 def part_phases(args) -> None:
@@ -202,7 +243,8 @@ def part_mia(args) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=("step", "phases", "table", "mia"), default="step")
+    ap.add_argument("--part", choices=("step", "phases", "floor", "table", "mia"),
+                    default="step")
     ap.add_argument("--data-root", default="../shared/datasets")
     ap.add_argument("--dataset", default="proteins")
     ap.add_argument("--datasets", default="proteins,aids,enzymes,cox2,dhfr")
@@ -213,6 +255,12 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--step-batch", type=int, default=64,
+                    help="step, phases and floor parts: expected graphs per batch")
+    ap.add_argument("--hidden", type=int, default=32,
+                    help="step, phases and floor parts: channels per layer (the built-in's 32)")
+    ap.add_argument("--layers", type=int, default=2,
+                    help="step, phases and floor parts: message-passing layers (built-in: 2)")
     ap.add_argument("--models", type=int, default=8)
     ap.add_argument("--mia-epsilons", default="none,1",
                     help="settings of the membership part ('none': non-private)")
@@ -221,7 +269,7 @@ def main() -> None:
                          "(the form before the chunked one) to compare the two")
     ap.add_argument("--json", default=None, help="also write the table's numbers here")
     args = ap.parse_args()
-    {"step": part_step, "phases": part_phases, "table": part_table,
+    {"step": part_step, "phases": part_phases, "floor": part_floor, "table": part_table,
      "mia": part_mia}[args.part](args)
 
 

@@ -338,7 +338,8 @@ class PrivateTraining:
                 self._probed = True
             self.guard.check(layout)
             scale = float(layout.num_subgraphs) if self.loss_reduction == "mean" else 1.0
-            sums = self._clipped_sums(layout, scale)
+            with torch.no_grad():            # detached rows in, sums out: no graph to build
+                sums = self._clipped_sums(layout, scale)
         finally:
             self.capture.reset()
             self.capture.quiet = None
