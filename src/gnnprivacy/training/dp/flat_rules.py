@@ -206,6 +206,7 @@ def _linear_rule(layer: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Cont
     out: dict[nn.Parameter, Contribution] = {}
     bias = getattr(layer, "bias", None)
     with_bias = bias is not None and bias.requires_grad
+    bias_grads = None                    # the bias's per-subgraph gradients, when at hand
     if layer.weight.requires_grad:
         p, q = d.shape[1], a.shape[1]
         chunks = (_buckets(calls, seg, num, chunks=True)
@@ -216,14 +217,13 @@ def _linear_rule(layer: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Cont
             # the same gathered rows
             weight, bias_grads = chunked_linear_grads(a, d, chunks, num, bias=with_bias)
             out[layer.weight] = _materialised(weight, layer.weight.shape)
-            if with_bias:
-                out[bias] = _materialised(bias_grads, bias.shape)
-                return out
         else:
             norms = linear_norms_sq(a, d, _buckets(calls, seg, num), num)
             out[layer.weight] = Contribution(norms, lambda c: _scaled_product(d, a, c[seg]))
     if with_bias:
-        out[bias] = _materialised(segment_sum(d, seg, num), bias.shape)
+        if bias_grads is None:
+            bias_grads = segment_sum(d, seg, num)
+        out[bias] = _materialised(bias_grads, bias.shape)
     return out
 
 
