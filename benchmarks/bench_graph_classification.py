@@ -11,9 +11,10 @@ Five parts (``--part``):
 * ``phases``: where the CPU time of each step goes, phase by phase, in the DP loop and the
   plain loop on the same batches (forward, backward, the per-graph gradients, the clipped
   sum, noise, the loop guard's check, the update).
-* ``floor``: the step part with a third run whose per-graph gradients are not computed
-  (zeros; analysis only): what the rest of the DP step costs, and what that leaves for the
-  per-graph gradients under the 1.5x target.
+* ``floor``: the step part with two more runs (analysis only), one whose per-graph gradients
+  are not computed (zeros) and one whose loop guard stops tracing after 3 steps: what the
+  rest of the DP step costs, what that leaves for the per-graph gradients under the 1.5x
+  target, the guard's share; and the bare batched products of the Linear layers, alone.
 * ``table``: test accuracy of the built-in task (``dpsgd-graph`` at each epsilon and the
   non-private ``graph`` with the same model, batch, epochs and split) on the TU sets, seeds
   0-2 of the stratified 80/10/10 split; mean and std over seeds, epsilon spent, delta.
@@ -41,6 +42,7 @@ import statistics
 import time
 
 import torch
+from torch import nn
 from torch.nn import functional as F
 
 import gnnprivacy as gp
@@ -99,39 +101,83 @@ def part_step(args) -> None:
           f"wall, {med[1] / med[3]:.2f}x CPU (target <= 1.5x)")
 
 
+def _without_guard_after(pt, checked: int) -> None:
+    """Analysis only: ``pt``'s loop guard records and checks its first ``checked`` draws as
+    usual (the deep check included), then neither traces the loop nor checks it."""
+    guard, begin, check, draws = pt.guard, pt.guard.begin, pt.guard.check, [0]
+
+    def begin_then_stop():
+        draws[0] += 1
+        if draws[0] <= checked:
+            return begin()
+        guard.trace = None
+
+    guard.begin = begin_then_stop
+    guard.check = lambda layout: check(layout) if draws[0] <= checked else None
+
+
+def _bare_products(model, batch) -> float:
+    """Median CPU seconds of the batched products alone (`torch.bmm` over the chunk layout
+    the Linear rule uses; gathers and sums left out) of the node-level Linear layers of
+    ``model.convs`` on ``batch``'s rows, random inputs of each layer's shape, summed."""
+    from torch_geometric.nn.dense.linear import Linear as PygLinear
+
+    from gnnprivacy.training.dp.segments import segment_chunks
+
+    chunks = segment_chunks(batch.batch, batch.num_graphs)
+    k, w = chunks.num_chunks, chunks.width
+    total = 0.0
+    for layer in model.convs.modules():
+        if isinstance(layer, (nn.Linear, PygLinear)):
+            p, q = layer.weight.shape
+            d, a = torch.randn(k, w, p), torch.randn(k, w, q)
+            runs = [_timed(lambda: torch.bmm(d.transpose(1, 2), a))[1] for _ in range(200)]
+            total += statistics.median(runs[10:])
+    return total
+
+
 def part_floor(args) -> None:
-    """The step part with a third model whose capture hands back zero per-graph gradients
-    without computing them (analysis only: its updates are noise): what the rest of the DP
-    step costs (capture hooks, the loop guard, clipping, noise, update), so what is left for
-    the per-graph gradients under the 1.5x target. The three steps alternate on the same
-    batches (both DP runs draw with seed 0)."""
+    """The step part with two more copies (analysis only): one whose capture hands back zero
+    per-graph gradients without computing them (its updates are noise), one whose loop guard
+    stops tracing and checking the loop after its first 3 steps. They show what the rest of
+    the DP step costs (capture hooks, the loop guard, clipping, noise, update), so what is
+    left for the per-graph gradients under the 1.5x target, and the guard's share. The four
+    steps alternate on the same batches (every DP run draws with seed 0). Last, the bare
+    batched products of the node-level Linear layers on one batch, timed alone."""
     from gnnprivacy.training.dp.flat_rules import Contribution
 
     pt, (model, opt), (plain, plain_opt) = _pair(args, args.steps + 3)
     floor_pt, (floor_model, floor_opt), _ = _pair(args, args.steps + 3)
+    free_pt, (free_model, free_opt), _ = _pair(args, args.steps + 3)
 
     def no_gradients(layout):
         return {p: Contribution(None, None, torch.zeros(layout.num_subgraphs, p.numel()))
                 for p in floor_model.parameters() if p.requires_grad}
 
     floor_pt.capture.contributions = no_gradients
-    runs, times = iter(pt.loader), {"dp": [], "floor": [], "plain": []}
-    floor_runs = iter(floor_pt.loader)
-    for batch in runs:                         # one trace open at a time: draw, step, draw
+    _without_guard_after(free_pt, 3)
+    others = {"floor": (iter(floor_pt.loader), floor_model, floor_opt),
+              "no guard": (iter(free_pt.loader), free_model, free_opt)}
+    times = {"dp": [], "floor": [], "no guard": [], "plain": []}
+    for batch in pt.loader:                    # one trace open at a time: draw, step, draw
         times["dp"].append(_timed(lambda: _step(model, opt, batch))[1])
-        floor_batch = next(floor_runs)
-        times["floor"].append(_timed(lambda: _step(floor_model, floor_opt, floor_batch))[1])
+        for key, (runs, other, other_opt) in others.items():
+            drawn = next(runs)
+            times[key].append(_timed(lambda: _step(other, other_opt, drawn))[1])
         times["plain"].append(_timed(lambda: _step(plain, plain_opt, batch))[1])
     med = {k: statistics.median(v[3:]) * 1e3 for k, v in times.items()}
+    bare = _bare_products(model, batch) * 1e3
     print(f"{args.dataset} ({args.backbone}, hidden {args.hidden}, {args.layers} layers, batch "
           f"{args.step_batch}), {len(times['dp'])} steps, CPU ms (medians)")
-    print(f"  non-private step                         {med['plain']:7.2f}")
-    print(f"  DP step                                  {med['dp']:7.2f}   "
-          f"{med['dp'] / med['plain']:.2f}x")
-    print(f"  DP step, per-graph gradients not computed {med['floor']:6.2f}   "
-          f"{med['floor'] / med['plain']:.2f}x")
-    print(f"  per-graph gradients (difference)         {med['dp'] - med['floor']:7.2f}; left for "
+    rows = (("non-private step", "plain"), ("DP step", "dp"),
+            ("DP step, per-graph gradients not computed", "floor"),
+            ("DP step, loop not traced after step 3", "no guard"))
+    for label, key in rows:
+        print(f"  {label:<42}{med[key]:7.2f}   {med[key] / med['plain']:.2f}x")
+    print(f"  per-graph gradients (difference)          {med['dp'] - med['floor']:7.2f}; left for "
           f"them under 1.5x: {1.5 * med['plain'] - med['floor']:.2f}")
+    print(f"  loop guard's tracing (difference)         {med['dp'] - med['no guard']:7.2f}")
+    print(f"  bare batched products of the node-level Linear layers, alone: {bare:.2f}")
 
 
 def part_phases(args) -> None:
