@@ -43,6 +43,7 @@ _ORIGINAL_FORMAT = warnings.formatwarning
 def fault_guard():
     """The context every subcommand runs in (see the module docstring)."""
     from gnnprivacy._files import is_write_fault
+    from gnnprivacy._torch_state import torch_state_kept
 
     previous = None
     try:
@@ -51,7 +52,8 @@ def fault_guard():
         pass
     warnings.formatwarning = _format_warning
     try:
-        yield
+        with torch_state_kept():   # a command invoked in-process leaves torch as it found it
+            yield
     except KeyboardInterrupt as exc:
         name, code = ("SIGTERM", 128 + signal.SIGTERM) if isinstance(exc, Terminated) else ("Ctrl-C", 130)
         click.echo(f"Stopped by {name}: finished runs are kept, nothing unfinished was published "

@@ -24,8 +24,10 @@ from gnnprivacy.method.data import load_run_data, split_kind  # noqa: F401 (re-e
 from gnnprivacy.method.registry import get_method
 from gnnprivacy.records.store import check_runs_dir
 from gnnprivacy.records.record import RunRecord
+from gnnprivacy._torch_state import torch_state_kept
 
 
+@torch_state_kept()   # an interrupt anywhere in a run leaves torch's thread state as found
 def run(values: dict[str, Any], *, progress: Callable | None = None,
         log: Callable[[str], None] | None = None, save: bool = True,
         run_id: str | None = None, data: Any = None,
