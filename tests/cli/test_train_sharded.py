@@ -34,7 +34,12 @@ def _records(runs: Path) -> list[dict]:
 
 def _run(rank: int, world: int, folder: str, values: dict, out: str) -> None:
     torch.set_num_threads(1)
-    record = run_sharded(values, folder, checkpoint_every=2)
+
+    def log(message: str) -> None:
+        with open(f"{out}/log{rank}.txt", "a") as fh:
+            fh.write(message + "\n")
+
+    record = run_sharded(values, folder, checkpoint_every=2, log=log)
     with open(f"{out}/returned{rank}.txt", "w") as fh:
         fh.write("record" if record is not None else "none")
 
@@ -84,6 +89,11 @@ def test_a_killed_rank_leaves_no_record_and_resume_reaches_the_same_ledger(tmp_p
                 start_method="fork")
     (full,) = _records(full_runs)       # rank 0 alone wrote it
     assert [(tmp_path / f"returned{r}.txt").read_text() for r in range(2)] == ["record", "none"]
+    # rank 0's messages only: the shards' 200 training nodes are a small training set
+    (message,) = (tmp_path / "log0.txt").read_text().splitlines()
+    assert message.startswith("warning: the shards hold 200 training nodes (fewer than 500")
+    assert not (tmp_path / "log1.txt").exists()
+    (tmp_path / "log0.txt").unlink()
     assert not list((full_runs / "checkpoints").iterdir())    # done: checkpoint removed
 
     values = {**VALUES, "runs_dir": str(runs)}
@@ -100,6 +110,9 @@ def test_a_killed_rank_leaves_no_record_and_resume_reaches_the_same_ledger(tmp_p
                 start_method="fork")
     (resumed,) = _records(runs)
     assert resumed["info"]["resumed_from_step"] == 2
+    said = (tmp_path / "log0.txt").read_text().splitlines()
+    assert said[1:] == [f"resumed from step 2 of {VALUES['steps']} ({ckpt})"], said
+    assert not (tmp_path / "log1.txt").exists()
     assert resumed["info"]["exchange"]["steps"] == VALUES["steps"] - 2   # only the rest ran
     assert resumed["privacy"]["ledger"] == full["privacy"]["ledger"]
     assert resumed["epsilon"] == full["epsilon"]
@@ -117,6 +130,7 @@ def test_cli_one_part_writes_a_heterpoisson_record_with_the_trust_model(tmp_path
         "train-sharded", str(folder), "--steps", "10", "--q-b", "0.1", "--hidden", "16",
         "--seed", "3", "--runs-dir", str(runs), "--json"])
     assert result.exit_code == 0, result.output
+    assert "warning: the shards hold 200 training nodes" in result.stderr   # rank 0's log
     (record,) = _records(runs)
     assert record["method"] == "heterpoisson" and record["config"]["method"] == "heterpoisson"
     privacy = record["privacy"]

@@ -59,7 +59,9 @@ def run_sharded(values: dict[str, Any], shards: str | Path, *, checkpoint_every:
             ``heterpoisson`` is refused; the dataset is the shard folder).
         shards: the folder of `gnnprivacy.datasets.shards.partition_graph`.
         checkpoint_every: rank 0 checkpoints every this many executed steps.
-        log: message sink (rank 0's).
+        log: rank 0's message sink: a warning when the shards hold fewer than 500
+            training nodes (as `gnnprivacy.method.runner.run` gives for a small split), and
+            the step a ``resume`` continued from. The other ranks send nothing.
         progress: progress factory (as `gnnprivacy.method.runner.run`).
         run_id: fixed record id (default: time + random suffix).
 
@@ -73,6 +75,7 @@ def run_sharded(values: dict[str, Any], shards: str | Path, *, checkpoint_every:
         InvalidParameterError: another method, or a partition for another world size.
     """
     from gnnprivacy.datasets.shards import open_shard
+    from gnnprivacy.datasets.splits import SMALL_TRAIN_SET
     from gnnprivacy.method.runner import (check_executed_ledger, check_run_outputs,
                                           checkpoint_path_for, describe_checkpoint, publish_run)
     from gnnprivacy.training.distributed import rank_and_world
@@ -100,6 +103,11 @@ def run_sharded(values: dict[str, Any], shards: str | Path, *, checkpoint_every:
     else:
         ckpt = checkpoint_path_for(config, params)
     meta = shard.meta
+    say = (log or (lambda m: None)) if rank == 0 else (lambda m: None)
+    if int(meta["num_train"]) < SMALL_TRAIN_SET:
+        say(f"warning: the shards hold {int(meta['num_train'])} training nodes (fewer than "
+            f"{SMALL_TRAIN_SET}, of {int(meta['num_nodes'])} nodes): private methods average "
+            "their noise over few nodes and lose much accuracy here")
     kwargs = params.trainer_kwargs(num_train=int(meta["num_train"]),
                                    num_nodes=int(meta["num_nodes"]),
                                    num_features=int(meta["num_features"]),
@@ -110,6 +118,9 @@ def run_sharded(values: dict[str, Any], shards: str | Path, *, checkpoint_every:
         **kwargs, generator=ctx.seed_for("train"), progress=progress, device=config.device,
         checkpoint_path=str(ckpt), checkpoint_every=checkpoint_every,
         resume=bool(config.resume)).fit(shard)
+    resumed = int(getattr(trainer, "resumed_from_step_", 0))
+    if resumed:
+        say(f"resumed from step {resumed} of {trainer.steps_} ({ckpt})")
     metrics = trainer.score_parts(shard, seed=0)   # every rank: the counts are all-reduced
     if rank != 0:
         return None
