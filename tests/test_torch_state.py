@@ -97,3 +97,23 @@ def test_an_interrupted_command_exits_130_and_leaves_gradients_on(tmp_path):
         assert out.exit_code == 130, out.output
         assert torch.is_grad_enabled()
     assert CliRunner().invoke(main, args).exit_code == 0
+
+
+def test_an_interrupted_step_of_a_users_loop_leaves_gradients_on():
+    # make_private's optimizer.step() in the user's own loop, interrupted inside its clipping
+    import torch.nn.functional as F
+
+    from gnnprivacy.datasets import load_dataset
+
+    data = load_dataset("csbm", num_nodes=200, num_features=8, num_classes=3, seed=0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    pt = gp.make_private(model, opt, data, sampler="heterpoisson", epsilon=4.0, steps=4, seed=0)
+    for batch in pt.loader:
+        opt.zero_grad()
+        F.cross_entropy(model(batch.x)[batch.center], batch.y[batch.center]).backward()
+        with interrupt_in_no_grad_exit():
+            with pytest.raises(KeyboardInterrupt):
+                opt.step()
+            assert torch.is_grad_enabled()
+        break

@@ -44,6 +44,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from gnnprivacy._torch_state import torch_state_kept
 from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
 from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.training.dp import clipping
@@ -329,21 +330,27 @@ class PrivateTraining:
                 "DataLoader would be accounted as a sampling that did not happen)")
         self._pending = None
         self.guard.stop()
-        try:
-            self.capture.check_inputs(layout)
-            if getattr(self.sampler, "output", None) == "subgraphs":
-                self.capture.check_output_rows(layout)
-            if not self._probed:
-                self.capture.probe_independence(layout)
-                self._probed = True
-            self.guard.check(layout)
-            scale = float(layout.num_subgraphs) if self.loss_reduction == "mean" else 1.0
-            with torch.no_grad():            # detached rows in, sums out: no graph to build
-                sums = self._clipped_sums(layout, scale)
-        finally:
-            self.capture.reset()
-            self.capture.quiet = None
-        self.engine.release(sums, layout.num_subgraphs)
+        with torch_state_kept():   # an interrupt inside the step leaves the caller's grad mode
+            try:
+                sums = self._checked_sums(layout)
+            finally:
+                self.capture.reset()
+                self.capture.quiet = None
+            self.engine.release(sums, layout.num_subgraphs)
+
+    def _checked_sums(self, layout: BatchLayout) -> dict[str, torch.Tensor]:
+        """The batch's checks (inputs, output rows, independence on the first step, the
+        loop guard), then the clipped per-subgraph sums."""
+        self.capture.check_inputs(layout)
+        if getattr(self.sampler, "output", None) == "subgraphs":
+            self.capture.check_output_rows(layout)
+        if not self._probed:
+            self.capture.probe_independence(layout)
+            self._probed = True
+        self.guard.check(layout)
+        scale = float(layout.num_subgraphs) if self.loss_reduction == "mean" else 1.0
+        with torch.no_grad():            # detached rows in, sums out: no graph to build
+            return self._clipped_sums(layout, scale)
 
     def _clipped_sums(self, layout: BatchLayout, scale: float) -> dict[str, torch.Tensor]:
         """Every subgraph's whole gradient clipped to ``max_grad_norm``, summed. ``scale``
