@@ -130,8 +130,14 @@ def test_cli_one_part_writes_a_heterpoisson_record_with_the_trust_model(tmp_path
         "train-sharded", str(folder), "--steps", "10", "--q-b", "0.1", "--hidden", "16",
         "--seed", "3", "--runs-dir", str(runs), "--json"])
     assert result.exit_code == 0, result.output
-    assert "warning: the shards hold 200 training nodes" in result.stderr   # rank 0's log
+    assert result.stderr.count("warning: the shards hold 200 training nodes") == 1  # rank 0
     (record,) = _records(runs)
+    assert record["warnings"][0].startswith("the shards hold 200 training nodes")
+    quiet = CliRunner(env=env).invoke(main, [         # -q drops chatter, not this warning
+        "train-sharded", str(folder), "--steps", "2", "--q-b", "0.1", "--hidden", "16",
+        "--runs-dir", str(tmp_path / "quiet"), "-q"])
+    assert quiet.exit_code == 0, quiet.output
+    assert quiet.stderr.count("warning: the shards hold 200 training nodes") == 1
     assert record["method"] == "heterpoisson" and record["config"]["method"] == "heterpoisson"
     privacy = record["privacy"]
     assert privacy["sampling_stream"] == "counter"

@@ -88,6 +88,9 @@ def _train_sharded(shards, checkpoint_every, timeout, as_json, quiet, **options)
         dist.destroy_process_group()
     if record is None:          # ranks other than 0 write nothing
         return
+    if quiet:  # -q drops the chatter, not what the reader of the result must know
+        for note in record.warnings:
+            click.echo(f"warning: {note}", err=True)
     if as_json:
         click.echo(dumps(record.summary()))
         return
@@ -102,7 +105,7 @@ def _train_sharded(shards, checkpoint_every, timeout, as_json, quiet, **options)
 def _build():
     fields = _fields()
     command = add_options(_train_sharded, fields, common=set(SHARDED_RUN_FIELDS))
-    command = click.option("--quiet", "-q", is_flag=True, help="no log on stderr")(command)
+    command = click.option("--quiet", "-q", is_flag=True, help="no log on stderr (warnings about the result are still printed)")(command)
     command = click.option("--json", "as_json", is_flag=True,
                            help="print a machine-readable result on stdout (rank 0)")(command)
     command = click.option("--timeout", type=click.FloatRange(min=1.0), default=600.0,

@@ -60,8 +60,9 @@ def run_sharded(values: dict[str, Any], shards: str | Path, *, checkpoint_every:
         shards: the folder of `gnnprivacy.datasets.shards.partition_graph`.
         checkpoint_every: rank 0 checkpoints every this many executed steps.
         log: rank 0's message sink: a warning when the shards hold fewer than 500
-            training nodes (as `gnnprivacy.method.runner.run` gives for a small split), and
-            the step a ``resume`` continued from. The other ranks send nothing.
+            training nodes (as `gnnprivacy.method.runner.run` gives for a small split; the
+            record's ``warnings`` keep it), and the step a ``resume`` continued from. The
+            other ranks send nothing.
         progress: progress factory (as `gnnprivacy.method.runner.run`).
         run_id: fixed record id (default: time + random suffix).
 
@@ -104,10 +105,12 @@ def run_sharded(values: dict[str, Any], shards: str | Path, *, checkpoint_every:
         ckpt = checkpoint_path_for(config, params)
     meta = shard.meta
     say = (log or (lambda m: None)) if rank == 0 else (lambda m: None)
-    if int(meta["num_train"]) < SMALL_TRAIN_SET:
-        say(f"warning: the shards hold {int(meta['num_train'])} training nodes (fewer than "
-            f"{SMALL_TRAIN_SET}, of {int(meta['num_nodes'])} nodes): private methods average "
-            "their noise over few nodes and lose much accuracy here")
+    notes = ([] if int(meta["num_train"]) >= SMALL_TRAIN_SET else [
+        f"the shards hold {int(meta['num_train'])} training nodes (fewer than "
+        f"{SMALL_TRAIN_SET}, of {int(meta['num_nodes'])} nodes): private methods average "
+        "their noise over few nodes and lose much accuracy here"])
+    for note in notes:
+        say(f"warning: {note}")
     kwargs = params.trainer_kwargs(num_train=int(meta["num_train"]),
                                    num_nodes=int(meta["num_nodes"]),
                                    num_features=int(meta["num_features"]),
@@ -147,6 +150,6 @@ def run_sharded(values: dict[str, Any], shards: str | Path, *, checkpoint_every:
                              "total_seconds": t_end - t_start},
         split={"kind": "shards", "num_train": int(meta["num_train"]),
                "num_nodes": int(meta["num_nodes"]), "partition": meta.get("method")},
-        info=info)
+        info=info, warnings=notes)
     publish_run(record, None, Path(config.runs_dir), ckpt)
     return record
