@@ -105,7 +105,9 @@ def _train_sharded(shards, checkpoint_every, timeout, as_json, quiet, **options)
 def _build():
     fields = _fields()
     command = add_options(_train_sharded, fields, common=set(SHARDED_RUN_FIELDS))
-    command = click.option("--quiet", "-q", is_flag=True, help="no log on stderr (warnings about the result are still printed)")(command)
+    command = click.option("--quiet", "-q", is_flag=True,
+                           help="no log on stderr (warnings about the result are still "
+                                "printed)")(command)
     command = click.option("--json", "as_json", is_flag=True,
                            help="print a machine-readable result on stdout (rank 0)")(command)
     command = click.option("--timeout", type=click.FloatRange(min=1.0), default=600.0,
