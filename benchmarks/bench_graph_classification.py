@@ -41,6 +41,8 @@ import json
 import statistics
 import time
 
+from _cli import float_list, int_list, name_list
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -237,10 +239,10 @@ def _fit(gset, epsilon, seed, args):
 
 
 def part_table(args) -> None:
-    epsilons = [None] + [float(e) for e in args.epsilons.split(",")]
-    seeds = [int(s) for s in args.seeds.split(",")]
+    epsilons = [None] + args.epsilons
+    seeds = args.seeds
     rows = []
-    for name in args.datasets.split(","):
+    for name in args.datasets:
         sets = {s: load_graph_dataset(name, root=args.data_root, seed=s) for s in seeds}
         n_train = len(sets[seeds[0]].subset("train"))
         cells = []
@@ -293,9 +295,9 @@ def main() -> None:
                     default="step")
     ap.add_argument("--data-root", default="../shared/datasets")
     ap.add_argument("--dataset", default="proteins")
-    ap.add_argument("--datasets", default="proteins,aids,enzymes,cox2,dhfr")
-    ap.add_argument("--epsilons", default="1,4,8")
-    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--datasets", type=name_list, default="proteins,aids,enzymes,cox2,dhfr")
+    ap.add_argument("--epsilons", type=float_list, default="1,4,8")
+    ap.add_argument("--seeds", type=int_list, default="0,1,2")
     ap.add_argument("--backbone", default="gin")
     ap.add_argument("--epochs", type=int, default=30)
     ap.add_argument("--batch-size", type=int, default=64)
