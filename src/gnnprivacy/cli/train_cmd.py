@@ -17,6 +17,13 @@ def _method_table() -> str:
     return "\n".join(lines)
 
 
+def echo_result_warnings(record) -> None:
+    """The record's warnings about its result (``warnings`` and ``info.warnings``) as
+    ``warning: ...`` lines on stderr: what ``-q`` still prints, having silenced the log."""
+    for note in [*record.warnings, *record.info.get("warnings", [])]:
+        click.echo(f"warning: {note}", err=True)
+
+
 def privacy_summary(record) -> str:
     """``epsilon 7.99 (node-level, add_or_remove)  delta 1e-05``: the relation stands beside
     epsilon so that runs under different neighbouring relations are not read as equals."""
@@ -63,8 +70,7 @@ def _train(config_file, print_config, as_json, quiet, save_model, force, **optio
             raise
         raise click.ClickException(str(exc)) from None
     if quiet:  # -q drops progress and chatter, not what the reader of the result must know
-        for note in [*record.warnings, *record.info.get("warnings", [])]:
-            click.echo(f"warning: {note}", err=True)
+        echo_result_warnings(record)
     if as_json:
         click.echo(dumps(record.summary()))
         return

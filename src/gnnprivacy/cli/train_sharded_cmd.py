@@ -57,7 +57,7 @@ def init_group(timeout_s: float, device: str) -> None:
 
 
 def _train_sharded(shards, checkpoint_every, timeout, as_json, quiet, **options):
-    from gnnprivacy.cli.train_cmd import privacy_summary
+    from gnnprivacy.cli.train_cmd import echo_result_warnings, privacy_summary
     from gnnprivacy.errors import GnnPrivacyError, WriteFailedError
     from gnnprivacy.method.sharded import run_sharded
     from gnnprivacy.records.record import dumps
@@ -89,8 +89,7 @@ def _train_sharded(shards, checkpoint_every, timeout, as_json, quiet, **options)
     if record is None:          # ranks other than 0 write nothing
         return
     if quiet:  # -q drops the chatter, not what the reader of the result must know
-        for note in record.warnings:
-            click.echo(f"warning: {note}", err=True)
+        echo_result_warnings(record)
     if as_json:
         click.echo(dumps(record.summary()))
         return

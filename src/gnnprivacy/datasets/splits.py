@@ -255,11 +255,21 @@ def split_warnings(split: Split) -> list[str]:
     Returns:
         The warning messages (empty when there is nothing to say).
     """
-    n = split.sizes["train"]
-    if n >= SMALL_TRAIN_SET:
-        return []
     made = ("the dataset's public split" if split.kind == "public"
             else f"train_frac={split.train_frac:g} of {split.num_nodes} nodes")
-    return [f"the split leaves {n} training nodes (fewer than {SMALL_TRAIN_SET}; {made}): "
-            "private methods average their noise over few nodes and lose much accuracy here; "
-            "compare methods on one split, e.g. --split random --train-frac 0.8 --test-frac 0.2"]
+    return small_train_set_warnings(
+        split.sizes["train"], holder="the split leaves", made=made,
+        advice="compare methods on one split, e.g. --split random --train-frac 0.8 "
+               "--test-frac 0.2")
+
+
+def small_train_set_warnings(num_train: int, *, holder: str, made: str,
+                             advice: str | None = None) -> list[str]:
+    """The small-training-set warning (`split_warnings`; a sharded run's too) when
+    ``num_train`` is under ``SMALL_TRAIN_SET``: ``"<holder> <n> training nodes (fewer than
+    500; <made>): ..."``, then ``advice`` if given. Empty otherwise."""
+    if num_train >= SMALL_TRAIN_SET:
+        return []
+    text = (f"{holder} {num_train} training nodes (fewer than {SMALL_TRAIN_SET}; {made}): "
+            "private methods average their noise over few nodes and lose much accuracy here")
+    return [text if advice is None else f"{text}; {advice}"]

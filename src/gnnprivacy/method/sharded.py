@@ -76,7 +76,7 @@ def run_sharded(values: dict[str, Any], shards: str | Path, *, checkpoint_every:
         InvalidParameterError: another method, or a partition for another world size.
     """
     from gnnprivacy.datasets.shards import open_shard
-    from gnnprivacy.datasets.splits import SMALL_TRAIN_SET
+    from gnnprivacy.datasets.splits import small_train_set_warnings
     from gnnprivacy.method.runner import (check_executed_ledger, check_run_outputs,
                                           checkpoint_path_for, describe_checkpoint, publish_run)
     from gnnprivacy.training.distributed import rank_and_world
@@ -105,10 +105,8 @@ def run_sharded(values: dict[str, Any], shards: str | Path, *, checkpoint_every:
         ckpt = checkpoint_path_for(config, params)
     meta = shard.meta
     say = (log or (lambda m: None)) if rank == 0 else (lambda m: None)
-    notes = ([] if int(meta["num_train"]) >= SMALL_TRAIN_SET else [
-        f"the shards hold {int(meta['num_train'])} training nodes (fewer than "
-        f"{SMALL_TRAIN_SET}, of {int(meta['num_nodes'])} nodes): private methods average "
-        "their noise over few nodes and lose much accuracy here"])
+    notes = small_train_set_warnings(int(meta["num_train"]), holder="the shards hold",
+                                     made=f"{int(meta['num_nodes'])} nodes in all")
     for note in notes:
         say(f"warning: {note}")
     kwargs = params.trainer_kwargs(num_train=int(meta["num_train"]),
