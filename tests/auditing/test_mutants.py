@@ -29,6 +29,10 @@ BOUNDED = "tests/sampling/test_degree_bounded.py"
 PRIVATE = "tests/training/private/test_make_private.py"
 ACCOUNTING = "tests/accounting/test_accountants.py"
 PINS = "tests/privacy_regression/test_pins.py"
+EDGES = "tests/training/private/test_edge_sampler.py"
+EDGE_AUDIT = "tests/auditing/test_code_audit_edges.py"
+EDGE_RELEASE = "tests/training/private/test_edge_inference.py"
+EDGE_EVENT = "tests/accounting/test_edge_event.py"
 
 
 @dataclass(frozen=True)
@@ -133,6 +137,37 @@ MUTANTS = [
            "gnnprivacy.sampling.heter_poisson:HeterPoissonSampler.sample",
            "if self.enforce_no_overlap and centers.numel()",
            "if False and self.enforce_no_overlap and centers.numel()", SAMPLING),
+    # ------------------------------------------------------------------ the edge unit
+    Mutant("occ-edge-undirected-as-one", "occurrence",
+           "gnnprivacy.training.private.edge_sampler:edge_occurrence_bound",
+           "(2 if undirected else 1)", "1", EDGES),
+    Mutant("occ-edge-ball-short", "occurrence",
+           "gnnprivacy.training.private.edge_sampler:ball_size",
+           "for j in range(hops))", "for j in range(hops - 1))", EDGES),
+    Mutant("occ-edge-no-displacement", "occurrence",
+           "gnnprivacy.training.private.edge_sampler:edge_bounding_factor",
+           "return 2 if max_in_degree is None else 3", "return 1", EDGES),
+    Mutant("occ-edge-one-hop-deeper", "occurrence",
+           "gnnprivacy.training.private.edge_sampler:subgraph_entries",
+           "for _ in range(int(hops)):", "for _ in range(int(hops) + 1):",
+           f"{EDGES} {EDGE_AUDIT}"),
+    Mutant("rate-edges-plan-2q", "rate",
+           "gnnprivacy.training.private.edge_sampler:EdgeSubgraphs.plan",
+           "self._rate = q", "self._rate = min(1.0, 2 * q)", EDGE_AUDIT),
+    Mutant("noise-edge-group-ignored", "noise",
+           "gnnprivacy.accounting.pld_builders:edge_subgraph_pld",
+           "m = event.group", "m = event.occurrence", EDGE_EVENT),
+    Mutant("noise-edge-release-half", "noise",
+           "gnnprivacy.training.private.edge_inference:ReleasePlan.noise_std",
+           "return self.noise_multiplier * self.clip * self.row_factor",
+           "return self.noise_multiplier * self.clip * self.row_factor / 2", EDGE_RELEASE),
+    Mutant("clip-edge-release-messages", "clip",
+           "gnnprivacy.training.private.edge_inference:_clip_rows",
+           "(bound / norms).clamp(max=1.0)", "(2 * bound / norms).clamp(max=1.0)",
+           EDGE_RELEASE),
+    Mutant("noise-edge-release-one-row", "noise",
+           "gnnprivacy.training.private.edge_inference:plan_release",
+           "math.sqrt(2.0) if undirected else 1.0", "1.0", EDGE_RELEASE),
 ]
 
 

@@ -17,11 +17,13 @@ print(acc.get_epsilon(1e-5)); print(acc.ledger)
 from gnnprivacy.accounting.accountants import (DEFAULT_VALUE_DISCRETIZATION_INTERVAL, Accountant,
                                                PldAccountant, RdpAccountant,
                                                UnsupportedEventError, make_accountant)
-from gnnprivacy.accounting.builders import (dpgnn_event, dpsgd_event, gaussian_event,
+from gnnprivacy.accounting.builders import (dpgnn_event, dpsgd_event, edge_subgraph_event,
+                                            gaussian_event,
                                             heterpoisson_event, laplace_event, pure_dp_event,
                                             randomized_response_event)
 from gnnprivacy.accounting.calibration import calibrate_noise_multiplier
-from gnnprivacy.accounting.events import (DpGnnDpEvent, EpsilonDeltaDpEvent, HeterPoissonDpEvent,
+from gnnprivacy.accounting.events import (DpGnnDpEvent, EdgeSubgraphDpEvent, EpsilonDeltaDpEvent,
+                                          HeterPoissonDpEvent,
                                           ScopedDpEvent, declared_scope, event_to_dict,
                                           resolve_scope)
 from gnnprivacy.accounting.ledger import Ledger, LedgerEntry
@@ -35,7 +37,8 @@ from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 __all__ = [
     "Accountant", "PldAccountant", "RdpAccountant", "make_accountant", "UnsupportedEventError",
     "DEFAULT_VALUE_DISCRETIZATION_INTERVAL", "calibrate_noise_multiplier",
-    "dpsgd_event", "heterpoisson_event", "dpgnn_event", "gaussian_event", "laplace_event",
+    "dpsgd_event", "heterpoisson_event", "dpgnn_event", "edge_subgraph_event",
+    "EdgeSubgraphDpEvent", "gaussian_event", "laplace_event",
     "randomized_response_event", "pure_dp_event",
     "EpsilonDeltaDpEvent", "ScopedDpEvent", "HeterPoissonDpEvent", "DpGnnDpEvent",
     "declared_scope", "resolve_scope", "event_to_dict", "Ledger", "LedgerEntry",

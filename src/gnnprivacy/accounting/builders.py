@@ -18,7 +18,8 @@ from dp_accounting import dp_event
 from gnnprivacy._validation import (check_choice, check_int, check_positive, check_probability,
                                     check_real)
 from gnnprivacy.accounting.events import (DPGNN_SAMPLINGS, HETERPOISSON_MODES, DpGnnDpEvent,
-                                          EpsilonDeltaDpEvent, HeterPoissonDpEvent)
+                                          EdgeSubgraphDpEvent, EpsilonDeltaDpEvent,
+                                          HeterPoissonDpEvent)
 from gnnprivacy.accounting.heterpoisson import covering_degrees
 from gnnprivacy.errors import InvalidParameterError
 
@@ -103,6 +104,30 @@ def dpgnn_event(*, num_train: int, batch_size: int, max_degree: int, noise_multi
     lam = check_positive("noise_multiplier", noise_multiplier)
     sampling = check_choice("sampling", sampling, DPGNN_SAMPLINGS)
     return DpGnnDpEvent(n, k, m, lam, sampling)
+
+
+def edge_subgraph_event(*, sample_rate: float, noise_multiplier: float, occurrence: int,
+                        bounding_factor: int = 1, undirected: bool = True
+                        ) -> EdgeSubgraphDpEvent:
+    """One step of edge-level DP-SGD over Poisson-sampled subgraphs (`EdgeSubgraphDpEvent`).
+
+    Args:
+        sample_rate: q, each training node's probability of being a centre.
+        noise_multiplier: z = sigma / C.
+        occurrence: the most subgraphs of one step holding the unit edge (>= 1).
+        bounding_factor: how many times that one raw edge can change through degree
+            bounding (1, 2 or 3).
+        undirected: the unit is the pair ``{u, v}`` (both entries) rather than ``u -> v``.
+
+    Privacy: unit EDGE, relation ADD_OR_REMOVE; PLD accountant only.
+    """
+    q = check_probability("sample_rate", sample_rate, allow_zero=False)
+    z = check_positive("noise_multiplier", noise_multiplier)
+    occ = check_int("occurrence", occurrence, low=1)
+    factor = check_int("bounding_factor", bounding_factor, low=1, high=3)
+    if not isinstance(undirected, bool):
+        raise InvalidParameterError("undirected", "a bool", undirected)
+    return EdgeSubgraphDpEvent(q, z, occ, factor, undirected)
 
 
 def gaussian_event(*, noise_multiplier: float) -> dp_event.GaussianDpEvent:

@@ -138,6 +138,57 @@ class DpGnnDpEvent(dp_event.DpEvent):
     sampling: str = "fixed"
 
 
+@attr.s(frozen=True, slots=True, auto_attribs=True)
+class EdgeSubgraphDpEvent(dp_event.DpEvent):
+    """One noisy step of edge-level DP-SGD over Poisson-sampled subgraphs.
+
+    Every training node is a subgraph centre independently with probability ``q``; each
+    sampled subgraph's whole gradient is clipped to ``C`` and one draw ``N(0, (z C)^2 I)``
+    is added to the sum. Adding or removing one edge (the unit) changes the content of at
+    most ``m = occurrence * bounding_factor`` subgraphs (of distinct centres) and no others;
+    each changed subgraph's clipped gradient moves from ``a_w`` to ``b_w``, both of norm
+    at most ``C`` (a substitution: the centre is sampled in both graphs or in neither).
+
+    Analysis. Write the noise as a sum of ``m`` independent ``N(0, (z C)^2 I / m)``
+    parts, part ``j`` attached to affected centre ``w_j``. The release is a post-processing
+    (a sum, plus the unaffected centres' common terms) of the ``m`` independent releases
+    ``1[w_j sampled] a_{w_j} + N_j``, each a Poisson-subsampled Gaussian under
+    substitution with noise multiplier ``z / sqrt(m)``, whose dominating pair is
+    ``(1-q) N(0, s^2) + q N(-1, s^2)`` vs ``(1-q) N(0, s^2) + q N(1, s^2)``, ``s = z /
+    sqrt(m)`` (dp_accounting's ``REPLACE_ONE`` pair; Zhu, Dong and Wang, AISTATS 2022). So
+    one step is dominated by the ``m``-fold composition of that pair. At ``q = 1`` this is
+    the Gaussian mechanism with sensitivity ``2 m C``, i.e. exact.
+
+    Privacy: unit EDGE, relation ADD_OR_REMOVE (one edge added or removed; an undirected
+    edge is both of its directed entries, see ``occurrence``); node features, labels and
+    the node set are public.
+
+    Attributes:
+        sampling_probability: q, the rate of each training node as a centre.
+        noise_multiplier: z = sigma / C.
+        occurrence: the most subgraphs of one step that contain the unit edge (both
+            directions of an undirected edge), as the sampler builds them; the code audit
+            checks it on every executed step.
+        bounding_factor: how many times ``occurrence`` one raw edge can change through
+            the sampler's degree bounding (1: no bounding; 2 or 3: a top-``D`` selection by
+            fixed per-edge priorities, where one added edge can displace one kept edge per
+            bounded end).
+        undirected: the unit is an unordered pair ``{u, v}`` (both entries; the audit
+            counts them together) rather than one directed entry.
+    """
+
+    sampling_probability: float
+    noise_multiplier: float
+    occurrence: int
+    bounding_factor: int = 1
+    undirected: bool = True
+
+    @property
+    def group(self) -> int:
+        """``m``: the most subgraphs whose content one edge changes."""
+        return int(self.occurrence) * int(self.bounding_factor)
+
+
 def declared_scope(event: dp_event.DpEvent) -> list[tuple[Optional[PrivacyUnit],
                                                           Optional[NeighboringRelation]]]:
     """Every (unit, relation) pair declared anywhere inside ``event``.
@@ -151,6 +202,8 @@ def declared_scope(event: dp_event.DpEvent) -> list[tuple[Optional[PrivacyUnit],
     if isinstance(event, DpGnnDpEvent):
         relation = NeighboringRelation.REPLACE if event.sampling == "fixed" else None
         return [(PrivacyUnit.NODE, relation)]
+    if isinstance(event, EdgeSubgraphDpEvent):
+        return [(PrivacyUnit.EDGE, NeighboringRelation.ADD_OR_REMOVE)]
     if isinstance(event, dp_event.ComposedDpEvent):
         return [scope for e in event.events for scope in declared_scope(e)]
     inner = getattr(event, "event", None)

@@ -8,8 +8,8 @@ from typing import Optional
 
 from dp_accounting import dp_event
 
-from gnnprivacy.accounting.events import (DpGnnDpEvent, EpsilonDeltaDpEvent, HeterPoissonDpEvent,
-                                          ScopedDpEvent)
+from gnnprivacy.accounting.events import (DpGnnDpEvent, EdgeSubgraphDpEvent, EpsilonDeltaDpEvent,
+                                          HeterPoissonDpEvent, ScopedDpEvent)
 
 
 def flatten_event(event: dp_event.DpEvent, count: int) -> Iterator[tuple[dp_event.DpEvent, int]]:
@@ -45,7 +45,7 @@ def is_no_op(event: dp_event.DpEvent) -> bool:
                 or event.dataset_size == 0)
     if isinstance(event, EpsilonDeltaDpEvent):
         return event.epsilon == 0 and event.delta == 0
-    if isinstance(event, HeterPoissonDpEvent):
+    if isinstance(event, (HeterPoissonDpEvent, EdgeSubgraphDpEvent)):
         return event.sampling_probability == 0
     return False
 
@@ -56,7 +56,7 @@ def is_non_private(event: dp_event.DpEvent) -> bool:
         return True
     if isinstance(event, (dp_event.GaussianDpEvent, dp_event.LaplaceDpEvent,
                           dp_event.TruncatedSubsampledGaussianDpEvent,
-                          HeterPoissonDpEvent, DpGnnDpEvent)):
+                          HeterPoissonDpEvent, DpGnnDpEvent, EdgeSubgraphDpEvent)):
         return event.noise_multiplier == 0
     if isinstance(event, dp_event.PoissonSampledDpEvent):
         inner = event.event

@@ -16,7 +16,7 @@ from dp_accounting import dp_event
 from gnnprivacy._validation import check_positive, check_probability
 from gnnprivacy.accounting import disk_cache, pld_fast, prefetch
 from gnnprivacy.accounting.base import Accountant, cached
-from gnnprivacy.accounting.events import DpGnnDpEvent, HeterPoissonDpEvent
+from gnnprivacy.accounting.events import DpGnnDpEvent, EdgeSubgraphDpEvent, HeterPoissonDpEvent
 from gnnprivacy.accounting.heterpoisson import DEFAULT_TAIL_MASS, truncated_shift_distribution
 from gnnprivacy.accounting.pld_builders import event_pld, pld_support_error
 from gnnprivacy.accounting.pld_mixtures import MAX_GRID_POINTS, grid_points
@@ -287,6 +287,8 @@ def _shift_noise_ratio(leaf, tail_mass: float):
         return float(max(leaf.sensitivities)) / leaf.standard_deviation
     if isinstance(leaf, dp_event.GaussianDpEvent):
         return 1.0 / leaf.noise_multiplier
+    if isinstance(leaf, EdgeSubgraphDpEvent):          # shift 2 at noise z / sqrt(m)
+        return 2.0 * math.sqrt(leaf.group) / leaf.noise_multiplier
     if isinstance(leaf, dp_event.PoissonSampledDpEvent) and isinstance(
             leaf.event, dp_event.GaussianDpEvent):
         return 1.0 / leaf.event.noise_multiplier

@@ -26,7 +26,8 @@ from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.privacy_accountant import NeighboringRelation as DpRelation
 
-from gnnprivacy.accounting.events import DpGnnDpEvent, EpsilonDeltaDpEvent, HeterPoissonDpEvent
+from gnnprivacy.accounting.events import (DpGnnDpEvent, EdgeSubgraphDpEvent, EpsilonDeltaDpEvent,
+                                          HeterPoissonDpEvent)
 from gnnprivacy.accounting.heterpoisson import truncated_shift_distribution
 from gnnprivacy.accounting.multiterm import affected_count_log_pmf
 from gnnprivacy.accounting.pld_mixtures import (mixture_of_gaussians_pld,
@@ -41,7 +42,7 @@ def pld_support_error(event: dp_event.DpEvent, relation: NeighboringRelation) ->
     """``None`` if the PLD accountant can account ``event`` (a flattened leaf), else why not."""
     add_remove = relation is NeighboringRelation.ADD_OR_REMOVE
     if isinstance(event, (dp_event.GaussianDpEvent, dp_event.LaplaceDpEvent,
-                          EpsilonDeltaDpEvent, DpGnnDpEvent,
+                          EpsilonDeltaDpEvent, DpGnnDpEvent, EdgeSubgraphDpEvent,
                           dp_event.TruncatedSubsampledGaussianDpEvent)):
         return None
     if isinstance(event, dp_event.RandomizedResponseDpEvent):
@@ -87,10 +88,24 @@ def event_pld(event: dp_event.DpEvent, *, relation: NeighboringRelation,
         std = (event.max_degree + 1) * event.noise_multiplier
         return revealed_gaussian_mixture_pld(std, i, np.exp(log_p),
                                              value_discretization_interval=vdi), 0.0
+    if isinstance(event, EdgeSubgraphDpEvent):
+        return edge_subgraph_pld(event, vdi), 0.0
     if isinstance(event, EpsilonDeltaDpEvent):
         params = pld_common.DifferentialPrivacyParameters(event.epsilon, event.delta)
         return pld_lib.from_privacy_parameters(params, vdi), 0.0
     return _dp_event_pld(event, relation, vdi), 0.0
+
+
+def edge_subgraph_pld(event: EdgeSubgraphDpEvent,
+                      vdi: float) -> pld_lib.PrivacyLossDistribution:
+    """`EdgeSubgraphDpEvent`: the ``m``-fold composition of the Poisson-subsampled Gaussian
+    under substitution (dp_accounting's ``REPLACE_ONE`` pair) at noise multiplier
+    ``z / sqrt(m)``, whatever the accountant's relation (the event's own analysis)."""
+    m = event.group
+    one = pld_lib.from_gaussian_mechanism(
+        event.noise_multiplier / float(np.sqrt(m)), sampling_prob=event.sampling_probability,
+        neighboring_relation=DpRelation.REPLACE_ONE, value_discretization_interval=vdi)
+    return one.self_compose(m) if m > 1 else one
 
 
 def _dp_event_pld(event, relation, vdi) -> pld_lib.PrivacyLossDistribution:

@@ -119,6 +119,12 @@ def _rescaled(event, noise_factor: float, rate_factor: float):
         return attr.evolve(event, noise_multiplier=event.noise_multiplier * noise_factor,
                            sampling_probability=min(1.0, event.sampling_probability
                                                     * rate_factor))
+    from gnnprivacy.accounting.events import EdgeSubgraphDpEvent
+
+    if isinstance(event, EdgeSubgraphDpEvent):
+        return attr.evolve(event, noise_multiplier=event.noise_multiplier * noise_factor,
+                           sampling_probability=min(1.0, event.sampling_probability
+                                                    * rate_factor))
     if isinstance(event, DpGnnDpEvent):
         batch = max(1, min(event.num_train, round(event.batch_size * rate_factor)))
         return attr.evolve(event, noise_multiplier=event.noise_multiplier * noise_factor,

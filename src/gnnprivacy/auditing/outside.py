@@ -22,7 +22,8 @@ event and ledger, never with the engine's own expectation:
 5. ``occurrence``: the most subgraphs one node lay in, per step (and, for DP-GNN's fixed
    rows, over the run), against the bound the event assumes: 1 for Poisson-sampled
    nodes, ``K + 1`` for DP-GNN, for HeterPoisson 1 for a centre (with overlap removal) and
-   the accounted out-degree ``D`` otherwise.
+   the accounted out-degree ``D`` otherwise; for the edge unit, the most subgraphs of a
+   step that hold one edge (`edge_occurrence_check`) against the event's ``occurrence``.
 
 A check that could not be made (nothing observed) reports ``checked: False`` and does not
 fail; `gnnprivacy.auditing.code.code_audit` lists every failed check and flags the run.
@@ -35,8 +36,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["boundary_checks", "clip_check", "event_noise_std", "noise_check",
-           "occurrence_check", "rate_check", "release_check"]
+__all__ = ["boundary_checks", "clip_check", "edge_occurrence_check", "event_noise_std",
+           "noise_check", "occurrence_check", "rate_check", "release_check"]
 
 #: false-alarm rate of each statistical check
 ALPHA = 1e-3
@@ -105,6 +106,10 @@ def occurrence_check(observer, event) -> dict[str, Any]:
     if not members:
         return {"checked": False, "why": "batch membership not observed"}
     inner = _inner(event)
+    from gnnprivacy.accounting.events import EdgeSubgraphDpEvent
+
+    if isinstance(inner, EdgeSubgraphDpEvent):
+        return edge_occurrence_check(members, inner)
     worst = {"count": 0, "node": None, "step": None}
     bad = None
     for t, m in enumerate(members):
@@ -146,6 +151,31 @@ def occurrence_check(observer, event) -> dict[str, Any]:
     return {"checked": False, "why": f"no occurrence bound for {type(inner).__name__}"}
 
 
+def edge_occurrence_check(members, event) -> dict[str, Any]:
+    """Check 5 for the edge unit: in every step, the most subgraphs that hold one unit edge
+    (an undirected pair counts both of its entries) against the event's ``occurrence``."""
+    worst = {"count": 0, "edge": None, "step": None}
+    for t, m in enumerate(members):
+        if m.edges is None:
+            return {"checked": False, "why": "the batch's edges were not observed"}
+        if m.edges.shape[1] == 0:
+            continue
+        src, dst, sub = m.edges
+        if event.undirected:
+            src, dst = torch.minimum(src, dst), torch.maximum(src, dst)
+        n = int(torch.maximum(src.max(), dst.max())) + 1
+        units = torch.unique(torch.stack([src * n + dst, sub]), dim=1)[0]
+        keys, counts = torch.unique(units, return_counts=True)
+        k = int(counts.argmax())
+        if int(counts[k]) > worst["count"]:
+            key = int(keys[k])
+            worst = {"count": int(counts[k]), "edge": [key // n, key % n], "step": t}
+    return {"checked": True, "unit": "edge", "undirected": bool(event.undirected),
+            "bound": int(event.occurrence), "max_per_step": worst["count"],
+            "edge": worst["edge"], "step": worst["step"],
+            "passed": worst["count"] <= int(event.occurrence)}
+
+
 def clip_check(observer, *, tolerance: float = CLIP_TOLERANCE) -> dict[str, Any]:
     """Check 3 (see the module docstring)."""
     done = [c for c in observer.clip_checks if c.get("checked")]
@@ -174,7 +204,9 @@ def event_noise_std(event, clip_norm: float) -> float | None:
     inner = _inner(event)
     if isinstance(inner, dp_event.PoissonSampledDpEvent):
         inner = _inner(inner.event)
-    if isinstance(inner, (HeterPoissonDpEvent, dp_event.GaussianDpEvent)):
+    from gnnprivacy.accounting.events import EdgeSubgraphDpEvent
+
+    if isinstance(inner, (HeterPoissonDpEvent, dp_event.GaussianDpEvent, EdgeSubgraphDpEvent)):
         return float(inner.noise_multiplier) * clip_norm
     if isinstance(inner, DpGnnDpEvent):      # sigma = lambda 2 (K + 1) C
         return float(inner.noise_multiplier) * 2 * (inner.max_degree + 1) * clip_norm

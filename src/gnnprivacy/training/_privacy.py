@@ -14,15 +14,16 @@ from dataclasses import dataclass
 from dp_accounting import dp_event
 
 from gnnprivacy.accounting import (Accountant, calibrate_noise_multiplier, dpgnn_event,
-                                   dpsgd_event, heterpoisson_event, make_accountant)
+                                   dpsgd_event, edge_subgraph_event, heterpoisson_event,
+                                   make_accountant)
 from gnnprivacy.accounting.pld_accountant import DEFAULT_VALUE_DISCRETIZATION_INTERVAL
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.errors import InvalidParameterError
 
 __all__ = ["EventFactory", "HETERPOISSON_MODES", "MAX_PLANNED_STEPS", "accountant_options",
            "calibrate", "check_delta", "check_plan", "check_planned_steps",
-           "dpgnn_event_factory", "dpsgd_event_factory", "heterpoisson_accountant_kind",
-           "heterpoisson_event_factory", "new_accountant", "prefetch_final_epsilon"]
+           "dpgnn_event_factory", "dpsgd_event_factory", "edge_event_factory",
+           "heterpoisson_accountant_kind", "heterpoisson_event_factory", "new_accountant", "prefetch_final_epsilon"]
 
 #: a plan with more noisy steps than this is refused (with the figure), unless the steps
 #: were given explicitly
@@ -38,7 +39,8 @@ SMALL_EPSILON = 1.0
 SMALL_EPSILON_GRID_SHARE = 1e-2
 
 HETERPOISSON_MODES = ("sound", "paper")
-_BUILDERS = {"heterpoisson": heterpoisson_event, "dpgnn": dpgnn_event, "dpsgd": dpsgd_event}
+_BUILDERS = {"heterpoisson": heterpoisson_event, "dpgnn": dpgnn_event, "dpsgd": dpsgd_event,
+             "edge": edge_subgraph_event}
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,15 @@ def dpgnn_event_factory(*, num_train: int, batch_size: int, max_degree: int,
 def dpsgd_event_factory(*, sample_rate: float) -> EventFactory:
     """Poisson-subsampled Gaussian step; noise multiplier = ``σ / C``."""
     return EventFactory("dpsgd", (("sample_rate", sample_rate),))
+
+
+def edge_event_factory(*, sample_rate: float, occurrence: int, bounding_factor: int = 1,
+                       undirected: bool = True) -> EventFactory:
+    """Edge-level DP-SGD step over Poisson-sampled subgraphs (`EdgeSubgraphDpEvent`);
+    noise multiplier = ``σ / C``."""
+    return EventFactory("edge", (("sample_rate", sample_rate), ("occurrence", occurrence),
+                                 ("bounding_factor", bounding_factor),
+                                 ("undirected", undirected)))
 
 
 def accountant_options(kind: str, epsilon: float | None = None,

@@ -52,6 +52,10 @@ def step_sampling(event: Any) -> tuple[float, int]:
         return float(event.sampling_probability), 1
     if isinstance(event, DpGnnDpEvent):
         return event.batch_size / event.num_train, int(event.max_degree) + 1
+    from gnnprivacy.accounting.events import EdgeSubgraphDpEvent
+
+    if isinstance(event, EdgeSubgraphDpEvent):     # one edge changes up to `group` subgraphs
+        return float(event.sampling_probability), int(event.group)
     return 1.0, 1
 
 

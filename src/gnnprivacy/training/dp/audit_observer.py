@@ -34,11 +34,13 @@ __all__ = ["EngineObserver", "Membership", "membership_of"]
 @dataclass
 class Membership:
     """The subgraphs of one step: ``centers[i]`` is subgraph ``i``'s unit (the node sampled
-    at the event's rate), and every ``(node, subgraph)`` pair in it."""
+    at the event's rate), and every ``(node, subgraph)`` pair in it; ``edges`` (when the
+    batch carries them): every entry ``(source node, target node, subgraph)``, ``[3, E]``."""
 
     centers: Tensor
     nodes: Tensor
     subgraphs: Tensor
+    edges: Tensor | None = None
 
 
 def _star(b) -> Membership:
@@ -57,7 +59,12 @@ def _rows(nodes: Tensor, mask: Tensor) -> Membership:
 
 def _loader_batch(d) -> Membership:
     n_id, seg = d.n_id.detach().cpu().long(), d.batch.detach().cpu().long()
-    return Membership(n_id[d.center.detach().cpu().long()], n_id, seg)
+    ei = getattr(d, "edge_index", None)
+    edges = None
+    if isinstance(ei, Tensor) and ei.dim() == 2 and ei.shape[0] == 2:
+        ei = ei.detach().cpu().long()
+        edges = torch.stack([n_id[ei[0]], n_id[ei[1]], seg[ei[1]]])
+    return Membership(n_id[d.center.detach().cpu().long()], n_id, seg, edges)
 
 
 def membership_of(values) -> Membership | None:

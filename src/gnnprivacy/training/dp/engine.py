@@ -81,22 +81,30 @@ def check_sampling(sampling: str | None, event: Any) -> str | None:
     check_choice("sampling", sampling, SAMPLINGS)
     from dp_accounting import dp_event
 
-    from gnnprivacy.accounting.events import DpGnnDpEvent, HeterPoissonDpEvent, ScopedDpEvent
+    from gnnprivacy.accounting.events import (DpGnnDpEvent, EdgeSubgraphDpEvent,
+                                              HeterPoissonDpEvent, ScopedDpEvent)
 
     inner = event.event if isinstance(event, ScopedDpEvent) else event
-    expected = {"poisson": dp_event.PoissonSampledDpEvent, "heterpoisson": HeterPoissonDpEvent,
+    # edge-level subgraphs are Poisson-sampled centres (`EdgeSubgraphDpEvent`)
+    expected = {"poisson": (dp_event.PoissonSampledDpEvent, EdgeSubgraphDpEvent),
+                "heterpoisson": HeterPoissonDpEvent,
                 "degree_bounded": DpGnnDpEvent}.get(sampling)
     sampled = (dp_event.PoissonSampledDpEvent, dp_event.SampledWithoutReplacementDpEvent,
-               dp_event.SampledWithReplacementDpEvent, HeterPoissonDpEvent, DpGnnDpEvent)
+               dp_event.SampledWithReplacementDpEvent, HeterPoissonDpEvent, DpGnnDpEvent,
+               EdgeSubgraphDpEvent)
     ok = isinstance(inner, expected) if expected else not isinstance(inner, sampled)
     if sampling == "poisson" and not isinstance(inner, sampled):
         ok = True           # Poisson sampling at rate 1 is every unit in every step
     if not ok:
         raise InvalidParameterError(
             "step_event", f"an event for {sampling!r} sampling"
-            + (f" ({expected.__name__})" if expected else " (no subsampling)"),
+            + (f" ({_names(expected)})" if expected else " (no subsampling)"),
             type(inner).__name__)
     return sampling
+
+
+def _names(classes) -> str:
+    return " or ".join(c.__name__ for c in (classes if isinstance(classes, tuple) else (classes,)))
 
 
 @dataclass(frozen=True)

@@ -46,11 +46,13 @@ from torch import nn
 
 from gnnprivacy._torch_state import torch_state_kept
 from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
+from gnnprivacy.accounting.units import PrivacyUnit
 from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.training.dp import clipping
 from gnnprivacy.training.dp.engine import DPEngine
 from gnnprivacy.training.dp.flat_capture import BatchLayout, FlatCapture, SubgraphMixingError
 from gnnprivacy.training.dp.noise import unflatten
+from gnnprivacy.training.private.edge_sampler import EdgeSubgraphs
 from gnnprivacy.training.private.graph_sampler import GraphSampler
 from gnnprivacy.training.private.guards import LoopGuard
 from gnnprivacy.training.private.samplers import SAMPLERS, SubgraphSampler, make_sampler
@@ -59,6 +61,7 @@ __all__ = ["PrivateLoader", "PrivateTraining", "make_private"]
 
 LOSS_REDUCTIONS = ("mean", "sum")
 SAMPLERS["graphs"] = GraphSampler       # graph-level DP (unit graph), `.graph_sampler`
+SAMPLERS["edges"] = EdgeSubgraphs       # edge-level DP (unit edge), `.edge_sampler`
 
 
 def _make_generators(seed: int | None, secure: bool) -> dict[str, torch.Generator | None]:
@@ -173,9 +176,11 @@ class PrivateTraining:
                                       high_open=True))
         from gnnprivacy.training import _privacy
 
-        _privacy.check_delta(self.delta, self.sampler.num_train,
+        _privacy.check_delta(self.delta, getattr(self.sampler, "num_units",
+                                                 self.sampler.num_train),
                              allow_large_delta=bool(allow_large_delta),
-                             units=f"training {self.plan.unit.value}s")
+                             units=(f"training {self.plan.unit.value}s"
+                                    if self.plan.unit is not PrivacyUnit.EDGE else "edges"))
         self.epochs = None if epochs is None else check_positive("epochs", epochs)
         if steps is not None:
             self.steps_planned = check_int("steps", steps, low=1)
@@ -187,12 +192,20 @@ class PrivateTraining:
                                                             delta=self.delta)
         _privacy.check_planned_steps(self.steps_planned, explicit=steps is not None)
         self.target_epsilon = None if epsilon is None else check_positive("epsilon", epsilon)
+        # a release planned after training (edge-private inference) takes its share first
+        self.release_plan = _planned_release(self.sampler, model, self.target_epsilon,
+                                             self.delta)
+        train_epsilon, train_delta = self.target_epsilon, self.delta
+        if self.release_plan is not None and self.release_plan.epsilon is not None:
+            train_epsilon = self.target_epsilon - self.release_plan.epsilon
+            train_delta = self.delta - self.release_plan.delta
+        self.predictor = None
         if noise_multiplier is not None:
             self.noise_multiplier = check_real("noise_multiplier", noise_multiplier, low=0.0)
         else:
             self.noise_multiplier = _privacy.calibrate(
-                self.plan.event_factory, steps=self.steps_planned, epsilon=self.target_epsilon,
-                delta=self.delta, kind=self.plan.accountant)
+                self.plan.event_factory, steps=self.steps_planned, epsilon=train_epsilon,
+                delta=train_delta, kind=self.plan.accountant)
         self.event = self.plan.event_factory(self.noise_multiplier)
         self.accountant = _privacy.new_accountant(
             self.plan.accountant, self.plan.unit, self.plan.relation,
@@ -242,7 +255,12 @@ class PrivateTraining:
     @property
     def privacy(self) -> dict:
         """Unit, relation, scope, what is unaccounted, and the mechanism's parameters."""
-        return {"unit": self.plan.unit.value, "relation": self.plan.relation.value,
+        rp = self.release_plan
+        release = {} if rp is None else {"inference_release": {
+            "calls": rp.calls, "noise_multiplier": rp.noise_multiplier,
+            "noise_std": rp.noise_std, "message_clip": rp.clip, "planned_epsilon": rp.epsilon,
+            "planned_delta": rp.delta, "released": self.predictor is not None}}
+        return {**release, "unit": self.plan.unit.value, "relation": self.plan.relation.value,
                 "scope": self.plan.scope,
                 "unaccounted": (list(self.plan.unaccounted) + self.guard.unaccounted
                                 + self._seed_note()),
@@ -391,6 +409,42 @@ class PrivateTraining:
             out[n] = _as(contributions[p].weighted(factors), p.dtype)
         return {n: out[n] for n, _ in named}
 
+    # ------------------------------------------------------------------ inference
+    def release_predictor(self, data=None):
+        """Release the edge-private predictor (``sampler="edges"`` with ``inference=
+        "noisy"``): every message-passing call's noisy aggregate over ``data`` (default the
+        training graph), composed into this accountant; once.
+
+        Returns:
+            An `EdgePrivatePredictor`: ``predictor(x)`` gives logits without reading an edge.
+
+        Raises:
+            InvalidParameterError: no release was planned, or it was already made.
+        """
+        from gnnprivacy.training.private.edge_inference import (EdgePrivatePredictor,
+                                                                release_aggregates)
+
+        if self.release_plan is None:
+            raise InvalidParameterError(
+                "sampler", "sampler='edges' with inference='noisy' (a release planned in the "
+                "budget)", self.sampler.name + ("" if not hasattr(self.sampler, "inference")
+                                                else f", inference={self.sampler.inference!r}"))
+        if self.predictor is not None:
+            raise InvalidParameterError("release_predictor", "one call (the aggregates are "
+                                        "released once: reuse pt.predictor)", "a second call")
+        graph = self.sampler.graph if data is None else data
+        device = next((p.device for p in self.model.parameters()), torch.device("cpu"))
+        released = release_aggregates(self.model, graph.x.to(device),
+                                      graph.edge_index.to(device), self.release_plan,
+                                      generator=self._gens["noise"], secure_mode=self.secure_mode)
+        for event in self.release_plan.events():
+            self.accountant.compose(event)
+        self.predictor = EdgePrivatePredictor(self.model, released, {
+            "unit": "edge", "calls": self.release_plan.calls,
+            "noise_std": self.release_plan.noise_std, "epsilon": self.epsilon,
+            "delta": self.delta})
+        return self.predictor
+
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:
         """Model, optimizer, executed steps, the ledger and the sampling stream's state."""
@@ -442,6 +496,19 @@ class PrivateTraining:
                 f"{self.noise_multiplier:.4g}, clip_norm={self.max_grad_norm:g}, steps="
                 f"{self.steps}/{self.steps_planned}, epsilon={self.epsilon:.4g}, "
                 f"delta={self.delta:.3g})")
+
+
+def _planned_release(sampler, model, epsilon, delta):
+    """The sampler's planned inference release (`edge_inference.ReleasePlan`), or ``None``."""
+    if getattr(sampler, "inference", None) != "noisy":
+        return None
+    from gnnprivacy.training.private.edge_inference import plan_release
+
+    share = float(sampler.inference_share)
+    return plan_release(model, sampler.graph.x, undirected=bool(sampler.undirected_),
+                        clip=sampler.message_clip,
+                        epsilon=None if epsilon is None else share * epsilon,
+                        delta=0.5 * delta, noise_multiplier=sampler.inference_noise_multiplier)
 
 
 def _as(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

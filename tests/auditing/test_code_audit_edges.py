@@ -1,0 +1,95 @@
+"""The code audit on the edge-level path (issue 46): ``make_private(sampler="edges")`` in a
+user loop. The honest run passes every boundary check (none unchecked); a planted doubled
+occurrence (every subgraph twice in its step, or subgraphs one hop deeper than the event
+assumes) and a planted doubled rate are each flagged by their own check."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+from torch_geometric.nn import SAGEConv
+
+import gnnprivacy as gp
+from gnnprivacy.auditing.code import code_audit
+from gnnprivacy.training.private import edge_sampler as es
+
+CHECKS = ("sampling_rate", "releases", "clip", "noise", "occurrence")
+
+
+class Net(nn.Module):
+    def __init__(self, f, c, h=16):
+        super().__init__()
+        self.lin, self.conv, self.head = nn.Linear(f, h), SAGEConv(h, h, aggr="sum"), \
+            nn.Linear(h, c)
+
+    def forward(self, x, edge_index):
+        return self.head(torch.relu(self.conv(torch.relu(self.lin(x)), edge_index)))
+
+
+def audit_edges(data, seed=0, steps=12):
+    """The code audit of a user loop on the edge sampler (one SAGE layer: occurrence 2)."""
+    def train():
+        torch.manual_seed(seed)
+        model = Net(data.num_features, int(data.y.max()) + 1)
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        pt = gp.make_private(model, opt, data, sampler=es.EdgeSubgraphs(inference="none"),
+                             noise_multiplier=3.0, seed=seed, steps=steps, batch_size=40)
+        for batch in pt.loader:
+            opt.zero_grad()
+            out = model(batch.x, batch.edge_index)
+            F.cross_entropy(out[batch.center], batch.y[batch.center]).backward()
+            opt.step()
+        pt.close()
+        return {"epsilon": pt.epsilon, "delta": pt.delta}
+
+    return code_audit(train, seed=seed, method="make_private-edges")
+
+
+def _failed(result):
+    return {name for checks in result.details["checks"] for name, c in checks.items()
+            if c.get("checked") and not c["passed"]}
+
+
+@pytest.fixture(scope="module")
+def data():
+    return gp.load_dataset("csbm", num_nodes=240, seed=0)
+
+
+def test_the_honest_edge_path_passes_every_check(data):
+    result = audit_edges(data)
+    checks = result.details["checks"][0]
+    assert all(checks[name]["checked"] for name in CHECKS), checks
+    assert not result.violation and not _failed(result), result.summary()
+    assert checks["occurrence"]["unit"] == "edge" and checks["occurrence"]["bound"] == 2
+
+
+def _plant(kind, monkeypatch):
+    if kind == "doubled_subgraphs":          # every centre's subgraph twice in its step
+        original = es.EdgeSubgraphs.subgraphs
+        monkeypatch.setattr(es.EdgeSubgraphs, "subgraphs", lambda self, centres: original(
+            self, torch.cat([centres, centres])))
+    elif kind == "one_hop_deeper":           # 2-hop subgraphs, the event still of 1 hop
+        original = es.subgraph_entries
+        monkeypatch.setattr(es, "subgraph_entries", lambda rowptr, src, centres, hops, n:
+                            original(rowptr, src, centres, hops + 1, n))
+    elif kind == "doubled_rate":             # centres drawn at 2q, the event at q
+        plan = es.EdgeSubgraphs.plan
+
+        def raised(self, *, batch_size):
+            honest = plan(self, batch_size=batch_size)
+            self._rate = min(1.0, 2 * self._rate)
+            return honest
+
+        monkeypatch.setattr(es.EdgeSubgraphs, "plan", raised)
+
+
+@pytest.mark.parametrize("kind,check", [("doubled_subgraphs", "occurrence"),
+                                        ("one_hop_deeper", "occurrence"),
+                                        ("doubled_rate", "sampling_rate")])
+def test_a_planted_bug_is_flagged_by_its_check(kind, check, data, monkeypatch):
+    _plant(kind, monkeypatch)
+    result = audit_edges(data)
+    assert result.violation, result.summary()
+    assert check in _failed(result), (_failed(result), result.summary())
