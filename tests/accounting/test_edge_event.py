@@ -48,7 +48,9 @@ def _aligned_delta(eps, q, m, z):
     return val
 
 
-@pytest.mark.parametrize("q,m,z", [(0.1, 2, 1.0), (0.3, 2, 2.0), (0.05, 4, 1.5)])
+@pytest.mark.parametrize("q,m,z", [(0.1, 2, 1.0),
+                                   pytest.param(0.3, 2, 2.0, marks=pytest.mark.slow),
+                                   pytest.param(0.05, 4, 1.5, marks=pytest.mark.slow)])
 def test_the_pld_dominates_the_exact_aligned_pair_and_add_remove_does_not(q, m, z):
     """Soundness against a known truth (numerical integration of the aligned pair), and
     the broken control: accounting the same step as one subgraph added or removed (the

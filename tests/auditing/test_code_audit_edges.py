@@ -85,9 +85,10 @@ def _plant(kind, monkeypatch):
         monkeypatch.setattr(es.EdgeSubgraphs, "plan", raised)
 
 
-@pytest.mark.parametrize("kind,check", [("doubled_subgraphs", "occurrence"),
-                                        ("one_hop_deeper", "occurrence"),
-                                        ("doubled_rate", "sampling_rate")])
+@pytest.mark.parametrize("kind,check", [
+    ("doubled_subgraphs", "occurrence"),
+    pytest.param("one_hop_deeper", "occurrence", marks=pytest.mark.slow),
+    pytest.param("doubled_rate", "sampling_rate", marks=pytest.mark.slow)])
 def test_a_planted_bug_is_flagged_by_its_check(kind, check, data, monkeypatch):
     _plant(kind, monkeypatch)
     result = audit_edges(data)

@@ -41,7 +41,8 @@ class RunConfig:
     runs_dir: str = field(default=DEFAULT_RUNS_DIR, metadata={"help": "where run records are written"})
     device: str = field(default="cpu", metadata={"help": "torch device (cpu, cuda)"})
     task: str | None = field(default=None, metadata={
-        "help": "node | graph (graph classification on TU datasets; default: the method's)"})
+        "help": "node | graph (graph classification on TU datasets) | link (link prediction: "
+                "link, link-edge-dp, link-node-dp; default: the method's)"})
     resume: bool = field(default=False, metadata={
         "help": "continue a killed private run from its last checkpoint under "
                 "<runs_dir>/checkpoints (same configuration and seed)"})
@@ -130,10 +131,10 @@ def resolve_config(values: dict[str, Any]):
         raise UnknownNameError(f"config key (for method {spec.name!r})", unknown[0],
                                set(RUN_FIELDS) | param_names)
     task = run_values.get("task") or spec.task
-    if task not in ("node", "graph") or task != spec.task:
+    if task not in ("node", "graph", "link") or task != spec.task:
         raise InvalidParameterError(
             "task", f"{spec.task!r}, the task of method {spec.name!r} (graph methods: "
-            "dpsgd-graph, graph)", task)
+            "dpsgd-graph, graph; link methods: link, link-edge-dp, link-node-dp)", task)
     if task == "graph":
         run_values.update(task="graph", dataset=run_values.get("dataset", "").lower())
     config = RunConfig(**run_values)

@@ -26,7 +26,8 @@ class MethodSpec:
     private: bool
     default_delta: Callable[[int], float] | None = None  #: delta as a function of N (paper default)
     checkpoints: bool = False  #: writes checkpoints (``RunContext.checkpoint_path``), so ``resume`` applies
-    task: str = "node"  #: ``"node"`` classification, or ``"graph"`` (data: a `GraphSet`)
+    task: str = "node"  #: ``"node"`` classification, ``"graph"`` (data: a `GraphSet`) or
+    #: ``"link"`` (link prediction on a node dataset, split by the method)
 
     def make_params(self, values: dict[str, Any]):
         """Instantiate the params dataclass from ``values`` (unknown keys are an error)."""

@@ -21,7 +21,7 @@ from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.errors import InvalidParameterError
 
 __all__ = ["EventFactory", "HETERPOISSON_MODES", "MAX_PLANNED_STEPS", "accountant_options",
-           "calibrate", "check_delta", "check_plan", "check_planned_steps",
+           "calibrate", "calibrate_with_release", "check_delta", "check_plan", "check_planned_steps",
            "dpgnn_event_factory", "dpsgd_event_factory", "edge_event_factory",
            "heterpoisson_accountant_kind", "heterpoisson_event_factory", "new_accountant", "prefetch_final_epsilon"]
 
@@ -129,6 +129,21 @@ def calibrate(make_event: EventFactory, *, steps: int, epsilon: float, delta: fl
                                       target_delta=delta, accountant=kind,
                                       accountant_options=accountant_options(kind, epsilon, steps),
                                       full_check=full_check)
+
+
+def calibrate_with_release(make_event: EventFactory, *, steps: int, release: tuple,
+                           epsilon: float, delta: float, kind: str) -> float:
+    """Smallest noise multiplier whose ``steps`` steps *composed with* the fixed events of a
+    later ``release`` (e.g. the edge-private inference) stay within ``epsilon`` at
+    ``delta`` (one-sided, like `calibrate`)."""
+    def composed(z: float) -> dp_event.DpEvent:
+        return dp_event.ComposedDpEvent([dp_event.SelfComposedDpEvent(make_event(z), steps),
+                                         *release])
+
+    return calibrate_noise_multiplier(composed, steps=1, target_epsilon=epsilon,
+                                      target_delta=delta, accountant=kind,
+                                      accountant_options=accountant_options(kind, epsilon,
+                                                                            steps))
 
 
 def prefetch_final_epsilon(kind: str, unit: PrivacyUnit, relation: NeighboringRelation, *,

@@ -63,13 +63,38 @@ from gnnprivacy._validation import check_int, check_positive, check_real
 from gnnprivacy.nn.gap import (GAP_MODES, _mlp, bound_degree, check_gap_mode, gap_event,  # noqa: F401
                                gap_sensitivity, true_sensitivity)
 
-__all__ = ["GAP_MODES", "gap_sensitivity", "bound_degree", "noisy_aggregate", "gap_event",
-           "gap_privacy_plan", "GAPTrainer", "default_delta_gap"]
+__all__ = ["GAP_LEVELS", "GAP_MODES", "gap_sensitivity", "bound_degree", "noisy_aggregate",
+           "gap_event", "gap_privacy_plan", "GAPTrainer", "default_delta_gap",
+           "default_delta_gap_edge"]
+
+#: ``level``: node-level GAP (DP-SGD encoder and classifier, bounded aggregation) or
+#: edge-level GAP (only the aggregation touches edges; encoder and classifier are trained on
+#: public features and labels)
+GAP_LEVELS = ("node", "edge")
 
 
 def default_delta_gap(num_train: int) -> float:
     """GAP's automatic δ: ``10^-len(str(N_train))``."""
     return 10.0 ** -len(str(int(num_train)))
+
+
+def default_delta_gap_edge(num_edges: int) -> float:
+    """Edge-level GAP's automatic δ: ``10^-len(str(|E|))`` (below ``1 / |E|``)."""
+    return 10.0 ** -len(str(max(1, int(num_edges))))
+
+
+@functools.lru_cache(maxsize=64)
+def _calibrate_gap_edge(epsilon: float, delta: float, hops: int) -> float:
+    """The noise multiplier of ``hops`` Gaussian releases at ``(epsilon, delta)``, unit edge."""
+    from dp_accounting import dp_event as e
+
+    from gnnprivacy.accounting import calibrate_noise_multiplier
+    from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
+
+    return calibrate_noise_multiplier(lambda z: e.GaussianDpEvent(z), steps=hops,
+                                      target_epsilon=epsilon, target_delta=delta,
+                                      accountant="pld", unit=PrivacyUnit.EDGE,
+                                      relation=NeighboringRelation.ADD_OR_REMOVE)
 
 
 def noisy_aggregate(x: Tensor, edge_index: Tensor, *, hops: int, noise_std: float,
@@ -173,11 +198,13 @@ class GAPTrainer(EstimatorParams):
                  noise_multiplier: float | None = None,
                  generator: torch.Generator | int | None = None,
                  progress: Callable | None = None, secure_mode: bool = False,
-                 device: str | torch.device = "cpu"):
+                 device: str | torch.device = "cpu", level: str = "node"):
+        from gnnprivacy._validation import check_choice
         from gnnprivacy.training.device import resolve_device
 
         resolve_device(device)              # a bad device fails here, before any work
         self.device = device
+        self.level = check_choice("level", level, GAP_LEVELS)
         self.epsilon = check_positive("epsilon", epsilon)
         self.delta = None if delta is None else check_real("delta", delta, low=0.0, high=1.0,
                                                              low_open=True, high_open=True)
@@ -199,7 +226,8 @@ class GAPTrainer(EstimatorParams):
     def trainer_kwargs(self) -> dict:
         return {k: getattr(self, k) for k in (
             "epsilon", "delta", "accounting", "hops", "max_degree", "encoder_epochs", "epochs",
-            "batch_size", "clip_norm", "hidden", "lr", "noise_multiplier", "secure_mode")}
+            "batch_size", "clip_norm", "hidden", "lr", "noise_multiplier", "secure_mode",
+            "level")}
 
     # ------------------------------------------------------------------ fit
     def _dp_train(self, model: nn.Module, inputs: Tensor, y: Tensor, train: Tensor, q: float,
@@ -238,6 +266,8 @@ class GAPTrainer(EstimatorParams):
         return engine.steps_
 
     def fit(self, data) -> GAPTrainer:
+        if self.level == "edge":
+            return self._fit_edge(data)
         from dp_accounting import dp_event as e
 
         from gnnprivacy.accounting import make_accountant
@@ -337,6 +367,118 @@ class GAPTrainer(EstimatorParams):
             "clip_norm": self.clip_norm, "secure_mode": self.secure_mode,
             "edges_dropped_by_bounding": dropped, "unaccounted": unaccounted,
             "calibrated": self.noise_multiplier is None}
+
+    # ------------------------------------------------------------------ edge level
+    def _plain_train(self, model: nn.Module, inputs: Tensor, y: Tensor, train: Tensor,
+                     epochs: int, gen: torch.Generator, phase: str) -> int:
+        """Non-private minibatch Adam on the training nodes (edge level: features and labels
+        are public, and ``inputs`` reads edges only through released aggregates)."""
+        opt = torch.optim.Adam(model.parameters(), lr=self.lr)
+        size = min(self.batch_size, int(train.numel()))
+        per_epoch = max(1, math.ceil(train.numel() / size))
+        bar = self.progress(f"gap-edge {phase}", epochs * per_epoch) if self.progress else None
+        model.train()
+        steps = 0
+        for _ in range(epochs):
+            order = train[torch.randperm(train.numel(), generator=gen)]
+            for k in range(per_epoch):
+                nodes = order[k * size:(k + 1) * size]
+                opt.zero_grad()
+                F.cross_entropy(model(inputs[nodes]), y[nodes]).backward()
+                opt.step()
+                steps += 1
+                if bar is not None:
+                    bar.update(1)
+        model.eval()
+        return steps
+
+    def _fit_edge(self, data) -> GAPTrainer:
+        """Edge-level GAP: the encoder and the classifier train on public features and
+        labels; the ``K`` aggregation hops are the only releases that read edges, each a
+        Gaussian mechanism of sensitivity ``sqrt(2)`` (undirected edge: two unit rows move by
+        at most 1 each) or 1 (directed), with no degree bound."""
+        from dp_accounting import dp_event as e
+
+        from gnnprivacy.accounting import make_accountant
+        from gnnprivacy.accounting.events import ScopedDpEvent
+        from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
+        from gnnprivacy.random import as_torch_generator
+        from gnnprivacy.sampling._graph import clean_graph
+        from gnnprivacy.training.device import resolve_device
+        from gnnprivacy.training.nonprivate import num_classes_of, training_graph
+        from gnnprivacy.training.private.edge_sampler import is_undirected
+
+        self.device_ = resolve_device(self.device)
+        gen = as_torch_generator(self.generator)
+        seeds = torch.randint(0, 2**62, (3,), generator=gen).tolist()
+        gens = {k: torch.Generator().manual_seed(int(s))
+                for k, s in zip(("init", "order", "agg"), seeds)}
+        if self.secure_mode:
+            gens["agg"] = None
+        graph = training_graph(data)
+        train = graph.train_mask.nonzero().flatten()
+        n = int(graph.num_nodes)
+        clean = clean_graph(graph.edge_index, n, where="GAPTrainer")
+        undirected = is_undirected(clean.src, clean.dst, n)
+        units = (int(clean.src.numel()) // 2 if undirected else int(clean.src.numel()))
+        self.delta_ = (float(self.delta) if self.delta is not None
+                       else default_delta_gap_edge(units))
+        sensitivity = math.sqrt(2.0) if undirected else 1.0
+        self.noise_multiplier_ = float(
+            self.noise_multiplier if self.noise_multiplier is not None
+            else _calibrate_gap_edge(float(self.epsilon), self.delta_, self.hops)
+            if self.hops else 0.0)
+        self.agg_std_ = self.noise_multiplier_ * sensitivity
+        self.accountant_ = make_accountant("pld", unit=PrivacyUnit.EDGE,
+                                           relation=NeighboringRelation.ADD_OR_REMOVE)
+        self.num_classes_ = num_classes_of(data)
+        x, y = graph.x.float(), graph.y
+        self.edge_index_ = torch.stack([clean.src, clean.dst])
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=gens["init"])))
+            self.encoder_ = _mlp([x.size(1), self.hidden, self.hidden])
+            head = nn.Linear(self.hidden, self.num_classes_)
+            enc_steps = self._plain_train(nn.Sequential(self.encoder_, nn.SELU(), head), x, y,
+                                          train, self.encoder_epochs, gens["order"], "encoder")
+            self._agg_gen = gens["agg"]
+            features = self._features(x, self.edge_index_)
+            for _ in range(self.hops):
+                self.accountant_.compose(ScopedDpEvent(e.GaussianDpEvent(self.noise_multiplier_),
+                                                       PrivacyUnit.EDGE,
+                                                       NeighboringRelation.ADD_OR_REMOVE))
+            self.classifier_ = _mlp([self.hidden * (self.hops + 1), self.hidden,
+                                     self.num_classes_])
+            cls_steps = self._plain_train(self.classifier_, features, y, train, self.epochs,
+                                          gens["order"], "classifier")
+        self.aggregates_ = features[:, self.hidden:].cpu()
+        self.steps_ = self.hops
+        self.epsilon_ = (float(self.accountant_.get_epsilon(self.delta_)) if self.hops
+                         else 0.0)
+        self.privacy_spent_ = (self.epsilon_, self.delta_)
+        self.ledger_ = self.accountant_.to_dict(self.delta_)
+        self.plan_ = {"hops": self.hops, "delta": self.delta_,
+                      "noise_multiplier": self.noise_multiplier_,
+                      "aggregation_sensitivity": sensitivity}
+        self.privacy_info_ = {
+            "unit": PrivacyUnit.EDGE.value,
+            "relation": NeighboringRelation.ADD_OR_REMOVE.value,
+            "relation_detail": ("add or remove one undirected edge {u, v} (both entries)"
+                                if undirected else "add or remove one directed edge u -> v"),
+            "scope": ("the K noisy aggregates of one edge-level GAP run, and everything "
+                      "computed from them and the public features and labels: the classifier "
+                      "and every prediction on the fitted graph"),
+            "accountant": "pld", "level": "edge", "noise_multiplier": self.noise_multiplier_,
+            "aggregation_noise_std": self.agg_std_, "aggregation_sensitivity": sensitivity,
+            "hops": self.hops, "encoder_steps": enc_steps, "classifier_steps": cls_steps,
+            "secure_mode": self.secure_mode, "calibrated": self.noise_multiplier is None,
+            "num_unit_edges": units,
+            "unaccounted": [
+                "node features, labels and the node set are public under the edge unit: the "
+                "encoder and the classifier train on them without noise",
+                "predictions on another graph recompute the aggregation with fresh noise, a "
+                "release outside this epsilon"]}
+        self.info_ = {"num_train": int(train.numel()), "edges_kept": int(clean.src.numel())}
+        return self
 
     def _hop0(self, x: Tensor) -> Tensor:
         """``x̄⁽⁰⁾``: the row-normalised embeddings of ``x`` by the released encoder (the

@@ -4,3 +4,5 @@ from gnnprivacy.method.builtin import ldp, node_dp, nonprivate  # noqa: F401
 from gnnprivacy.method.builtin import gap  # noqa: F401,E402
 from gnnprivacy.method.builtin import heterorr  # noqa: F401,E402
 from gnnprivacy.method.builtin import graph  # noqa: F401,E402
+from gnnprivacy.method.builtin import edge  # noqa: F401,E402
+from gnnprivacy.method.builtin import link  # noqa: F401,E402

@@ -48,7 +48,7 @@ from torch import Tensor, nn
 from gnnprivacy.errors import InvalidParameterError
 
 __all__ = ["EdgePrivatePredictor", "ReleasePlan", "check_release_layers", "plan_release",
-           "release_aggregates"]
+           "release_aggregates", "release_noise_in_training"]
 
 AGGREGATIONS = ("add", "sum", "mean")
 
@@ -231,6 +231,27 @@ def release_aggregates(model: nn.Module, x: Tensor, edge_index: Tensor, plan: Re
         raise InvalidParameterError("model", f"a forward with the planned {plan.calls} "
                                     "message-passing call(s)", f"{len(released)} calls")
     return released
+
+
+def release_noise_in_training(model: nn.Module, plan: ReleasePlan, *,
+                              generator: torch.Generator) -> list:
+    """Train the model as the release will run it: while a message-passing module is in
+    training mode, its messages are clipped to ``plan.clip`` and its aggregate gets noise of
+    the release's std (from ``generator``: an augmentation, not a privacy mechanism; every
+    row's noise is its own, so no subgraph mixes with another). Returns the hook handles
+    (``handle.remove()`` to stop)."""
+    def clip_messages(module, inputs, output):
+        return _clip_rows(output, plan.clip) if module.training else output
+
+    def noisy(module, inputs, output):
+        if not module.training:
+            return output
+        noise = torch.randn(output.shape, generator=generator, dtype=output.dtype)
+        return output + noise.to(output.device) * plan.noise_std
+
+    return [h for m in check_release_layers(model)
+            for h in (m.register_message_forward_hook(clip_messages),
+                      m.register_aggregate_forward_hook(noisy))]
 
 
 class EdgePrivatePredictor:

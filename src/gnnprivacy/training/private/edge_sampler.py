@@ -207,6 +207,9 @@ class EdgeSubgraphs(SubgraphSampler):
         message_clip: the norm bound ``B`` of each message at inference.
         inference_noise_multiplier: fix the release's noise multiplier instead of sharing
             epsilon (with ``noise_multiplier=`` in `make_private`).
+        noise_in_training: train with the release's message clip and aggregate noise (an
+            augmentation in training mode only, so the model learns to read noisy
+            aggregates; no privacy cost).
 
     Privacy: unit edge, add/remove; `EdgeSubgraphDpEvent` per step (see the module
     docstring); the inference release adds one Gaussian event per message-passing call.
@@ -218,7 +221,8 @@ class EdgeSubgraphs(SubgraphSampler):
     def __init__(self, *, hops: int | None = None, max_out_degree: int | None = None,
                  max_in_degree: int | None = None, edge_unit: str = "auto",
                  inference: str = "noisy", inference_share: float = INFERENCE_SHARE,
-                 message_clip: float = 1.0, inference_noise_multiplier: float | None = None):
+                 message_clip: float = 1.0, inference_noise_multiplier: float | None = None,
+                 noise_in_training: bool = False):
         self.hops = None if hops is None else check_int("hops", hops, low=1)
         self.max_out_degree = (None if max_out_degree is None
                                else check_int("max_out_degree", max_out_degree, low=1))
@@ -231,6 +235,10 @@ class EdgeSubgraphs(SubgraphSampler):
         self.message_clip = check_real("message_clip", message_clip, low=0.0, low_open=True)
         if math.isinf(self.message_clip):
             raise InvalidParameterError("message_clip", "a finite norm bound > 0", message_clip)
+        self.noise_in_training = bool(noise_in_training)
+        if self.noise_in_training and self.inference != "noisy":
+            raise InvalidParameterError("noise_in_training", "False unless inference='noisy' "
+                                        "(it imitates that release)", noise_in_training)
         self.inference_noise_multiplier = (
             None if inference_noise_multiplier is None else check_real(
                 "inference_noise_multiplier", inference_noise_multiplier, low=0.0,

@@ -192,20 +192,29 @@ class PrivateTraining:
                                                             delta=self.delta)
         _privacy.check_planned_steps(self.steps_planned, explicit=steps is not None)
         self.target_epsilon = None if epsilon is None else check_positive("epsilon", epsilon)
-        # a release planned after training (edge-private inference) takes its share first
+        # a release planned after training (edge-private inference): its noise is set by its
+        # share, and the training noise is calibrated for the composition of both
         self.release_plan = _planned_release(self.sampler, model, self.target_epsilon,
                                              self.delta)
-        train_epsilon, train_delta = self.target_epsilon, self.delta
-        if self.release_plan is not None and self.release_plan.epsilon is not None:
-            train_epsilon = self.target_epsilon - self.release_plan.epsilon
-            train_delta = self.delta - self.release_plan.delta
         self.predictor = None
+        self._release_hooks = []
+        if self.release_plan is not None and getattr(self.sampler, "noise_in_training", False):
+            from gnnprivacy.training.private.edge_inference import release_noise_in_training
+
+            seed = int(torch.randint(0, 2**62, (1,), generator=self._gens["subgraphs"]))
+            self._release_hooks = release_noise_in_training(
+                model, self.release_plan, generator=torch.Generator().manual_seed(seed))
         if noise_multiplier is not None:
             self.noise_multiplier = check_real("noise_multiplier", noise_multiplier, low=0.0)
+        elif self.release_plan is not None:
+            self.noise_multiplier = _privacy.calibrate_with_release(
+                self.plan.event_factory, steps=self.steps_planned,
+                release=tuple(self.release_plan.events()), epsilon=self.target_epsilon,
+                delta=self.delta, kind=self.plan.accountant)
         else:
             self.noise_multiplier = _privacy.calibrate(
-                self.plan.event_factory, steps=self.steps_planned, epsilon=train_epsilon,
-                delta=train_delta, kind=self.plan.accountant)
+                self.plan.event_factory, steps=self.steps_planned, epsilon=self.target_epsilon,
+                delta=self.delta, kind=self.plan.accountant)
         self.event = self.plan.event_factory(self.noise_multiplier)
         self.accountant = _privacy.new_accountant(
             self.plan.accountant, self.plan.unit, self.plan.relation,
@@ -483,6 +492,9 @@ class PrivateTraining:
 
     def close(self) -> None:
         """Remove the hooks and give ``optimizer`` its own ``step`` back."""
+        for handle in self._release_hooks:
+            handle.remove()
+        self._release_hooks = []
         self.guard.stop()
         self.capture.detach()
         if self.optimizer.__dict__.get("step") is self._dp_step:
