@@ -94,7 +94,7 @@ class EdgeDPTrainer(EstimatorParams):
         inference: ``"noisy"`` (predictions in the epsilon) or ``"unprotected"``.
         inference_share: share of epsilon for the release.
         steps, batch_size: DP-SGD steps and expected batch (defaults: the sampler's plan).
-        pretrain_epochs: full-batch epochs of the (free) encoder.
+        pretrain_epochs: epochs of the (free) encoder (minibatches of 256).
         clip_norm: per-subgraph clip ``C``; hidden: width; lr: Adam.
         generator: int seed or ``None``; secure_mode: OS CSPRNG noise.
     """
@@ -104,7 +104,7 @@ class EdgeDPTrainer(EstimatorParams):
     def __init__(self, *, epsilon: float = 8.0, delta: float | None = None, hops: int = 1,
                  max_out_degree: int | None = None, inference: str = "noisy",
                  inference_share: float = 0.5, steps: int | None = None,
-                 batch_size: int | None = None, pretrain_epochs: int = 200,
+                 batch_size: int | None = None, pretrain_epochs: int = 20,
                  clip_norm: float = 1.0, hidden: int = 32, lr: float = 0.01,
                  noise_in_training: bool = True,
                  generator: torch.Generator | int | None = None,
@@ -130,15 +130,21 @@ class EdgeDPTrainer(EstimatorParams):
         self.progress = progress
         self.secure_mode = bool(secure_mode)
 
-    def _pretrain(self, model: EdgeNet, x: Tensor, y: Tensor, train: Tensor, classes: int):
-        """The encoder with its own linear head on the public features and labels; the
-        model's head then starts as that head on the ``ē`` block, zero on the others."""
+    def _pretrain(self, model: EdgeNet, x: Tensor, y: Tensor, train: Tensor, classes: int,
+                  gen: torch.Generator):
+        """The encoder with its own linear head on the public features and labels (Adam,
+        minibatches of 256 training nodes); the model's head then starts as that head on
+        the ``ē`` block, zero on the others, and the encoder is frozen."""
         head = nn.Linear(self.hidden, classes)
         opt = torch.optim.Adam([*model.encoder.parameters(), *head.parameters()], lr=self.lr)
+        size = min(256, int(train.numel()))
         for _ in range(self.pretrain_epochs):
-            opt.zero_grad()
-            F.cross_entropy(head(model.encode(x[train])), y[train]).backward()
-            opt.step()
+            order = train[torch.randperm(train.numel(), generator=gen)]
+            for k in range(0, order.numel(), size):
+                nodes = order[k:k + size]
+                opt.zero_grad()
+                F.cross_entropy(head(model.encode(x[nodes])), y[nodes]).backward()
+                opt.step()
         with torch.no_grad():
             model.graph.head.weight.zero_()
             model.graph.head.weight[:, :self.hidden] = head.weight
@@ -160,7 +166,8 @@ class EdgeDPTrainer(EstimatorParams):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(seeds[0]))
             self.model_ = model = EdgeNet(x.shape[1], self.hidden, classes, self.hops)
-            self._pretrain(model, x, graph.y, train, classes)
+            self._pretrain(model, x, graph.y, train, classes,
+                           torch.Generator().manual_seed(int(seeds[0])))
         with torch.no_grad():           # public: the encodings read no edge
             encoded = _with_features(graph, model.encode(x))
         part = model.graph              # the DP-SGD model: it reads the encodings and edges

@@ -44,7 +44,7 @@ class EdgeDPParams:
         "help": "DP-SGD steps (default: the sampler's adaptive plan)"})
     batch_size: int | None = field(default=None, metadata={
         "help": "expected subgraphs per step (Poisson rate batch_size / |V_train|)"})
-    pretrain_epochs: int = field(default=200, metadata={
+    pretrain_epochs: int = field(default=20, metadata={
         "help": "epochs of the encoder on the public features and labels (free)"})
     clip_norm: float = field(default=1.0, metadata={"help": "per-subgraph gradient clip C"})
     hidden: int = field(default=32, metadata={"help": "hidden channels"})
