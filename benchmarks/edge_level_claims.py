@@ -158,8 +158,9 @@ def summary(paths) -> None:
                    and r["epsilon"] == eps]
             refused = [r for r in sub if "refused" in r]
             ok = [r for r in sub if "refused" not in r]
+            shown = "-" if eps is None else f"{eps:g}"
             if not ok:
-                print(f"| {method} | {eps} | refused: {refused[0]['refused'][:90]} | | | "
+                print(f"| {method} | {shown} | refused: {refused[0]['refused'][:90]} | | | "
                       f"{len(refused)} |")
                 continue
             cells = []
@@ -170,8 +171,7 @@ def summary(paths) -> None:
                     continue
                 m, h = _ci(vals)
                 cells.append(f"{m:.3f} +- {h:.3f}")
-            print(f"| {method} | {'-' if eps is None else f'{eps:g}'} | " + " | ".join(cells)
-                  + f" | {len(ok)} |")
+            print(f"| {method} | {shown} | " + " | ".join(cells) + f" | {len(ok)} |")
 
 
 def main() -> None:
