@@ -132,3 +132,43 @@ def test_link_task_from_the_cli(tmp_path):
                                     "--dataset", "csbm", "--runs-dir", str(tmp_path)])
     assert bad.exit_code != 0 and "task" in bad.output and "Traceback" not in bad.output
     assert isinstance(LinkSubgraphs, type)
+
+
+@pytest.mark.slow
+def test_assess_runs_linkteller_on_edge_claims_with_the_features_only_control(data):
+    """The card of an edge-level model runs LinkTeller (unit edge), and a comparison states
+    each edge attack's advantage over the features-only control; the unprotected control
+    (the same model predicting on the true graph) is caught by LinkTeller."""
+    import torch_geometric.nn as pyg_nn
+    from torch import nn
+
+    from gnnprivacy.auditing.report_card import comparison_to_markdown
+
+    safe = EdgeDPTrainer(epsilon=2.0, steps=3, pretrain_epochs=3, generator=0).fit(data)
+    open_ = EdgeDPTrainer(epsilon=2.0, steps=3, pretrain_epochs=3, generator=0,
+                          inference="unprotected").fit(data)
+
+    class Mlp(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(data.num_features, 4)
+
+        def forward(self, x, edge_index):
+            return self.lin(x)
+
+    torch.manual_seed(0)
+    models = {"edge-dp": {"model": safe, "privacy": {**safe.privacy_record(),
+                                                     "epsilon": safe.epsilon_,
+                                                     "delta": safe.delta_}},
+              "unprotected": {"model": open_, "privacy": {**open_.privacy_record(),
+                                                          "epsilon": open_.epsilon_,
+                                                          "delta": open_.delta_}},
+              "mlp": Mlp(), "gcn": pyg_nn.GCNConv(data.num_features, 4)}
+    out = gp.assess(models, data, control="mlp", linkteller=True, linkteller_targets=60,
+                    link_attacks=(), n_hop=None, code_audit=False)
+    cards = {c["run_id"]: c for c in out["cards"]}
+    assert cards["edge-dp"]["linkteller"]["auc"] == pytest.approx(0.5)
+    assert cards["unprotected"]["linkteller"]["auc"] > 0.9
+    assert cards["mlp"]["advantage_over_control"] == {"link_stealing": 0.0, "linkteller": 0.0}
+    text = comparison_to_markdown(out)
+    assert "link stealing over mlp" in text and "LinkTeller" in text

@@ -57,7 +57,7 @@ import torch
 from gnnprivacy.errors import InvalidParameterError
 
 __all__ = ["assess_model", "assess_models", "is_model", "claim_of", "model_logits",
-           "posterior_sections", "graph_input", "graph_model_logits"]
+           "posterior_sections", "graph_input", "graph_model_logits", "linkteller_section"]
 
 #: scores of the threshold attacks: higher = member
 THRESHOLD_SCORES = ("loss", "confidence")
@@ -337,6 +337,38 @@ def link_stealing_section(post: np.ndarray, data, *, seed: int = 0, pairs: int =
     return out
 
 
+def _query_api(model, data):
+    """``x -> logits``: the inference API LinkTeller queries, ``model`` on ``data``'s graph
+    with the features replaced (a predictor that reads no edge ignores them)."""
+    from torch_geometric.data import Data
+
+    model = _unwrap(model)
+
+    def predict(x: torch.Tensor) -> torch.Tensor:
+        graph = Data(x=x, edge_index=data.edge_index, y=data.y, num_nodes=int(data.num_nodes))
+        return model_logits(model, graph)
+    return predict
+
+
+def linkteller_section(model, data, *, seed: int = 0, targets: int = 200,
+                       n_boot: int = 200) -> dict:
+    """LinkTeller (Wu et al., S&P 2022) against the model's predictions on ``data``: every
+    edge private, ``targets`` nodes among the endpoints of edges, one query per target with
+    its features scaled; AUC of the influence scores on the edges among the targets against
+    as many non-edges, with a bootstrap interval."""
+    from gnnprivacy.attacks.linkteller import linkteller_attack
+
+    ei = data.edge_index.cpu().numpy()
+    out = linkteller_attack(_query_api(model, data), data.x.clone(),
+                            num_nodes=int(data.num_nodes), private_edges=ei[:, ei[0] < ei[1]],
+                            public_edges=np.zeros((2, 0), np.int64), n_targets=targets,
+                            generator=np.random.default_rng(seed))
+    return {"attack": "LinkTeller (influence of one node's features on another's output)",
+            "auc": float(out["auc"]), "average_precision": out["average_precision"],
+            "targets": out["num_targets"], "positives": out["num_positives"],
+            "negatives": out["num_negatives"]}
+
+
 def _calibrated(member: np.ndarray, nonmember: np.ndarray, *, seed: int, n_boot: int) -> dict:
     """AUC (with interval) and the TPR at thresholds set on a calibration half of the
     non-members for 1% and 0.1% FPR, with the FPR realised on the other half."""
@@ -593,7 +625,8 @@ def assess_model(model, data, *, train_fn=None, privacy=None, members=None, nonm
                  shadows: int = 8, code_audit: bool = True, link_stealing: bool = True,
                  n_hop: int | None = 2, link_attacks=(2, 3, 6), known_frac: float | None = None,
                  fixed_variance: bool = True, seed: int = 0, name: str | None = None,
-                 progress=None) -> dict[str, Any]:
+                 progress=None, linkteller: bool | None = None,
+                 linkteller_targets: int = 200) -> dict[str, Any]:
     """The report card of ``model`` released on ``data`` (see the module docstring).
 
     Args:
@@ -627,6 +660,8 @@ def assess_model(model, data, *, train_fn=None, privacy=None, members=None, nonm
             ``seed * 1000003 + j``).
         name: the model's name on the card (default: its class name).
         progress: optional callable(j) after each shadow.
+        linkteller: run LinkTeller on the model's predictions (``None``: when the claim's
+            unit is the edge); ``linkteller_targets`` nodes, one query each.
     """
     inp = _input_of(data)
     if train_fn is not None and not callable(train_fn):
@@ -657,6 +692,9 @@ def assess_model(model, data, *, train_fn=None, privacy=None, members=None, nonm
                     utility={"test_accuracy": sec["test_accuracy"]})
         if "link_stealing" in sec:
             card["link_stealing"] = {**sec["link_stealing"], "model": "the released posteriors"}
+        if linkteller or (linkteller is None and claimed.get("unit") == "edge"):
+            card["linkteller"] = linkteller_section(model, data, seed=seed,
+                                                    targets=linkteller_targets)
         m, nm = _member_masks(*inp.defaults(members, nonmembers), inp.n)
     loss = -torch.nn.functional.cross_entropy(logits, inp.y, reduction="none").numpy()
     scores_of = {"loss_threshold": (loss[m], loss[nm])}
@@ -713,7 +751,7 @@ def _model_entries(models) -> list[tuple[str, Any, Any, Any]]:
     return [tuple(e) for e in entries]
 
 
-def assess_models(models, data, **options) -> dict[str, Any]:
+def assess_models(models, data, *, control: str | None = None, **options) -> dict[str, Any]:
     """One report card for several models released on the same graph ``data``: each model's
     card (`assess_model`, the same options for all) and a comparison (render it with
     `gnnprivacy.auditing.report_card.card_to_markdown` / ``card_to_html``: a table with every
@@ -725,10 +763,14 @@ def assess_models(models, data, **options) -> dict[str, Any]:
             {"model": ..., "privacy": ..., "train_fn": ...}``: each model with its own claim
             (default: its `PrivateTraining`'s, else none) and ``train_fn`` (LiRA, code audit).
         data: the graph every model was trained on (or graph-level input, `graph_input`).
+        control: the name of a features-only control among ``models`` (a model that never
+            saw an edge, e.g. an MLP): each card then states every edge attack's advantage
+            over it (``advantage_over_control``: AUC minus the control's AUC), what an
+            edge-level guarantee must remove (homophily in the features is not its object).
         options: `assess_model`'s options other than ``privacy``, ``train_fn`` and ``name``.
 
     Returns:
-        ``{"dataset": ..., "cards": [card, ...]}`` in the order given.
+        ``{"dataset": ..., "cards": [card, ...]}`` in the order given (and ``"control"``).
 
     Raises:
         InvalidParameterError: no models, ``privacy`` / ``train_fn`` / ``name`` given for
@@ -756,6 +798,18 @@ def assess_models(models, data, **options) -> dict[str, Any]:
         except InvalidParameterError as exc:
             raise InvalidParameterError(exc.name, exc.expected, exc.received,
                                         where=f"model {name!r}") from None
+    if control is not None and control not in [e[0] for e in entries]:
+        raise InvalidParameterError("control", f"one of the models' names "
+                                    f"{[e[0] for e in entries]}", control)
     cards = [assess_model(model, data, privacy=privacy, train_fn=train_fn, name=name, **options)
              for name, model, privacy, train_fn in entries]
-    return {"dataset": cards[0]["dataset"], "cards": cards}
+    out = {"dataset": cards[0]["dataset"], "cards": cards}
+    if control is not None:
+        base = next(c for c in cards if c["run_id"] == control)
+        for card in cards:
+            card["advantage_over_control"] = {
+                key: float(card[key]["auc"] - base[key]["auc"])
+                for key in ("link_stealing", "linkteller")
+                if isinstance(card.get(key), dict) and isinstance(base.get(key), dict)}
+        out["control"] = control
+    return out

@@ -375,6 +375,14 @@ def _rows(card: dict) -> list[tuple[str, str]]:
                          f"AUC {_fmt(v['auc'])}{_ci(v)} ({how})"
                          + (f"; without the model's outputs: AUC {_fmt(v['auc_output_blind'])}"
                             if "auc_output_blind" in v else "")))
+    if "linkteller" in card:
+        lt = card["linkteller"]
+        rows.append(("LinkTeller", f"AUC {_fmt(lt['auc'])} ({lt['positives']} edges against "
+                                   f"{lt['negatives']} non-edges among {lt['targets']} "
+                                   "queried nodes)"))
+    for key, gain in card.get("advantage_over_control", {}).items():
+        rows.append((f"{key.replace('_', ' ').capitalize()} over the features-only control",
+                     f"AUC {gain:+.3f}"))
     u = card["utility"]
     base = u.get("baseline")
     rows.append(("Utility (test accuracy)", _fmt(u["test_accuracy"])
@@ -427,6 +435,9 @@ def _attack_aucs(card: dict) -> dict[str, dict]:
         ls = card["link_stealing"]
         out["link_stealing"] = ls
         out.update({f"link_stealing_{k}": v for k, v in ls.get("variants", {}).items()})
+    if isinstance(card.get("linkteller"), dict) and isinstance(card["linkteller"].get("auc"),
+                                                                float):
+        out["linkteller"] = card["linkteller"]
     return out
 
 
@@ -449,8 +460,11 @@ def _comparison_table(comparison: dict) -> tuple[list[str], list[list[str]]]:
     """The header and rows of a comparison's table: one row per model, by claimed epsilon
     (no DP last), each attack's AUC with its interval."""
     cols = comparison_columns(comparison)
+    edges = [k for k in ("link_stealing", "linkteller") if k in cols] \
+        if comparison.get("control") else []
     head = ["model", "claimed epsilon", "test accuracy"] + [c.replace("_", " ") + " AUC"
                                                             for c in cols]
+    head += [f"{k.replace('_', ' ')} over {comparison.get('control')}" for k in edges]
     rows = []
     for card in _ordered(comparison):
         eps, attacks = _epsilon(card), _attack_aucs(card)
@@ -458,6 +472,8 @@ def _comparison_table(comparison: dict) -> tuple[list[str], list[list[str]]]:
                  _fmt(card["utility"]["test_accuracy"])]
         cells += [f"{_fmt(attacks[c]['auc'])}{_ci(attacks[c])}" if c in attacks else "n/a"
                   for c in cols]
+        gain = card.get("advantage_over_control", {})
+        cells += [f"{gain[k]:+.3f}" if k in gain else "n/a" for k in edges]
         rows.append(cells)
     return head, rows
 
