@@ -172,3 +172,21 @@ def test_assess_runs_linkteller_on_edge_claims_with_the_features_only_control(da
     assert cards["mlp"]["advantage_over_control"] == {"link_stealing": 0.0, "linkteller": 0.0}
     text = comparison_to_markdown(out)
     assert "link stealing over mlp" in text and "LinkTeller" in text
+
+
+@pytest.mark.slow
+def test_the_edge_privacy_page_commands_run(tmp_path):
+    """Every ``gnnprivacy`` command of docs/edge-privacy.md runs as written."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    from gnnprivacy.cli import main
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "edge-privacy.md").read_text()
+    blocks = re.findall(r"^```bash\n(.*?)^```", page, re.S | re.M)
+    commands = [line for b in blocks for line in b.splitlines() if line.startswith("gnnprivacy")]
+    assert len(commands) == 3
+    for line in commands:
+        out = CliRunner().invoke(main, shlex.split(line)[1:] + ["--runs-dir", str(tmp_path)])
+        assert out.exit_code == 0, (line, out.output[-2000:])
