@@ -124,7 +124,8 @@ def run(args) -> None:
                         continue
                     row.update(test_accuracy=acc, epsilon_spent=spent, **info,
                                train_seconds=round(time.perf_counter() - t0, 1))
-                    if args.attacks:
+                    if args.attacks and (cell_eps is None or not args.attack_epsilons
+                                         or cell_eps in args.attack_epsilons):
                         t1 = time.perf_counter()
                         row.update(_attacks(predict, data, seed, args.targets),
                                    attack_seconds=round(time.perf_counter() - t1, 1))
@@ -183,6 +184,8 @@ def main() -> None:
     p.add_argument("--root", default="/work/shared/datasets")
     p.add_argument("--targets", type=int, default=500, help="LinkTeller targets")
     p.add_argument("--no-attacks", dest="attacks", action="store_false")
+    p.add_argument("--attack-epsilons", type=float_list, default=None,
+                   help="attack the private models at these epsilons only (default: all)")
     p.add_argument("--out")
     p.add_argument("--summary", nargs="+")
     args = p.parse_args()

@@ -18,6 +18,7 @@ def _args(**kw):
     import argparse
 
     base = {"datasets": ["csbm"], "epsilons": [1.0], "seeds": [0], "root": None,
+            "attack_epsilons": None,
             "targets": 10, "attacks": True, "methods": ["edge-dp", "edge-rand", "mlp"]}
     return argparse.Namespace(**{**base, **kw})
 
