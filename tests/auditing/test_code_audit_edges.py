@@ -94,3 +94,44 @@ def test_a_planted_bug_is_flagged_by_its_check(kind, check, data, monkeypatch):
     result = audit_edges(data)
     assert result.violation, result.summary()
     assert check in _failed(result), (_failed(result), result.summary())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("level", ["edge", "node"])
+def test_the_link_paths_pass_every_check(level, data):
+    """Link prediction at edge and node level through the code audit: every check made,
+    none failed (node level: the negatives' rows are public nodes, not units, and are not
+    counted as occurrences; the positives are the bounded stars')."""
+    from gnnprivacy.training.link_prediction import fit_link_predictor
+
+    def train():
+        out = fit_link_predictor(data, privacy=level, epsilon=4.0, steps=10, batch_size=40,
+                                 inference="none" if level == "edge" else "noisy")
+        return {"epsilon": out["epsilon"], "delta": out["delta"]}
+
+    result = code_audit(train, seed=0, method=f"link-{level}")
+    checks = result.details["checks"][0]
+    assert all(checks[name]["checked"] for name in CHECKS), checks
+    assert not _failed(result), result.summary()
+
+
+@pytest.mark.slow
+def test_counting_the_public_negatives_as_units_would_flag_node_level_link(data, monkeypatch):
+    """Broken control of the exclusion above: without ``public_rows`` the public negatives
+    count as occurrences and the node-level occurrence check fails."""
+    from gnnprivacy.training import link_prediction as lp
+
+    original = lp.LinkSubgraphs.with_pairs
+
+    def unmarked(self, batch, generator):
+        out = original(self, batch, generator)
+        del out.public_rows
+        return out
+
+    monkeypatch.setattr(lp.LinkSubgraphs, "with_pairs", unmarked)
+
+    def train():
+        out = lp.fit_link_predictor(data, privacy="node", epsilon=4.0, steps=10, batch_size=40)
+        return {"epsilon": out["epsilon"], "delta": out["delta"]}
+
+    assert "occurrence" in _failed(code_audit(train, seed=0, method="link-node"))

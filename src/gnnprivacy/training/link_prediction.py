@@ -191,6 +191,8 @@ class LinkSubgraphs(SubgraphSampler):
         label[edgeless] = 0                  # an appended negative (a row with no edge)
         label[out.center] = -1               # the centre itself: no pair
         out.link_label = label
+        if self.pool == "public":            # negatives of public nodes: not privacy units
+            out.public_rows = label == 0
         return out
 
     def __repr__(self) -> str:

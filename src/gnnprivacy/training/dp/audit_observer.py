@@ -64,7 +64,12 @@ def _loader_batch(d) -> Membership:
     if isinstance(ei, Tensor) and ei.dim() == 2 and ei.shape[0] == 2:
         ei = ei.detach().cpu().long()
         edges = torch.stack([n_id[ei[0]], n_id[ei[1]], seg[ei[1]]])
-    return Membership(n_id[d.center.detach().cpu().long()], n_id, seg, edges)
+    centers = n_id[d.center.detach().cpu().long()]
+    public = getattr(d, "public_rows", None)     # rows of nodes that are no privacy unit
+    if isinstance(public, Tensor):
+        keep = ~public.detach().cpu().bool()
+        n_id, seg = n_id[keep], seg[keep]
+    return Membership(centers, n_id, seg, edges)
 
 
 def membership_of(values) -> Membership | None:
