@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 from gnnprivacy.cli import main
 
 SMALL = "num_nodes=60,num_features=4,num_classes=2,avg_degree=3"
-METHODS = ("gcn", "mlp", "sage", "dpmlp", "heterpoisson", "dpgnn", "rgnn", "featurerr", "edgerr", "gap")
+METHODS = ("gcn", "mlp", "sage", "dpmlp", "heterpoisson", "dpgnn", "rgnn", "featurerr", "edgerr", "gap",
+           "edge-dp", "gap-edge", "link-edge-dp")
 #: the common run options (drawn most often: every method reads them) and some methods' own
 RUN_OPTIONS = ("method", "dataset", "dataset_args", "split", "train_frac", "val_frac", "test_frac", "seed",
                "split_seed", "device", "resume", "data_root")
