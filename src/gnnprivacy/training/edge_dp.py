@@ -31,7 +31,10 @@ from torch.nn import functional as F
 from gnnprivacy._estimator import EstimatorParams
 from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
 
-__all__ = ["EdgeDPTrainer", "EdgeNet"]
+__all__ = ["EdgeDPTrainer", "EdgeNet", "GraphPart"]
+
+#: the free encoder trains for at least this many minibatch steps (small training sets)
+MIN_PRETRAIN_STEPS = 200
 
 
 class GraphPart(nn.Module):
@@ -132,19 +135,24 @@ class EdgeDPTrainer(EstimatorParams):
 
     def _pretrain(self, model: EdgeNet, x: Tensor, y: Tensor, train: Tensor, classes: int,
                   gen: torch.Generator):
-        """The encoder with its own linear head on the public features and labels (Adam,
-        minibatches of 256 training nodes); the model's head then starts as that head on
-        the ``ē`` block, zero on the others, and the encoder is frozen."""
+        """The encoder with its own linear head on the public features and labels: Adam,
+        minibatches of 256 training nodes, ``pretrain_epochs`` epochs and at least
+        `MIN_PRETRAIN_STEPS` steps. The model's head then starts as that head on the ``ē``
+        block and zero on the others (step 0 is the MLP), and the encoder is frozen."""
         head = nn.Linear(self.hidden, classes)
         opt = torch.optim.Adam([*model.encoder.parameters(), *head.parameters()], lr=self.lr)
         size = min(256, int(train.numel()))
-        for _ in range(self.pretrain_epochs):
-            order = train[torch.randperm(train.numel(), generator=gen)]
-            for k in range(0, order.numel(), size):
-                nodes = order[k:k + size]
-                opt.zero_grad()
-                F.cross_entropy(head(model.encode(x[nodes])), y[nodes]).backward()
-                opt.step()
+        per_epoch = -(-int(train.numel()) // size)
+        steps = max(self.pretrain_epochs * per_epoch, MIN_PRETRAIN_STEPS) \
+            if self.pretrain_epochs else 0
+        order = torch.zeros(0, dtype=torch.long)
+        for _ in range(steps):
+            if order.numel() == 0:
+                order = train[torch.randperm(train.numel(), generator=gen)]
+            nodes, order = order[:size], order[size:]
+            opt.zero_grad()
+            F.cross_entropy(head(model.encode(x[nodes])), y[nodes]).backward()
+            opt.step()
         with torch.no_grad():
             model.graph.head.weight.zero_()
             model.graph.head.weight[:, :self.hidden] = head.weight
@@ -171,7 +179,7 @@ class EdgeDPTrainer(EstimatorParams):
         with torch.no_grad():           # public: the encodings read no edge
             encoded = _with_features(graph, model.encode(x))
         part = model.graph              # the DP-SGD model: it reads the encodings and edges
-        opt = torch.optim.Adam(part.parameters(), lr=self.lr)
+        opt = torch.optim.Adam([p for p in part.parameters() if p.requires_grad], lr=self.lr)
         sampler = EdgeSubgraphs(hops=self.hops, max_out_degree=self.max_out_degree,
                                 inference=self.inference,
                                 inference_share=self.inference_share,

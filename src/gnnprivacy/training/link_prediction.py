@@ -5,7 +5,7 @@ anything trains: they are never in the message-passing graph, and their negative
 uniform non-edges of the whole graph.
 
 The model is the user's encoder (any PyG model ``model(x, edge_index) -> embeddings``, one
-message-passing layer) with a dot-product decoder. Training draws star subgraphs from a
+message-passing layer) with a scaled-cosine decoder. Training draws star subgraphs from a
 `make_private` sampler and `LinkSubgraphs` adds, in each centre's own subgraph, the pairs of
 its loss: the centre against each neighbour in its star (positives) and against
 ``negatives`` random nodes appended as edge-less rows (negatives). A pair's two rows lie in
@@ -20,7 +20,8 @@ one subgraph, so the per-subgraph clipping bounds each subgraph's whole loss:
 
 In a training star, the centre's row aggregates its neighbours and a neighbour's or
 negative's row reads itself only; the score of a pair is therefore
-``s(v, w) = <f(v), g(w)>`` with ``f`` the aggregated and ``g`` the edge-less embedding, and
+``s(v, w) = 5 cos(f(v), g(w))`` with ``f`` the aggregated and ``g`` the edge-less
+embedding (a dot product of normalised embeddings, so the degree does not scale it), and
 evaluation uses the symmetric ``(s(v, w) + s(w, v)) / 2``. Metrics: ROC AUC and Hits@K (the
 share of test positives scored above the K-th best test negative, as OGB).
 
@@ -219,11 +220,21 @@ class LinkEncoder(nn.Module):
         return self.conv(h, edge_index)
 
 
+#: the decoder's scale: a pair's logit is this times the cosine of its two embeddings
+SCALE = 5.0
+
+
+def _cosine(a: Tensor, b: Tensor) -> Tensor:
+    return SCALE * F.cosine_similarity(a, b, dim=-1)
+
+
 def pair_loss(out: Tensor, batch: Data) -> Tensor:
     """Binary cross-entropy of each row's pair (its centre, itself), summed per subgraph and
-    averaged over the subgraphs; every tensor is one row per node of the batch."""
+    averaged over the subgraphs; every tensor is one row per node of the batch. The logit is
+    ``SCALE`` times the cosine of the two embeddings (a dot product of normalised rows: the
+    sum aggregation's scale with the degree does not enter the score)."""
     centre = out[batch.center][batch.batch]            # each row's own centre
-    score = (centre * out).sum(-1)
+    score = _cosine(centre, out)
     label = batch.link_label
     weight = (label >= 0).to(score.dtype)
     total = F.binary_cross_entropy_with_logits(score, label.clamp(min=0).to(score.dtype),
@@ -232,9 +243,10 @@ def pair_loss(out: Tensor, batch: Data) -> Tensor:
 
 
 def pair_scores(aggregated: Tensor, alone: Tensor, pairs: Tensor) -> Tensor:
-    """``(<f(v), g(w)> + <f(w), g(v)>) / 2`` for the pairs ``(2, P)``."""
+    """``(s(v, w) + s(w, v)) / 2`` for the pairs ``(2, P)``, ``s(v, w)`` the scaled cosine of
+    ``f(v)`` (aggregated) and ``g(w)`` (edge-less)."""
     v, w = pairs
-    return 0.5 * ((aggregated[v] * alone[w]).sum(-1) + (aggregated[w] * alone[v]).sum(-1))
+    return 0.5 * (_cosine(aggregated[v], alone[w]) + _cosine(aggregated[w], alone[v]))
 
 
 def hits_at_k(pos: Tensor, neg: Tensor, k: int) -> float:

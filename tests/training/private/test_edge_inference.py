@@ -195,3 +195,19 @@ def test_no_planned_release_is_refused_and_unprotected_is_named():
     with pytest.raises(InvalidParameterError, match="inference_noise_multiplier"):
         gp.make_private(model, opt, data, sampler=EdgeSubgraphs(
             max_out_degree=2), noise_multiplier=1.0, steps=3, seed=0)
+
+
+def test_a_checkpoint_after_the_release_keeps_it_in_the_ledger(trained):
+    """Resuming from a state saved after the release recomposes the release's events (the
+    resumed epsilon is the same) and refuses a second release."""
+    data, model, pt, predictor, _ = trained
+    state = pt.state_dict()
+    assert state["inference_released"]
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    other = gp.make_private(model, opt, data, sampler=EdgeSubgraphs(max_out_degree=2),
+                            epsilon=4.0, steps=5, batch_size=30, seed=0)
+    other.load_state_dict(state)
+    assert other.epsilon == pytest.approx(pt.epsilon, rel=1e-9)
+    with pytest.raises(InvalidParameterError, match="before the checkpoint"):
+        other.release_predictor()
+    other.close()

@@ -2,7 +2,7 @@
 
 Each splits the dataset's edges (`gnnprivacy.training.link_prediction.link_split`: the
 validation and test edges leave the message-passing graph) and trains the same one-layer
-SAGE encoder with a dot-product decoder on star subgraphs with sampled negatives
+SAGE encoder with a scaled-cosine decoder on star subgraphs with sampled negatives
 (`gnnprivacy.training.link_prediction.fit_link_predictor`): without privacy, under edge-level
 DP (`make_private(sampler="edges")`, embeddings from the noisy release in the same epsilon)
 or under node-level DP (DP-GNN's degree-bounded stars, negatives from the public nodes; the
@@ -94,7 +94,7 @@ def _run(ctx: RunContext, privacy: str) -> MethodResult:
 
 
 register_method("link", params=LinkParams, private=False, task="link",
-                description="non-private link prediction (SAGE encoder, dot product; "
+                description="non-private link prediction (SAGE encoder, cosine decoder; "
                             "--task link)")(lambda ctx: _run(ctx, "none"))
 register_method("link-edge-dp", params=PrivateLinkParams, private=True, task="link",
                 default_delta=lambda n: 1.0 / (10.0 * n),

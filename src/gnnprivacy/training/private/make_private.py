@@ -440,7 +440,9 @@ class PrivateTraining:
                                                 else f", inference={self.sampler.inference!r}"))
         if self.predictor is not None:
             raise InvalidParameterError("release_predictor", "one call (the aggregates are "
-                                        "released once: reuse pt.predictor)", "a second call")
+                                        "released once: reuse pt.predictor)", "a second call"
+                                        if not isinstance(self.predictor, str)
+                                        else self.predictor)
         graph = self.sampler.graph if data is None else data
         device = next((p.device for p in self.model.parameters()), torch.device("cpu"))
         released = release_aggregates(self.model, graph.x.to(device),
@@ -463,7 +465,8 @@ class PrivateTraining:
                 "sample_generator": self._gens["sample"].get_state(),
                 "sampling_stream": self.sampler.stream_state(),
                 "noise_generator": (None if self._gens["noise"] is None
-                                    else self._gens["noise"].get_state())}
+                                    else self._gens["noise"].get_state()),
+                "inference_released": self.predictor is not None}
 
     def load_state_dict(self, state: dict) -> None:
         """Resume: restore model, optimizer and streams, and recompose the executed steps.
@@ -489,6 +492,13 @@ class PrivateTraining:
         if done:
             self.accountant.compose(self.event, done)
             self.engine.steps_ += done
+        if state.get("inference_released") and self.release_plan is not None \
+                and self.predictor is None:
+            # the release was made before the checkpoint: it stays in the ledger, and it is
+            # not made again (its aggregates live where it was made)
+            for event in self.release_plan.events():
+                self.accountant.compose(event)
+            self.predictor = "released before the checkpoint"
 
     def close(self) -> None:
         """Remove the hooks and give ``optimizer`` its own ``step`` back."""
