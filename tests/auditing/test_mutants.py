@@ -27,6 +27,7 @@ DP = "tests/training/dp/test_dp_clipping.py tests/training/dp/test_dp_engine.py"
 SAMPLING = "tests/sampling/test_heter_poisson.py tests/sampling/test_minibatch_samplers.py"
 BOUNDED = "tests/sampling/test_degree_bounded.py"
 PRIVATE = "tests/training/private/test_make_private.py"
+SEGMENTS = "tests/training/dp/test_segments.py"
 ACCOUNTING = "tests/accounting/test_accountants.py"
 PINS = "tests/privacy_regression/test_pins.py"
 
@@ -54,21 +55,31 @@ MUTANTS = [
     # ------------------------------------------------------------------ clip
     Mutant("clip-factor-2C", "clip", "gnnprivacy.training.dp.clipping:clip_factors",
            "torch.where(norms > c,", "torch.where(norms > 2 * c,", DP),
-    Mutant("clip-groups-2C", "clip", "gnnprivacy.training.dp.clipping:clip_and_sum",
-           "clip_factors(group_norms[k], group.clip_norm)",
-           "clip_factors(group_norms[k], 2 * group.clip_norm)", DP),
+    Mutant("clip-groups-2C", "clip", "gnnprivacy.training.dp.clipping:clip_contributions",
+           "clip_factors(norms, group.clip_norm)",
+           "clip_factors(norms, 2 * group.clip_norm)", DP + " " + PRIVATE),
     Mutant("clip-eff-max", "clip", "gnnprivacy.training.dp.clipping:effective_clip_norm",
            "math.sqrt(sum(g.clip_norm ** 2 for g in groups))",
            "max(g.clip_norm for g in groups)", DP),
-    Mutant("clip-rows-2C", "clip",
-           "gnnprivacy.training.private.make_private:PrivateTraining._clipped_sums",
-           "clipping.clip_factors(total.sqrt(), self.max_grad_norm)",
-           "clipping.clip_factors(total.sqrt(), 2 * self.max_grad_norm)", PRIVATE),
-    Mutant("clip-diag-norms", "clip", "gnnprivacy.training.dp.clipping:clip_and_sum",
-           "total_sq = total_sq + sq", "total_sq = sq", DP,
+    Mutant("clip-rows-mean-scale", "clip",
+           "gnnprivacy.training.private.make_private:PrivateTraining._checked_sums",
+           'scale = float(layout.num_subgraphs) if self.loss_reduction == "mean" else 1.0',
+           "scale = 1.0", PRIVATE),
+    Mutant("clip-diag-norms", "clip", "gnnprivacy.training.dp.clipping:clip_contributions",
+           "total = sq if total is None else total + sq", "total = sq", DP,
            note="equivalent for the release: the total norms are a diagnostic (the clipped "
                 "sums use the per-group factors); a test of the reported norms with "
                 "several groups would kill it"),
+    Mutant("clip-gram-pairs", "clip", "gnnprivacy.training.dp.segments:linear_weight_norms",
+           "out.index_add_(0, pairs.owner, 2 * dd * aa)",
+           "out.index_add_(0, pairs.owner, 0 * dd * aa)", SEGMENTS + " " + PRIVATE),
+    Mutant("clip-chunk-norms-quarter", "clip", "gnnprivacy.training.dp.segments:_chunked_norms",
+           "return _chunk_grads(a, d, chunks, s).square().sum(1)",
+           "return _chunk_grads(a, d, chunks, s).square().sum(1) / 4",
+           SEGMENTS + " " + PRIVATE),
+    Mutant("clip-bookkeeping-unscaled", "clip",
+           "gnnprivacy.training.dp.flat_rules:_scaled_product",
+           "return (d * c_rows).t() @ a", "return d.t() @ a", PRIVATE),
     # ------------------------------------------------------------------ noise
     Mutant("noise-std-reported-half", "noise",
            "gnnprivacy.training.dp.engine:DPEngine.noise_std",

@@ -46,7 +46,6 @@ from torch_geometric.data import Data
 
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.sampling import poisson_node_batch
-from gnnprivacy.training.dp.clipping import clip_and_sum
 from gnnprivacy.training.dp.engine import DPEngine, StepInfo, make_optimizer
 from gnnprivacy.training.dp.noise import flatten, noised_flat, unflatten
 from gnnprivacy.training import _privacy
@@ -134,10 +133,7 @@ class DistributedDPEngine(DPEngine):
 
     def noisy_sum(self, closure: Callable[[], Tensor], *,
                   row_mask: Tensor | None = None) -> tuple[dict[str, Tensor], int]:
-        with self.capture.recording():
-            losses = closure()
-        clipped = clip_and_sum(self.capture, losses, self.groups, row_mask=row_mask)
-        return self.reduce_noised(clipped.sums, clipped.num_subgraphs)
+        return self.reduce_noised(*self.clipped(closure, row_mask=row_mask))
 
     def release(self, clipped_sums: dict[str, Tensor], num_subgraphs: int) -> StepInfo:
         """`DPEngine.release` for this rank's clipped sums (the user-loop path of

@@ -1,15 +1,28 @@
-"""Segment algebra: per-subgraph sums and Gram products over rows grouped by subgraph.
+"""Segment algebra: per-subgraph sums, norms and gradients over rows grouped by subgraph.
 
-A batch of disjoint subgraphs stored PyG-style has all rows of all subgraphs stacked, with
-``seg[r]`` the subgraph of row ``r`` (``Data.batch``). The ghost-clipping rules need, per
-subgraph ``i``, quantities like ``‖Σ_{r∈i} δ_r a_rᵀ‖²``. `segment_buckets` groups
-subgraphs of equal size (up to 4 rows) or of similar size (powers of two beyond) and pads
-each group to its largest member, so the padding never more than doubles the work even when
-one subgraph is a thousand times larger than the others (a hub's star); a single global
-padding to the largest subgraph could. The grouping is computed once per batch and shared by
-every layer; each layer then gathers its rows in one ``index_select`` per tensor.
-For small weights `segment_chunks` is cheaper still: every subgraph's rows cut into chunks of
-16, one batched product for all chunks and one sum per subgraph, with no per-class loop.
+A batch of disjoint subgraphs stores the rows of all its subgraphs stacked, ``seg[r]`` the
+subgraph of row ``r`` (PyG's ``Data.batch``); the padded layout of the built-in trainers is
+the special case of ``width`` consecutive rows per subgraph (`Segments.regular`). A
+`Segments` is built once per row mapping and step, and shared by every layer on those rows.
+
+For a linear map ``y = a Wᵀ`` the gradient of subgraph ``i`` is ``g_i = Σ_{r∈i} d_r a_rᵀ``
+(``d`` the output gradient). Its squared norm has two exact forms:
+
+* the Gram ("ghost") form ``Σ_{r,r'∈i} ⟨d_r,d_r'⟩⟨a_r,a_r'⟩``: ``L² (p + q)`` flops for a
+  subgraph of ``L`` rows, no ``p q`` temporary. Computed from row pairs: every row's own term
+  and each pair ``r < r'`` inside one subgraph once (`Segments.pairs`);
+* the materialised form ``‖d_iᵀ a_i‖²``: ``L p q`` flops, from chunks of at most `CHUNK_ROWS`
+  rows of one subgraph, one batched product for all chunks and one sum per subgraph
+  (`Segments.chunks`).
+
+`linear_weight_norms` takes the Gram form for the subgraphs of at most
+``pq / (p + q)`` rows (rounded down to a power of two, at most `PAIR_LIMIT`) and the
+materialised form for larger ones, in pieces of at most `MATERIALISE_ELEMENTS`, so no
+``(subgraphs x p q)`` matrix is formed beyond that budget. The clipped sum is then the
+product a plain backward computes, each row scaled by its subgraph's clip factor
+(book-keeping, Bu et al. 2023). `keep_materialised` is the cost model that instead keeps the
+per-subgraph gradients (when they fit the budget and cost less than the Gram form plus that
+product: few large subgraphs, as in graph classification); the clipped sum is then ``c @ G``.
 """
 
 from __future__ import annotations
@@ -19,123 +32,15 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["Bucket", "Buckets", "Chunks", "segment_buckets", "segment_chunks", "segment_sum",
-           "linear_norms_sq", "chunked_linear_grads"]
+__all__ = ["CHUNK_ROWS", "Chunks", "MATERIALISE_ELEMENTS", "PAIR_LIMIT", "Pairs", "Segments",
+           "keep_materialised", "linear_weight_grads", "linear_weight_norms", "segment_sum"]
 
-#: subgraphs of at most this many rows are grouped by exact size (no padding)
-EXACT_SIZES = 4
-
-
-@dataclass(frozen=True)
-class Bucket:
-    """Subgraphs of one size class.
-
-    Attributes:
-        segments: ``(S,)`` subgraph ids.
-        rows: ``(S, L)`` row ids of each subgraph, ``-1`` beyond its size.
-        valid: ``(S, L)`` bool, ``rows >= 0``.
-        offset: where the bucket's ``S L`` rows start in `Buckets.flat_rows`.
-    """
-
-    segments: Tensor
-    rows: Tensor
-    valid: Tensor
-    offset: int = 0
-    #: first row when the bucket's rows are one contiguous block in subgraph order (no
-    #: padding): then a layer's rows are read as a view, with no copy
-    start: int | None = None
-
-    @property
-    def width(self) -> int:
-        return int(self.rows.shape[1])
-
-    def gather(self, t: Tensor) -> Tensor:
-        """``(S, L, *t.shape[1:])`` rows of ``t``, zero where padded."""
-        out = t.index_select(0, self.rows.clamp_min(0).reshape(-1)).view(
-            *self.rows.shape, *t.shape[1:])
-        if bool(self.valid.all()):
-            return out
-        mask = self.valid.view(*self.valid.shape, *([1] * (t.dim() - 1)))
-        return out * mask.to(out.dtype)
-
-
-@dataclass(frozen=True)
-class Buckets:
-    """The buckets of one batch and their rows laid end to end (for one gather per tensor).
-
-    Attributes:
-        buckets: the `Bucket` list (width-1 bucket first when present).
-        flat_rows: every bucket's ``rows`` flattened and concatenated (padding -> row 0).
-        flat_valid: matching validity, as a float column (zeroes padded rows).
-        padded: whether any row is padding.
-    """
-
-    buckets: list
-    flat_rows: Tensor
-    flat_valid: Tensor
-    padded: bool
-
-    def __iter__(self):
-        return iter(self.buckets)
-
-    def gather(self, t: Tensor, *, zero_padding: bool = True) -> Tensor:
-        """The rows of ``t`` of every bucket that is not a contiguous block, in one
-        ``index_select`` (padded rows zeroed)."""
-        if self.flat_rows.numel() == 0:
-            return t[:0]
-        out = t.index_select(0, self.flat_rows)
-        if zero_padding and self.padded:
-            out = out * self.flat_valid.to(out.dtype).view(-1, *([1] * (t.dim() - 1)))
-        return out
-
-    @staticmethod
-    def view(flat: Tensor, b: Bucket, t: Tensor | None = None) -> Tensor:
-        """Bucket ``b``'s ``(S, L, ...)`` rows: a view of ``t`` itself for a contiguous
-        bucket, else its block of the `gather` result ``flat``."""
-        size = b.rows.numel()
-        if b.start is not None and t is not None:
-            return t[b.start:b.start + size].view(*b.rows.shape, *t.shape[1:])
-        return flat[b.offset:b.offset + size].view(*b.rows.shape, *flat.shape[1:])
-
-
-def segment_buckets(seg: Tensor, num_segments: int) -> Buckets:
-    """Group the rows of each subgraph: subgraphs of the same size up to
-    `EXACT_SIZES` together, larger ones by powers of two (``5-8``, ``9-16``, ...);
-    empty subgraphs are left out.
-
-    Args:
-        seg: ``(R,)`` subgraph id of every row, in ``[0, num_segments)``, any order.
-        num_segments: ``B``.
-    """
-    counts = torch.bincount(seg, minlength=num_segments)
-    order = torch.argsort(seg, stable=True)
-    starts = torch.cumsum(counts, 0) - counts
-    nonzero = counts > 0
-    size_class = counts.clone()
-    big = counts > EXACT_SIZES
-    size_class[big] = EXACT_SIZES + torch.ceil(torch.log2(counts[big].double())).long()
-    out, offset = [], 0
-    for k in torch.unique(size_class[nonzero]).tolist():
-        segs = (nonzero & (size_class == k)).nonzero().flatten()
-        width = int(counts[segs].max())
-        pos = torch.arange(width, device=seg.device)
-        valid = pos.unsqueeze(0) < counts[segs].unsqueeze(1)
-        idx = (starts[segs].unsqueeze(1) + pos.unsqueeze(0)).clamp_max(max(seg.numel() - 1, 0))
-        rows = torch.where(valid, order[idx], torch.full_like(idx, -1))
-        first = int(rows[0, 0])
-        block = bool(valid.all()) and bool(
-            (rows.reshape(-1) == torch.arange(first, first + rows.numel(),
-                                              device=seg.device)).all())
-        if block:
-            out.append(Bucket(segs, rows, valid, -1, first))
-        else:
-            out.append(Bucket(segs, rows, valid, offset))
-            offset += rows.numel()
-    empty = torch.zeros(0, dtype=torch.long, device=seg.device)
-    gathered = [b for b in out if b.start is None]
-    flat = torch.cat([b.rows.reshape(-1) for b in gathered]) if gathered else empty
-    valid = torch.cat([b.valid.reshape(-1) for b in gathered]) if gathered else empty.bool()
-    return Buckets(out, flat.clamp_min(0), valid, bool((~valid).any()))
+#: rows per chunk of the materialised form
+CHUNK_ROWS = 16
+#: the most elements of one materialised per-subgraph-gradient block (8 MiB in float32)
+MATERIALISE_ELEMENTS = 2 ** 21
+#: subgraphs of more rows than this never take the Gram form (their pairs grow as ``L²``)
+PAIR_LIMIT = 64
 
 
 def segment_sum(t: Tensor, seg: Tensor, num_segments: int) -> Tensor:
@@ -144,154 +49,395 @@ def segment_sum(t: Tensor, seg: Tensor, num_segments: int) -> Tensor:
     return out.index_add_(0, seg, t)
 
 
-#: elements of one Gram or per-subgraph-gradient temporary (about 64 MB in float32)
-CHUNK_ELEMENTS = 16 * 2 ** 20
+@dataclass(frozen=True)
+class Pairs:
+    """Row pairs ``r < r'`` inside one subgraph, for subgraphs of 2 to ``limit`` rows.
 
-
-def linear_norms_sq(a: Tensor, d: Tensor, buckets: Buckets, num_segments: int) -> Tensor:
-    """``‖Σ_{r∈i} d_r a_rᵀ‖²_F`` for every subgraph ``i`` of a linear map's weight.
-
-    Per bucket of ``S`` subgraphs of at most ``L`` rows it takes the cheaper of two exact
-    forms: the Gram form ``Σ_{r,r'} ⟨d_r,d_r'⟩⟨a_r,a_r'⟩`` (``S L² (p+q)`` flops) or the
-    materialised per-subgraph gradient ``d_iᵀ a_i`` (``S L p q`` flops), chunked so that no
-    temporary exceeds `CHUNK_ELEMENTS`. The rows are gathered once for all buckets;
-    only ``d``'s padded rows are zeroed (a zero ``d_r`` removes row ``r`` from both forms).
-
-    Args:
-        a: ``(R, q)`` layer inputs; d: ``(R, p)`` gradients of the layer outputs.
+    Attributes:
+        first, second: ``(P,)`` row ids of each pair.
+        owner: ``(P,)`` the subgraph of each pair.
     """
-    out = torch.zeros(num_segments, dtype=d.dtype, device=d.device)
-    p, q = d.shape[1], a.shape[1]
-    da, aa = buckets.gather(d), buckets.gather(a, zero_padding=False)
-    for b in buckets:
-        db, ab = Buckets.view(da, b, d), Buckets.view(aa, b, a)
-        if b.width == 1:
-            out[b.segments] = (torch.linalg.vector_norm(db[:, 0], dim=1).square()
-                               * torch.linalg.vector_norm(ab[:, 0], dim=1).square())
-            continue
-        gram = b.width * (p + q) <= p * q
-        per_seg = b.width * b.width if gram else p * q
-        chunk = max(1, CHUNK_ELEMENTS // max(per_seg, 1))
-        for s in range(0, b.segments.numel(), chunk):
-            dp, ap = db[s:s + chunk], ab[s:s + chunk]
-            if gram:
-                val = (torch.bmm(dp, dp.transpose(1, 2)) * torch.bmm(ap, ap.transpose(1, 2))
-                       ).sum((1, 2)).clamp_min(0)
-            else:
-                val = torch.bmm(dp.transpose(1, 2), ap).square().sum((1, 2))
-            out[b.segments[s:s + chunk]] = val
-    return out
 
-
-#: rows per chunk of `segment_chunks`
-CHUNK_ROWS = 16
-#: largest ``p q`` (weight elements) for which `chunked_linear_grads` is used: the
-#: per-chunk gradients cost ``p q`` per row, the Gram form ``L (p + q)`` per row
-CHUNKED_MAX_WEIGHT = 4096
+    first: Tensor
+    second: Tensor
+    owner: Tensor
 
 
 @dataclass(frozen=True)
 class Chunks:
-    """The rows of every subgraph cut into chunks of at most ``width`` rows (each chunk inside
-    one subgraph; only a subgraph's last chunk is padded). With ``single_rows`` (no subgraph
-    has two rows) chunk ``r`` is row ``r`` itself and ``owner`` is ``seg``.
+    """The rows of the subgraphs of more than ``above`` rows, cut into chunks of ``width``
+    rows inside one subgraph (a subgraph's last chunk padded).
 
     Attributes:
-        rows: ``(K W,)`` row ids of the ``K`` chunks, padding -> row 0.
-        valid: ``(K W, 1)`` float, zero on padded rows; ``None`` when nothing is padded.
-        owner: ``(K,)`` the subgraph of each chunk.
+        rows: ``(K W,)`` row ids, padding -> row 0.
+        valid: ``(K W, 1)`` float, 0 on padded rows; ``None`` when nothing is padded.
+        owner: ``(K,)`` the position of each chunk's subgraph in ``segments``.
+        segments: ``(S,)`` the subgraphs covered, in order; ``None`` for all of them.
+        bounds: ``S + 1`` host offsets: the chunks of the ``j``-th subgraph are
+            ``bounds[j]:bounds[j + 1]``.
         width: ``W``.
-        one_per_segment: whether chunk ``k`` is subgraph ``k``'s only chunk (then no sum);
-            with ``single_rows``, whether row ``r`` is subgraph ``r``.
-        single_rows: whether no subgraph has more than one row.
     """
 
     rows: Tensor
     valid: Tensor | None
     owner: Tensor
+    segments: Tensor | None
+    bounds: list
     width: int
-    one_per_segment: bool
-    single_rows: bool = False
 
     @property
-    def num_chunks(self) -> int:
-        return int(self.owner.numel())
+    def num_segments(self) -> int:
+        return len(self.bounds) - 1
 
 
-def segment_chunks(seg: Tensor, num_segments: int, width: int = CHUNK_ROWS) -> Chunks:
-    """Cut the rows of each subgraph (``seg[r]`` its subgraph, any order) into chunks of
-    ``W = min(width, largest subgraph)`` rows, all in a few vectorised operations: one layout
-    per batch, shared by every layer on these rows.
+class Segments:
+    """Rows grouped by subgraph, with what the rules derive from the grouping (computed
+    on first use and kept: one object per row mapping and step).
+
+    Args:
+        seg: ``(R,)`` subgraph of every row, in ``[0, num)``, any order; ``None`` with
+            ``width``.
+        num: ``B``.
+        width: every subgraph is ``width`` consecutive rows (row ``i W + k`` is row ``k`` of
+            subgraph ``i``): the padded layout, whose operations read no size on the host.
     """
-    device, total = seg.device, seg.numel()
-    counts = torch.bincount(seg, minlength=num_segments)
-    largest = int(counts.max()) if total else 0
-    if largest <= 1:                          # one row per subgraph (pooled rows): no layout
-        # every subgraph one row, in order: row r is subgraph r (then no sum at all)
-        identity = total == num_segments and bool((seg[1:] > seg[:-1]).all())
-        return Chunks(torch.arange(total, device=device), None, seg, 1, identity, True)
-    w = max(1, min(width, largest))
-    # a PyG batch's rows are already grouped by subgraph, in order: then no sort
-    ordered = bool((seg[1:] >= seg[:-1]).all())
-    order = None if ordered else torch.argsort(seg, stable=True)
-    per = (counts + (w - 1)) // w                              # chunks of each subgraph
-    owner = torch.repeat_interleave(torch.arange(num_segments, device=device), per)
-    k = owner.numel()
-    first = torch.cumsum(per, 0) - per
-    pos = ((torch.arange(k, device=device) - first[owner]) * w).unsqueeze(1) + torch.arange(
-        w, device=device).unsqueeze(0)                          # (K, W) place in subgraph
-    valid = pos < counts[owner].unsqueeze(1)
-    start = torch.cumsum(counts, 0) - counts
-    idx = (start[owner].unsqueeze(1) + pos).clamp_max(max(total - 1, 0))
-    rows = order[idx].reshape(-1) if order is not None else idx.reshape(-1)
-    padded = not bool(valid.all())
-    return Chunks(rows, valid.reshape(-1, 1).float() if padded else None, owner, w,
-                  k == num_segments and bool((per == 1).all()), largest <= 1)
+
+    def __init__(self, seg: Tensor | None, num: int, *, width: int | None = None,
+                 device: torch.device | None = None):
+        if seg is None and width is None:
+            raise ValueError("Segments needs seg or width")
+        self.num, self.width = int(num), width
+        self._seg = seg
+        self.device = seg.device if seg is not None else device
+        self._cache: dict = {}
+
+    @classmethod
+    def regular(cls, num: int, width: int, device) -> Segments:
+        return cls(None, num, width=int(width), device=device)
+
+    # ------------------------------------------------------------------ layout facts
+    @property
+    def seg(self) -> Tensor:
+        if self._seg is None:
+            ids = torch.arange(self.num, device=self.device)
+            self._seg = ids if self.width == 1 else ids.repeat_interleave(self.width)
+        return self._seg
+
+    @property
+    def rows(self) -> int:
+        return self.num * self.width if self.width is not None else int(self._seg.numel())
+
+    @property
+    def identity(self) -> bool:
+        """Row ``r`` is subgraph ``r`` (one row per subgraph, in order)."""
+        if self.width is not None:
+            return self.width == 1
+        key = "identity"
+        if key not in self._cache:
+            seg = self._seg
+            self._cache[key] = seg.numel() == self.num and bool(
+                (seg == torch.arange(self.num, device=seg.device)).all())
+        return self._cache[key]
+
+    @property
+    def counts(self) -> Tensor:
+        """``(B,)`` rows per subgraph."""
+        if "counts" not in self._cache:
+            self._cache["counts"] = (
+                torch.full((self.num,), self.width, device=self.device, dtype=torch.long)
+                if self.width is not None else torch.bincount(self._seg, minlength=self.num))
+        return self._cache["counts"]
+
+    @property
+    def histogram(self) -> list[int]:
+        """``h[L]``: the number of subgraphs of ``L`` rows (one host read per batch)."""
+        if "hist" not in self._cache:
+            if self.width is not None:
+                hist = [0] * (self.width + 1)
+                hist[self.width] = self.num
+            else:
+                hist = torch.bincount(self.counts).tolist() if self.num else [0]
+            self._cache["hist"] = hist
+        return self._cache["hist"]
+
+    @property
+    def largest(self) -> int:
+        hist = self.histogram
+        return max((n for n, k in enumerate(hist) if k), default=0)
+
+    @property
+    def single(self) -> bool:
+        """No subgraph has more than one row."""
+        return self.width == 1 if self.width is not None else self.largest <= 1
+
+    @property
+    def ordered(self) -> bool:
+        """The rows are grouped by subgraph in subgraph order (every PyG batch's node rows)."""
+        if self.width is not None:
+            return True
+        if "ordered" not in self._cache:
+            seg = self._seg
+            self._cache["ordered"] = bool((seg[1:] >= seg[:-1]).all())
+        return self._cache["ordered"]
+
+    def _order(self) -> Tensor | None:
+        """Row ids in subgraph order, or ``None`` when already in it."""
+        if self.ordered:
+            return None
+        if "order" not in self._cache:
+            self._cache["order"] = torch.argsort(self._seg, stable=True)
+        return self._cache["order"]
+
+    def repeat(self, k: int) -> Segments:
+        """The segments of ``k`` consecutive rows per row (an input ``(R, k, q)`` of a layer
+        whose output rows these are), cached."""
+        if k == 1:
+            return self
+        key = ("repeat", k)
+        if key not in self._cache:
+            self._cache[key] = (Segments.regular(self.num, self.width * k, self.device)
+                                if self.width is not None
+                                else Segments(self._seg.repeat_interleave(k), self.num))
+        return self._cache[key]
+
+    # ------------------------------------------------------------------ per-row maps
+    def sum(self, t: Tensor) -> Tensor:
+        """``(B, ...)``: the sum of each subgraph's rows of ``t`` (``R`` rows)."""
+        if self.width is not None:
+            return t if self.width == 1 else t.view(self.num, self.width, *t.shape[1:]).sum(1)
+        if self.identity:
+            return t
+        return segment_sum(t, self._seg, self.num)
+
+    def expand(self, c: Tensor) -> Tensor:
+        """``(R,)``: every row's value of the per-subgraph ``c``."""
+        if self.width is not None:
+            return c if self.width == 1 else c.repeat_interleave(self.width)
+        return c if self.identity else c[self._seg]
+
+    # ------------------------------------------------------------------ pairs and chunks
+    def limit_for(self, p: int, q: int) -> int:
+        """The largest subgraph size whose Linear norms take the Gram form: ``pq / (p + q)``
+        rounded down to a power of two, at least 1 and at most `PAIR_LIMIT`."""
+        bound = (p * q) / max(p + q, 1)
+        limit = 1
+        while limit * 2 <= bound and limit * 2 <= PAIR_LIMIT:
+            limit *= 2
+        return limit
+
+    def pair_count(self, limit: int) -> int:
+        return sum(k * n * (n - 1) // 2 for n, k in enumerate(self.histogram[:limit + 1]))
+
+    def padded_rows_above(self, limit: int, width: int) -> tuple[int, int]:
+        """``(chunks, padded rows)`` of the chunks of the subgraphs of more than ``limit``
+        rows."""
+        chunks = sum(k * -(-n // width) for n, k in enumerate(self.histogram) if n > limit)
+        return chunks, chunks * width
+
+    def chunk_width(self) -> int:
+        return max(1, min(CHUNK_ROWS, self.largest))
+
+    def pairs(self, limit: int) -> Pairs:
+        """`Pairs` of the subgraphs of 2 to ``limit`` rows (cached per ``limit``)."""
+        key = ("pairs", limit)
+        if key in self._cache:
+            return self._cache[key]
+        seg, device = self.seg, self.device
+        counts = self.counts
+        order = self._order()
+        sorted_seg = seg if order is None else seg[order]
+        size = counts[sorted_seg]                                   # (R,) size of row's subgraph
+        start = (torch.cumsum(counts, 0) - counts)[sorted_seg]
+        pos = torch.arange(sorted_seg.numel(), device=device)
+        inside = pos - start
+        eligible = (size >= 2) & (size <= limit)
+        partners = torch.where(eligible, size - 1 - inside, torch.zeros_like(size))
+        total = int(partners.sum())
+        first = torch.repeat_interleave(pos, partners)
+        offsets = torch.cumsum(partners, 0) - partners
+        second = first + 1 + (torch.arange(total, device=device) - offsets[first])
+        owner = sorted_seg[first]
+        if order is not None:
+            first, second = order[first], order[second]
+        out = Pairs(first, second, owner)
+        self._cache[key] = out
+        return out
+
+    def chunks(self, above: int) -> Chunks:
+        """`Chunks` of the subgraphs of more than ``above`` rows (cached per ``above``)."""
+        key = ("chunks", above)
+        if key in self._cache:
+            return self._cache[key]
+        device, counts, w = self.device, self.counts, self.chunk_width()
+        if self.width is not None and above < self.width:
+            segments, sel = None, counts
+        else:
+            big = counts > above
+            segments = big.nonzero().flatten()
+            sel = counts[segments]
+            if segments.numel() == self.num:
+                segments = None
+        per = (sel + (w - 1)) // w                                  # chunks of each subgraph
+        s = int(sel.numel())
+        owner = torch.repeat_interleave(torch.arange(s, device=device), per)
+        k = int(owner.numel())
+        first = torch.cumsum(per, 0) - per
+        slot = ((torch.arange(k, device=device) - first[owner]) * w).unsqueeze(1) \
+            + torch.arange(w, device=device).unsqueeze(0)           # (K, W) place in subgraph
+        valid = slot < sel[owner].unsqueeze(1)
+        starts = torch.cumsum(counts, 0) - counts
+        seg_start = starts if segments is None else starts[segments]
+        idx = (seg_start[owner].unsqueeze(1) + slot).clamp_max(max(self.rows - 1, 0))
+        order = self._order()
+        rows = (idx if order is None else order[idx]).reshape(-1)
+        padded = not bool(valid.all())
+        bounds = [0] + torch.cumsum(per, 0).tolist()
+        out = Chunks(rows, valid.reshape(-1, 1).float() if padded else None, owner, segments,
+                     bounds, w)
+        self._cache[key] = out
+        return out
 
 
-def chunked_linear_grads(a: Tensor, d: Tensor, chunks: Chunks, num_segments: int, *,
-                         bias: bool = False) -> tuple[Tensor, Tensor | None]:
-    """``(B, p q)``: every subgraph's gradient ``Σ_{r∈i} d_r a_rᵀ`` of a linear map's weight,
-    flattened: ``g_k = d_kᵀ a_k`` for every chunk in one batched product, summed per subgraph
-    (``index_add``). Exact; costs ``K W p q`` flops and a ``(B, p q)`` sum, with no
-    per-size-class loop: the cheap form for small weights (``p q`` up to
-    `CHUNKED_MAX_WEIGHT`) and many subgraphs of varied sizes. Kept by the Linear rule, the
-    clipped sum is then ``c @ G`` (``B p q`` flops) instead of a second ``R p q`` product.
+# ---------------------------------------------------------------------------- Linear maps
+def keep_materialised(segs: Segments, p: int, q: int) -> bool:
+    """Whether a ``p x q`` Linear map keeps its per-subgraph gradients ``G`` (clipped sum
+    ``c @ G``) rather than ghost norms and the scaled-rows product: when ``B p q`` fits
+    `MATERIALISE_ELEMENTS` and the chunked products plus ``c @ G`` cost fewer flops than the
+    Gram form of the small subgraphs, the chunked products of the large ones and the
+    ``R p q`` product of the clipped sum."""
+    if segs.num * p * q > MATERIALISE_ELEMENTS or segs.rows == 0:
+        return False
+    pq = p * q
+    if segs.width is not None:
+        w = segs.width
+        ghost = (w * w * (p + q) if w * (p + q) <= pq else w * pq) * segs.num
+        return w * pq * segs.num + 2 * segs.num * pq < ghost + segs.rows * pq
+    width = segs.chunk_width()
+    limit = segs.limit_for(p, q)
+    chunks_all, padded_all = segs.padded_rows_above(0, width)
+    _, padded_big = segs.padded_rows_above(limit, width)
+    ghost = 2 * segs.pair_count(limit) * (p + q) + padded_big * pq + segs.rows * pq
+    return padded_all * pq + chunks_all * pq + 2 * segs.num * pq < ghost
 
-    With ``bias`` also ``(B, p)``, the bias's per-subgraph gradients ``Σ_{r∈i} d_r``, from the
-    chunks' rows already gathered (a sum over ``K W`` rows and ``K`` chunk sums added per
-    subgraph, not a second pass over the ``R`` rows); else ``None`` in its place. When each
-    subgraph is one row (``chunks.one_per_segment`` with single rows: pooled rows in
-    subgraph order) the rows' outer products are the gradients themselves (no sum).
+
+def linear_weight_grads(a: Tensor, d: Tensor, segs: Segments) -> Tensor:
+    """``(B, p q)``: every subgraph's gradient ``Σ_{r∈i} d_r a_rᵀ`` of a linear map's
+    weight, flattened (the caller keeps ``B p q`` within budget: `keep_materialised`)."""
+    p, q = d.shape[1], a.shape[1]
+    if segs.single and segs.identity:
+        return (d.unsqueeze(2) * a.unsqueeze(1)).reshape(-1, p * q)
+    if segs.width is not None:
+        w = segs.width
+        return torch.bmm(d.view(segs.num, w, p).transpose(1, 2),
+                         a.view(segs.num, w, q)).reshape(segs.num, p * q)
+    if segs.single:
+        return segment_sum((d.unsqueeze(2) * a.unsqueeze(1)).reshape(-1, p * q), segs.seg,
+                           segs.num)
+    chunks = segs.chunks(0)
+    grads = _chunk_grads(a, d, chunks, chunks.num_segments)
+    if chunks.segments is None:
+        return grads
+    out = torch.zeros(segs.num, p * q, dtype=d.dtype, device=d.device)
+    out[chunks.segments] = grads                 # empty subgraphs: zero
+    return out
+
+
+def _chunk_grads(a: Tensor, d: Tensor, chunks: Chunks, num: int) -> Tensor:
+    """Per-subgraph gradients of ``chunks``' subgraphs, ``(S, p q)`` (one batched product
+    over the chunks, summed per subgraph)."""
+    p, q, w = d.shape[1], a.shape[1], chunks.width
+    rows = chunks.rows
+    db = d.index_select(0, rows)
+    if chunks.valid is not None:
+        db = db * chunks.valid.to(db.dtype)
+    k = rows.numel() // w
+    g = torch.bmm(db.view(k, w, p).transpose(1, 2), a.index_select(0, rows).view(k, w, q))
+    s = chunks.num_segments
+    if k == s:                                # one chunk per subgraph: no sum
+        return g.view(s, p * q)
+    return torch.zeros(s, p * q, dtype=d.dtype, device=d.device).index_add_(
+        0, chunks.owner, g.view(k, p * q))
+
+
+def linear_weight_norms(a: Tensor, d: Tensor, segs: Segments) -> Tensor:
+    """``(B,)`` squared norms ``‖Σ_{r∈i} d_r a_rᵀ‖²`` of a linear map's per-subgraph weight
+    gradients, exact, without a ``(B x p q)`` matrix beyond `MATERIALISE_ELEMENTS`: the Gram
+    form for small subgraphs, the materialised form in pieces for large ones (see the
+    module docstring).
+
+    Args:
+        a: ``(R, q)`` layer inputs; d: ``(R, p)`` gradients of the layer outputs.
     """
     p, q = d.shape[1], a.shape[1]
-    if chunks.single_rows:                    # row r alone in subgraph owner[r]
-        outer = (d.unsqueeze(2) * a.unsqueeze(1)).reshape(-1, p * q)
-        if chunks.one_per_segment:            # row r is subgraph r
-            return outer, (d if bias else None)
-        return (torch.zeros(num_segments, p * q, dtype=d.dtype, device=d.device).index_add_(
-            0, chunks.owner, outer), segment_sum(d, chunks.owner, num_segments) if bias else None)
-    w, k = chunks.width, chunks.num_chunks
-    step = max(1, CHUNK_ELEMENTS // max(p * q, 1))
-    single = chunks.one_per_segment and k <= step
-    total = None if single else torch.zeros(num_segments, p * q, dtype=d.dtype,
-                                            device=d.device)
-    bias_total = None if single or not bias else torch.zeros(num_segments, p, dtype=d.dtype,
-                                                             device=d.device)
-    for s in range(0, k, step):
-        rows = chunks.rows[s * w:(s + step) * w]
-        db = d.index_select(0, rows)
-        if chunks.valid is not None:
-            valid = chunks.valid[s * w:(s + step) * w]
-            db = db * (valid if valid.dtype == db.dtype else valid.to(db.dtype))
-        n = rows.numel() // w
-        dv = db.view(n, w, p)
-        g = torch.bmm(dv.transpose(1, 2), a.index_select(0, rows).view(n, w, q))
-        chunk_bias = dv.sum(1) if bias else None       # padded rows of d are zero
-        if single:
-            return g.view(n, p * q), chunk_bias
-        owner = chunks.owner[s:s + step]
-        total.index_add_(0, owner, g.view(n, -1))
-        if bias:
-            bias_total.index_add_(0, owner, chunk_bias)
-    return total, bias_total
+    num = segs.num
+    if segs.rows == 0 or num == 0:
+        return torch.zeros(num, dtype=d.dtype, device=d.device)
+    if segs.single:
+        own = _row_sq(d) * _row_sq(a)
+        return own if segs.identity else segment_sum(own, segs.seg, num)
+    if segs.width is not None:
+        return _regular_norms(a, d, segs)
+    limit = segs.limit_for(p, q)
+    hist = segs.histogram
+    out = None
+    if any(hist[1:limit + 1]):               # subgraphs of 1 to limit rows: Gram form
+        # every row's own term (the large subgraphs' rows too: overwritten below)
+        out = segment_sum(_row_sq(d) * _row_sq(a), segs.seg, num)
+        if limit >= 2 and any(hist[2:limit + 1]):
+            pairs = segs.pairs(limit)
+            dd = (d.index_select(0, pairs.first) * d.index_select(0, pairs.second)).sum(1)
+            aa = (a.index_select(0, pairs.first) * a.index_select(0, pairs.second)).sum(1)
+            out.index_add_(0, pairs.owner, 2 * dd * aa)
+        out = out.clamp_min_(0)
+    if segs.largest > limit:                 # the materialised form, in pieces
+        chunks = segs.chunks(limit)
+        big = _chunked_norms(a, d, chunks)
+        if chunks.segments is None:
+            return big
+        if out is None:
+            out = torch.zeros(num, dtype=d.dtype, device=d.device)
+        out[chunks.segments] = big
+    return out if out is not None else torch.zeros(num, dtype=d.dtype, device=d.device)
+
+
+def _row_sq(t: Tensor) -> Tensor:
+    return torch.linalg.vector_norm(t, dim=1).square()
+
+
+def _regular_norms(a: Tensor, d: Tensor, segs: Segments) -> Tensor:
+    """Norms for ``W`` rows per subgraph (the padded layout): Gram or materialised form,
+    whichever costs less, in pieces of at most `MATERIALISE_ELEMENTS`."""
+    p, q, w, num = d.shape[1], a.shape[1], segs.width, segs.num
+    dv, av = d.view(num, w, p), a.view(num, w, q)
+    gram = w * (p + q) <= p * q
+    per = w * w if gram else p * q
+    step = max(1, MATERIALISE_ELEMENTS // max(per, 1))
+    parts = []
+    for s in range(0, num, step):
+        dp, ap = dv[s:s + step], av[s:s + step]
+        if gram:
+            parts.append((torch.bmm(dp, dp.transpose(1, 2))
+                          * torch.bmm(ap, ap.transpose(1, 2))).sum((1, 2)).clamp_min(0))
+        else:
+            parts.append(torch.bmm(dp.transpose(1, 2), ap).square().sum((1, 2)))
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
+def _chunked_norms(a: Tensor, d: Tensor, chunks: Chunks) -> Tensor:
+    """``(S,)`` squared norms of the per-subgraph gradients of ``chunks``' subgraphs,
+    materialised for at most `MATERIALISE_ELEMENTS` elements at a time."""
+    p, q, w = d.shape[1], a.shape[1], chunks.width
+    s = chunks.num_segments
+    step = max(1, MATERIALISE_ELEMENTS // max(p * q, 1))
+    if s <= step:
+        return _chunk_grads(a, d, chunks, s).square().sum(1)
+    parts = []
+    for j in range(0, s, step):
+        top = min(j + step, s)
+        lo, hi = chunks.bounds[j], chunks.bounds[top]
+        part = Chunks(chunks.rows[lo * w:hi * w],
+                      None if chunks.valid is None else chunks.valid[lo * w:hi * w],
+                      chunks.owner[lo:hi] - j, None,
+                      [b - lo for b in chunks.bounds[j:top + 1]], w)
+        parts.append(_chunk_grads(a, d, part, part.num_segments).square().sum(1))
+    return torch.cat(parts)

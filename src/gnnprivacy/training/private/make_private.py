@@ -50,7 +50,6 @@ from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.training.dp import clipping
 from gnnprivacy.training.dp.engine import DPEngine
 from gnnprivacy.training.dp.flat_capture import BatchLayout, FlatCapture, SubgraphMixingError
-from gnnprivacy.training.dp.noise import unflatten
 from gnnprivacy.training.private.graph_sampler import GraphSampler
 from gnnprivacy.training.private.guards import LoopGuard
 from gnnprivacy.training.private.samplers import SAMPLERS, SubgraphSampler, make_sampler
@@ -353,43 +352,16 @@ class PrivateTraining:
             return self._clipped_sums(layout, scale)
 
     def _clipped_sums(self, layout: BatchLayout, scale: float) -> dict[str, torch.Tensor]:
-        """Every subgraph's whole gradient clipped to ``max_grad_norm``, summed. ``scale``
-        (the realised batch under a mean loss) turns the captured gradients into those of
-        the per-subgraph losses; every rule is linear in it, so it is applied once here, to
-        the norms and the clip factors. The parameters whose rules materialised their
-        per-subgraph gradients are clipped together: one norm and one product over their
-        concatenation."""
+        """Every subgraph's whole gradient clipped to ``max_grad_norm``, summed: the
+        capture's rules, then the engine's one clipping path (`clipping.clip_contributions`).
+        ``scale`` (the realised batch under a mean loss) turns the captured gradients into
+        those of the per-subgraph losses; every rule is linear in it, so it is applied once,
+        to the norms and the clip factors."""
         contributions = self.capture.contributions(layout)
-        num = layout.num_subgraphs
         named = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
-        dtype = named[0][1].dtype if named else torch.float32
-        kept = [(n, p) for n, p in named if p in contributions]
-        flat = [(n, p) for n, p in kept if contributions[p].per_segment is not None]
-        rest = [(n, p) for n, p in kept if contributions[p].per_segment is None]
-        total = None
-        if flat:
-            parts = [_as(contributions[p].per_segment, dtype) for _, p in flat]
-            grads = parts[0] if len(parts) == 1 else torch.cat(parts, 1)
-            total = grads.square().sum(1)
-        for _, p in rest:
-            sq = _as(contributions[p].norm_sq, dtype)
-            total = sq if total is None else total + sq
-        if total is None:
-            total = torch.zeros(num, dtype=dtype, device=layout.batch.device)
-        total = total * (scale * scale)
-        factors = clipping.clip_factors(total.sqrt(), self.max_grad_norm) * scale
-        summed = _as(factors, grads.dtype) @ grads if flat else None
-        if flat and len(flat) == len(named):
-            # every parameter materialised, in the model's order: the clipped sums are one
-            # vector (the noise and the update then read it whole)
-            return unflatten(summed, dict(named))
-        out = {n: torch.zeros_like(p) for n, p in named if p not in contributions}
-        if flat:
-            for (n, p), s in zip(flat, unflatten(summed, dict(flat)).values()):
-                out[n] = _as(s, p.dtype)
-        for n, p in rest:
-            out[n] = _as(contributions[p].weighted(factors), p.dtype)
-        return {n: out[n] for n, _ in named}
+        return clipping.clip_contributions(contributions, named, self.engine.groups,
+                                           layout.num_subgraphs, scale=scale,
+                                           device=layout.batch.device).sums
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:
@@ -442,11 +414,6 @@ class PrivateTraining:
                 f"{self.noise_multiplier:.4g}, clip_norm={self.max_grad_norm:g}, steps="
                 f"{self.steps}/{self.steps_planned}, epsilon={self.epsilon:.4g}, "
                 f"delta={self.delta:.3g})")
-
-
-def _as(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """``t`` in ``dtype`` (no operation when it already is)."""
-    return t if t.dtype == dtype else t.to(dtype)
 
 
 def _scheduler_aware(step, optimizer: torch.optim.Optimizer):
