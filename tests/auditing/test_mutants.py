@@ -70,12 +70,12 @@ MUTANTS = [
            note="equivalent for the release: the total norms are a diagnostic (the clipped "
                 "sums use the per-group factors); a test of the reported norms with "
                 "several groups would kill it"),
-    Mutant("clip-gram-pairs", "clip", "gnnprivacy.training.dp.segments:linear_weight_norms",
-           "out.index_add_(0, pairs.owner, 2 * dd * aa)",
-           "out.index_add_(0, pairs.owner, 0 * dd * aa)", SEGMENTS + " " + PRIVATE),
+    Mutant("clip-gram-pairs", "clip", "gnnprivacy.training.dp.segments:GramNorms._compute",
+           "out.index_add_(1, pairs.owner, cross, alpha=2)",
+           "out.index_add_(1, pairs.owner, cross, alpha=0)", SEGMENTS + " " + PRIVATE),
     Mutant("clip-chunk-norms-quarter", "clip", "gnnprivacy.training.dp.segments:_chunked_norms",
-           "return _chunk_grads(a, d, chunks, s).square().sum(1)",
-           "return _chunk_grads(a, d, chunks, s).square().sum(1) / 4",
+           "weight = _chunk_grads(a, d, chunks).square().sum(1)",
+           "weight = _chunk_grads(a, d, chunks).square().sum(1) / 4",
            SEGMENTS + " " + PRIVATE),
     Mutant("clip-bookkeeping-unscaled", "clip",
            "gnnprivacy.training.dp.flat_rules:_scaled_product",

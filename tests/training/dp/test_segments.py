@@ -122,7 +122,7 @@ def test_chunks_that_cross_subgraphs_fail_the_comparison(monkeypatch):
     def shifted(self, above):
         c = original(self, above)
         owner = (c.owner + 1) % c.num_segments
-        return Chunks(c.rows, c.valid, owner, c.segments, c.bounds, c.width)
+        return Chunks(c.rows, c.valid, owner, c.segments, c.per, c.width)
 
     monkeypatch.setattr(Segments, "chunks", shifted)
     assert not torch.allclose(linear_weight_norms(a, d, Segments(seg, num)), norms, rtol=1e-6)
@@ -157,3 +157,26 @@ def test_the_layer_norm_rules_normalised_input_equals_torchs(dtype, tol):
     for shape in ((8,), (4, 8)):
         torch.testing.assert_close(_normalised(x, shape, 1e-5),
                                    F.layer_norm(x, shape, eps=1e-5), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("trial", range(12))
+def test_the_batched_gram_norms_equal_the_loop(trial):
+    """Two Linear maps (one with its bias) and a parameter with per-row gradients on the same
+    rows, in one `GramNorms` batch: every term equals the per-subgraph loop, for small
+    subgraphs (pairs), hubs (materialised chunks) and empty subgraphs."""
+    seg, num, a, d = _case(trial)
+    gen = torch.Generator().manual_seed(100 + trial)
+    a2 = torch.randn(seg.numel(), 5, dtype=torch.float64, generator=gen)
+    d2 = torch.randn(seg.numel(), 3, dtype=torch.float64, generator=gen)
+    x = torch.randn(seg.numel(), 7, dtype=torch.float64, generator=gen)
+    segs = Segments(seg, num)
+    batch = segs.gram(torch.float64)
+    w1, b1 = batch.add(a, d, segs.limit_for(d.shape[1], a.shape[1]), bias=True)
+    w2, none = batch.add(a2, d2, segs.limit_for(3, 5))
+    rows = batch.add_rows(x)
+    assert none is None
+    sums = [torch.stack([t[seg == i].sum(0) for i in range(num)]) for t in (d, x)]
+    want = [_naive(a, d, seg, num)[0], sums[0].square().sum(1), _naive(a2, d2, seg, num)[0],
+            sums[1].square().sum(1)]
+    for got, ref in zip((w1, b1, w2, rows), want):
+        torch.testing.assert_close(got.resolve(), ref, rtol=1e-10, atol=1e-10)

@@ -140,11 +140,10 @@ def clip_contributions(contributions: dict[nn.Parameter, Contribution],
         mat, rest, absent = [], [], []
         for n in group.names:
             c = contributions.get(params[n])
-            (absent if c is None else mat if c.per_segment is not None else rest).append(n)
+            (absent if c is None else mat if c.materialised else rest).append(n)
         sq = grads = None
         if mat:
-            cols = [_as(contributions[params[n]].per_segment, dtype) for n in mat]
-            grads = cols[0] if len(cols) == 1 else torch.cat(cols, 1)
+            grads = _side_by_side([contributions[params[n]] for n in mat], dtype)
             sq = grads.square().sum(1)
         for n in rest:
             part = _as(contributions[params[n]].norm_sq, dtype)
@@ -168,6 +167,20 @@ def clip_contributions(contributions: dict[nn.Parameter, Contribution],
         total = torch.zeros(num, dtype=dtype, device=device)
     return ClippedGradients(_laid_out(parts, params, dtype), total.sqrt(), factors,
                             group_norms)
+
+
+def _side_by_side(found: list[Contribution], dtype: torch.dtype) -> Tensor:
+    """``(B, P)``: the per-subgraph gradients of ``found`` side by side; a view of a batch's
+    sums when they are its consecutive columns (no copy), else one concatenation."""
+    cols = [c.columns for c in found]
+    if cols[0] is not None and all(
+            c is not None and c.batch is cols[0].batch and c.lo == prev.hi
+            for prev, c in zip(cols, cols[1:])):
+        whole = cols[0].batch.total()
+        if whole.dtype == dtype:
+            return whole[:, cols[0].lo:cols[-1].hi]
+    parts = [_as(c.per_segment, dtype) for c in found]
+    return parts[0] if len(parts) == 1 else torch.cat(parts, 1)
 
 
 def _laid_out(parts: list[tuple[list[str], Tensor]], params: dict[str, nn.Parameter],

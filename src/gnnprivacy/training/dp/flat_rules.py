@@ -50,8 +50,9 @@ from torch import Tensor, nn
 from gnnprivacy.errors import GnnPrivacyError
 from gnnprivacy.nn.dpgnn import IndexedLinear
 from gnnprivacy.nn.star import SelfScale
-from gnnprivacy.training.dp.segments import (Segments, keep_materialised, linear_weight_grads,
-                                             linear_weight_norms, segment_sum)
+from gnnprivacy.training.dp.segments import (LazyColumns, LazyRow, Segments, keep_materialised,
+                                             linear_weight_grads, linear_weight_norms,
+                                             segment_sum)
 
 __all__ = ["Call", "Contribution", "FlatRule", "Probe", "UnsupportedModuleError",
            "exact_fallback", "flat_probe_for", "flat_rule_for", "register_flat_rule",
@@ -136,23 +137,42 @@ class Contribution:
             norm and one product), else ``None``.
     """
 
-    __slots__ = ("_norm_sq", "weighted", "per_segment")
+    __slots__ = ("_norm_sq", "weighted", "_per_segment")
 
-    def __init__(self, norm_sq: Tensor | None, weighted: Callable[[Tensor], Tensor] | None,
-                 per_segment: Tensor | None = None):
+    def __init__(self, norm_sq: Tensor | LazyRow | None,
+                 weighted: Callable[[Tensor], Tensor] | None,
+                 per_segment: Tensor | LazyColumns | None = None):
         if norm_sq is None and per_segment is None:
             raise ValueError("Contribution needs norm_sq or per_segment")
-        self._norm_sq, self.weighted, self.per_segment = norm_sq, weighted, per_segment
+        self._norm_sq, self.weighted, self._per_segment = norm_sq, weighted, per_segment
+
+    @property
+    def materialised(self) -> bool:
+        return self._per_segment is not None
+
+    @property
+    def per_segment(self) -> Tensor | None:
+        found = self._per_segment
+        return found.resolve() if isinstance(found, LazyColumns) else found
+
+    @property
+    def columns(self) -> LazyColumns | None:
+        """The per-subgraph gradients as columns of a batch of sums, when they are."""
+        found = self._per_segment
+        return found if isinstance(found, LazyColumns) else None
 
     @property
     def norm_sq(self) -> Tensor:
-        if self._norm_sq is None:
-            self._norm_sq = self.per_segment.square().sum(1)
-        return self._norm_sq
+        found = self._norm_sq
+        if found is None:
+            found = self._norm_sq = self.per_segment.square().sum(1)
+        elif isinstance(found, LazyRow):
+            found = self._norm_sq = found.resolve()
+        return found
 
     def __repr__(self) -> str:
         return (f"Contribution(subgraphs={self.norm_sq.shape[0]}, materialised="
-                f"{self.per_segment is not None})")
+                f"{self.materialised})")
 
 
 #: a rule returns ``None`` when it cannot handle the calls (then the exact fallback runs)
@@ -217,10 +237,30 @@ def supported_module_types() -> tuple[type, ...]:
     return tuple(_RULES)
 
 
-def _materialised(per_seg: Tensor, shape: torch.Size) -> Contribution:
-    """A contribution from per-subgraph gradients ``(B, P)``."""
-    return Contribution(None, lambda c: (c.to(per_seg.dtype) @ per_seg).reshape(shape),
-                        per_seg)
+def _materialised(per_seg: Tensor | LazyColumns, shape: torch.Size) -> Contribution:
+    """A contribution from per-subgraph gradients ``(B, P)`` (or a batch's columns)."""
+    def weighted(c: Tensor) -> Tensor:
+        g = per_seg.resolve() if isinstance(per_seg, LazyColumns) else per_seg
+        return (c.to(g.dtype) @ g).reshape(shape)
+
+    return Contribution(None, weighted, per_seg)
+
+
+def _summed(segs: Segments, rows: Tensor, shape: torch.Size) -> Contribution:
+    """The contribution of a parameter whose per-subgraph gradients are the sums of
+    ``rows`` (``(R, P)``, per-row gradients): in the padded layout materialised with the
+    other such parameters (one sum), else ghost norms from the batch of these rows'
+    Gram terms and the clipped sum ``c_rows @ rows``."""
+    if segs.width is not None:
+        return _materialised(segs.columns(rows.dtype).add(rows), shape)
+    rows = rows.reshape(rows.shape[0], -1)
+    return Contribution(segs.gram(rows.dtype).add_rows(rows),
+                        lambda c: _rows_weighted(segs, rows, c).reshape(shape))
+
+
+def _rows_weighted(segs: Segments, rows: Tensor, c: Tensor) -> Tensor:
+    """``Σ_r c_{seg(r)} rows_r``: the clipped sum of a parameter with per-row gradients."""
+    return segs.expand(c).to(rows.dtype) @ rows
 
 
 def _rows(calls: list[Call], arg: Callable[[Call], Tensor]) -> tuple[Tensor, Tensor, Segments]:
@@ -246,17 +286,25 @@ def _linear_rule(layer: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Cont
     a, d, segs = _rows(calls, lambda c: c.args[0])
     a = a if a.dtype == d.dtype else a.to(d.dtype)
     out: dict[nn.Parameter, Contribution] = {}
+    bias = getattr(layer, "bias", None)
+    with_bias = bias is not None and bias.requires_grad
     if layer.weight.requires_grad:
         p, q = d.shape[1], a.shape[1]
         if keep_materialised(segs, p, q):
             out[layer.weight] = _materialised(linear_weight_grads(a, d, segs),
                                               layer.weight.shape)
+        elif segs.width is None:         # ghost norms of weight and bias in one pass
+            weight, joint = segs.gram(d.dtype).add(a, d, segs.limit_for(p, q), bias=with_bias)
+            out[layer.weight] = Contribution(weight,
+                                             lambda c: _scaled_product(d, a, segs.expand(c)))
+            if with_bias:
+                out[bias] = Contribution(joint, lambda c: _rows_weighted(segs, d, c))
+            return out
         else:
             out[layer.weight] = Contribution(linear_weight_norms(a, d, segs),
                                              lambda c: _scaled_product(d, a, segs.expand(c)))
-    bias = getattr(layer, "bias", None)
-    if bias is not None and bias.requires_grad:
-        out[bias] = _materialised(segs.sum(d), bias.shape)
+    if with_bias:
+        out[bias] = _summed(segs, d, bias.shape)
     return out
 
 
@@ -320,8 +368,7 @@ def _self_scale_rule(module: SelfScale, calls: list[Call]) -> dict[nn.Parameter,
         return {}
     x, d, segs = _rows(calls, lambda c: c.args[0])
     rows = d * x.to(d.dtype)
-    per = segs.sum(rows.sum(1, keepdim=True) if w.dim() == 0 else rows)
-    return {w: _materialised(per, w.shape)}
+    return {w: _summed(segs, rows.sum(1, keepdim=True) if w.dim() == 0 else rows, w.shape)}
 
 
 register_flat_rule(SelfScale, _self_scale_rule)
@@ -363,22 +410,13 @@ def _layer_norm_rule(norm: nn.Module, calls: list[Call]) -> dict[nn.Parameter, C
         rows[norm.weight] = (d * xhat).flatten(1)
     if norm.bias is not None and norm.bias.requires_grad:
         rows[norm.bias] = d.flatten(1)
-    if not rows:
-        return {}
-    # one segment sum for weight and bias together (its cost is per row summed)
-    sums = segs.sum(_cat_columns(list(rows.values())))
-    parts = sums.split([p.numel() for p in rows], dim=1)
-    return {p: _materialised(part, p.shape) for p, part in zip(rows, parts)}
+    # summed per subgraph with the other small parameters on these rows (one sum)
+    return {p: _summed(segs, r, p.shape) for p, r in rows.items()}
 
 
 def _cat(parts: list[Tensor]) -> Tensor:
     """The rows of every call (no copy for one call)."""
     return parts[0] if len(parts) == 1 else torch.cat(parts)
-
-
-def _cat_columns(parts: list[Tensor]) -> Tensor:
-    """The columns of every part side by side (no copy for one part)."""
-    return parts[0] if len(parts) == 1 else torch.cat(parts, 1)
 
 
 register_flat_rule(nn.LayerNorm, _layer_norm_rule)
@@ -417,10 +455,10 @@ def output_bias_rule(module: nn.Module, calls: list[Call]) -> dict[nn.Parameter,
     bias = module.bias
     if bias is None or not bias.requires_grad:
         return {}
-    total = None
-    for call in calls:
-        part = call.segs.sum(call.grad.reshape(-1, bias.numel()))
-        total = part if total is None else total + part
+    if len(calls) == 1:
+        return {bias: _summed(calls[0].segs, calls[0].grad.reshape(-1, bias.numel()),
+                              bias.shape)}
+    total = sum(c.segs.sum(c.grad.reshape(-1, bias.numel())) for c in calls)
     return {bias: _materialised(total, bias.shape)}
 
 
@@ -499,8 +537,7 @@ def _gin_rule(conv: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Contribu
         return None
     if not (isinstance(eps, nn.Parameter) and eps.requires_grad):
         return {}
-    num = calls[0].num_segments
-    total = torch.zeros(num, dtype=calls[0].grad.dtype, device=calls[0].grad.device)
+    found = []                               # (segments, per-row gradients) of each call
     for call in calls:
         x = _arg(call, 0, "x")
         x_r = x[1] if isinstance(x, (tuple, list)) else x
@@ -510,10 +547,15 @@ def _gin_rule(conv: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Contribu
         if dh.shape != x_r.shape or dh.shape[0] != call.segs.rows:
             return None
         rows = dh.shape[0]                   # row dots as one bmm: no (N, F) temporary
-        per_row = torch.bmm(dh.reshape(rows, 1, -1),
-                            x_r.to(dh.dtype).reshape(rows, -1, 1)).view(rows)
-        total = total + call.segs.sum(per_row).to(total.dtype)
-    return {eps: _materialised(total.unsqueeze(1), eps.shape)}
+        found.append((call.segs, torch.bmm(dh.reshape(rows, 1, -1),
+                                           x_r.to(dh.dtype).reshape(rows, -1, 1)).view(rows, 1)))
+    if len(found) == 1:
+        return {eps: _summed(found[0][0], found[0][1], eps.shape)}
+    grad = calls[0].grad
+    total = torch.zeros(calls[0].num_segments, 1, dtype=grad.dtype, device=grad.device)
+    for segs, per_row in found:
+        total = total + segs.sum(per_row).to(total.dtype)
+    return {eps: _materialised(total, eps.shape)}
 
 
 # ------------------------------------------------------------------------------ GATConv

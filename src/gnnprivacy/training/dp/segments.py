@@ -27,13 +27,15 @@ product: few large subgraphs, as in graph classification); the clipped sum is th
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-__all__ = ["CHUNK_ROWS", "Chunks", "MATERIALISE_ELEMENTS", "PAIR_LIMIT", "Pairs", "Segments",
-           "keep_materialised", "linear_weight_grads", "linear_weight_norms", "segment_sum"]
+__all__ = ["CHUNK_ROWS", "Chunks", "ColumnSums", "GramNorms", "LazyColumns", "LazyRow",
+           "MATERIALISE_ELEMENTS", "PAIR_LIMIT", "Pairs", "Segments", "keep_materialised",
+           "linear_weight_grads", "linear_weight_norms", "segment_sum"]
 
 #: rows per chunk of the materialised form
 CHUNK_ROWS = 16
@@ -51,7 +53,7 @@ def segment_sum(t: Tensor, seg: Tensor, num_segments: int) -> Tensor:
 
 @dataclass(frozen=True)
 class Pairs:
-    """Row pairs ``r < r'`` inside one subgraph, for subgraphs of 2 to ``limit`` rows.
+    """Row pairs ``r < r'`` inside one subgraph, of the subgraphs of 2 to ``limit`` rows.
 
     Attributes:
         first, second: ``(P,)`` row ids of each pair.
@@ -65,29 +67,42 @@ class Pairs:
 
 @dataclass(frozen=True)
 class Chunks:
-    """The rows of the subgraphs of more than ``above`` rows, cut into chunks of ``width``
-    rows inside one subgraph (a subgraph's last chunk padded).
+    """The rows of some subgraphs cut into chunks of ``width`` rows inside one subgraph (a
+    subgraph's last chunk padded).
 
     Attributes:
         rows: ``(K W,)`` row ids, padding -> row 0.
         valid: ``(K W, 1)`` float, 0 on padded rows; ``None`` when nothing is padded.
         owner: ``(K,)`` the position of each chunk's subgraph in ``segments``.
-        segments: ``(S,)`` the subgraphs covered, in order; ``None`` for all of them.
-        bounds: ``S + 1`` host offsets: the chunks of the ``j``-th subgraph are
-            ``bounds[j]:bounds[j + 1]``.
+        segments: ``(S,)`` the subgraphs covered, in order.
+        per: ``(S,)`` chunks of each subgraph.
         width: ``W``.
     """
 
     rows: Tensor
     valid: Tensor | None
     owner: Tensor
-    segments: Tensor | None
-    bounds: list
+    segments: Tensor
+    per: Tensor
     width: int
 
     @property
     def num_segments(self) -> int:
-        return len(self.bounds) - 1
+        return int(self.segments.numel())
+
+    def pieces(self, most: int) -> list[tuple[int, int, int, int]]:
+        """``(first subgraph, end, first chunk, end)`` of consecutive pieces of at most
+        ``most`` subgraphs."""
+        ends = torch.cumsum(self.per, 0).tolist()
+        s = len(ends)
+        return [(j, min(j + most, s), ends[j - 1] if j else 0, ends[min(j + most, s) - 1])
+                for j in range(0, s, most)]
+
+    def part(self, s0: int, s1: int, k0: int, k1: int) -> Chunks:
+        w = self.width
+        return Chunks(self.rows[k0 * w:k1 * w],
+                      None if self.valid is None else self.valid[k0 * w:k1 * w],
+                      self.owner[k0:k1] - s0, self.segments[s0:s1], self.per[s0:s1], w)
 
 
 class Segments:
@@ -128,18 +143,6 @@ class Segments:
         return self.num * self.width if self.width is not None else int(self._seg.numel())
 
     @property
-    def identity(self) -> bool:
-        """Row ``r`` is subgraph ``r`` (one row per subgraph, in order)."""
-        if self.width is not None:
-            return self.width == 1
-        key = "identity"
-        if key not in self._cache:
-            seg = self._seg
-            self._cache[key] = seg.numel() == self.num and bool(
-                (seg == torch.arange(self.num, device=seg.device)).all())
-        return self._cache[key]
-
-    @property
     def counts(self) -> Tensor:
         """``(B,)`` rows per subgraph."""
         if "counts" not in self._cache:
@@ -149,21 +152,23 @@ class Segments:
         return self._cache["counts"]
 
     @property
-    def histogram(self) -> list[int]:
-        """``h[L]``: the number of subgraphs of ``L`` rows (one host read per batch)."""
-        if "hist" not in self._cache:
+    def sizes(self) -> list[tuple[int, int]]:
+        """``[(L, n), ...]``: ``n`` subgraphs of ``L`` rows, ascending ``L`` (``n > 0``; one
+        host read per batch)."""
+        if "sizes" not in self._cache:
             if self.width is not None:
-                hist = [0] * (self.width + 1)
-                hist[self.width] = self.num
+                sizes = [(self.width, self.num)] if self.num else []
+            elif self.num:
+                values, times = torch.unique(self.counts, return_counts=True)
+                sizes = list(zip(values.tolist(), times.tolist()))
             else:
-                hist = torch.bincount(self.counts).tolist() if self.num else [0]
-            self._cache["hist"] = hist
-        return self._cache["hist"]
+                sizes = []
+            self._cache["sizes"] = sizes
+        return self._cache["sizes"]
 
     @property
     def largest(self) -> int:
-        hist = self.histogram
-        return max((n for n, k in enumerate(hist) if k), default=0)
+        return self.sizes[-1][0] if self.sizes else 0
 
     @property
     def single(self) -> bool:
@@ -171,22 +176,15 @@ class Segments:
         return self.width == 1 if self.width is not None else self.largest <= 1
 
     @property
-    def ordered(self) -> bool:
-        """The rows are grouped by subgraph in subgraph order (every PyG batch's node rows)."""
+    def identity(self) -> bool:
+        """Row ``r`` is subgraph ``r`` (one row per subgraph, in order)."""
         if self.width is not None:
-            return True
-        if "ordered" not in self._cache:
+            return self.width == 1
+        if "identity" not in self._cache:
             seg = self._seg
-            self._cache["ordered"] = bool((seg[1:] >= seg[:-1]).all())
-        return self._cache["ordered"]
-
-    def _order(self) -> Tensor | None:
-        """Row ids in subgraph order, or ``None`` when already in it."""
-        if self.ordered:
-            return None
-        if "order" not in self._cache:
-            self._cache["order"] = torch.argsort(self._seg, stable=True)
-        return self._cache["order"]
+            self._cache["identity"] = (seg.numel() == self.num and self.largest <= 1 and bool(
+                (seg == torch.arange(self.num, device=seg.device)).all()))
+        return self._cache["identity"]
 
     def repeat(self, k: int) -> Segments:
         """The segments of ``k`` consecutive rows per row (an input ``(R, k, q)`` of a layer
@@ -210,12 +208,32 @@ class Segments:
         return segment_sum(t, self._seg, self.num)
 
     def expand(self, c: Tensor) -> Tensor:
-        """``(R,)``: every row's value of the per-subgraph ``c``."""
+        """``(R,)``: every row's value of the per-subgraph ``c`` (computed once per ``c``:
+        every layer on these rows reads the same clip factors)."""
         if self.width is not None:
             return c if self.width == 1 else c.repeat_interleave(self.width)
-        return c if self.identity else c[self._seg]
+        if self.identity:
+            return c
+        found = self._cache.get("expand")
+        if found is None or found[0] is not c:     # the entry keeps c: its id stays unique
+            found = self._cache["expand"] = (c, c[self._seg])
+        return found[1]
 
-    # ------------------------------------------------------------------ pairs and chunks
+    def gram(self, dtype: torch.dtype) -> GramNorms:
+        """The batch of Linear ghost norms on these rows (one per dtype and step)."""
+        key = ("gram", dtype)
+        if key not in self._cache:
+            self._cache[key] = GramNorms(self)
+        return self._cache[key]
+
+    def columns(self, dtype: torch.dtype) -> ColumnSums:
+        """The batch of per-row columns summed per subgraph on these rows."""
+        key = ("columns", dtype)
+        if key not in self._cache:
+            self._cache[key] = ColumnSums(self)
+        return self._cache[key]
+
+    # ------------------------------------------------------------------ costs (host)
     def limit_for(self, p: int, q: int) -> int:
         """The largest subgraph size whose Linear norms take the Gram form: ``pq / (p + q)``
         rounded down to a power of two, at least 1 and at most `PAIR_LIMIT`."""
@@ -226,76 +244,232 @@ class Segments:
         return limit
 
     def pair_count(self, limit: int) -> int:
-        return sum(k * n * (n - 1) // 2 for n, k in enumerate(self.histogram[:limit + 1]))
-
-    def padded_rows_above(self, limit: int, width: int) -> tuple[int, int]:
-        """``(chunks, padded rows)`` of the chunks of the subgraphs of more than ``limit``
-        rows."""
-        chunks = sum(k * -(-n // width) for n, k in enumerate(self.histogram) if n > limit)
-        return chunks, chunks * width
+        """Pairs of rows inside the subgraphs of at most ``limit`` rows."""
+        return sum(n * size * (size - 1) // 2 for size, n in self.sizes if size <= limit)
 
     def chunk_width(self) -> int:
         return max(1, min(CHUNK_ROWS, self.largest))
 
+    def chunk_count(self, above: int) -> tuple[int, int]:
+        """``(subgraphs, chunks)`` of the subgraphs of more than ``above`` rows."""
+        w = self.chunk_width()
+        big = [(size, n) for size, n in self.sizes if size > above]
+        return sum(n for _, n in big), sum(n * -(-size // w) for size, n in big)
+
+    # ------------------------------------------------------------------ pairs and chunks
+    def _grouped(self) -> tuple[Tensor | None, Tensor, Tensor]:
+        """``(order, subgraph of each position, first position of each subgraph)``: the row
+        ids grouped by subgraph (``None``: the rows already are, as a PyG batch's node rows)."""
+        if "grouped" not in self._cache:
+            seg, counts = self.seg, self.counts
+            order = None if self.width is not None or bool((seg[1:] >= seg[:-1]).all()) \
+                else torch.argsort(seg, stable=True)
+            self._cache["grouped"] = (order, seg if order is None else seg[order],
+                                      torch.cumsum(counts, 0) - counts)
+        return self._cache["grouped"]
+
     def pairs(self, limit: int) -> Pairs:
         """`Pairs` of the subgraphs of 2 to ``limit`` rows (cached per ``limit``)."""
         key = ("pairs", limit)
-        if key in self._cache:
-            return self._cache[key]
-        seg, device = self.seg, self.device
-        counts = self.counts
-        order = self._order()
-        sorted_seg = seg if order is None else seg[order]
-        size = counts[sorted_seg]                                   # (R,) size of row's subgraph
-        start = (torch.cumsum(counts, 0) - counts)[sorted_seg]
-        pos = torch.arange(sorted_seg.numel(), device=device)
-        inside = pos - start
-        eligible = (size >= 2) & (size <= limit)
-        partners = torch.where(eligible, size - 1 - inside, torch.zeros_like(size))
-        total = int(partners.sum())
-        first = torch.repeat_interleave(pos, partners)
-        offsets = torch.cumsum(partners, 0) - partners
-        second = first + 1 + (torch.arange(total, device=device) - offsets[first])
-        owner = sorted_seg[first]
-        if order is not None:
-            first, second = order[first], order[second]
-        out = Pairs(first, second, owner)
-        self._cache[key] = out
-        return out
+        if key not in self._cache:
+            order, grouped, start = self._grouped()
+            counts = self.counts
+            pos = torch.arange(self.rows, device=self.device)
+            length = counts[grouped]
+            partners = torch.where((length >= 2) & (length <= limit),
+                                   length - 1 - (pos - start[grouped]), torch.zeros_like(length))
+            total = self.pair_count(limit)
+            first = torch.repeat_interleave(pos, partners, output_size=total)
+            offsets = torch.cumsum(partners, 0) - partners
+            second = first + 1 + (torch.arange(total, device=self.device) - offsets[first])
+            owner = grouped[first]
+            if order is not None:
+                first, second = order[first], order[second]
+            self._cache[key] = Pairs(first, second, owner)
+        return self._cache[key]
 
     def chunks(self, above: int) -> Chunks:
         """`Chunks` of the subgraphs of more than ``above`` rows (cached per ``above``)."""
         key = ("chunks", above)
         if key in self._cache:
             return self._cache[key]
-        device, counts, w = self.device, self.counts, self.chunk_width()
-        if self.width is not None and above < self.width:
-            segments, sel = None, counts
-        else:
-            big = counts > above
-            segments = big.nonzero().flatten()
-            sel = counts[segments]
-            if segments.numel() == self.num:
-                segments = None
-        per = (sel + (w - 1)) // w                                  # chunks of each subgraph
-        s = int(sel.numel())
-        owner = torch.repeat_interleave(torch.arange(s, device=device), per)
-        k = int(owner.numel())
+        order, _, start = self._grouped()
+        counts, w = self.counts, self.chunk_width()
+        s, k = self.chunk_count(above)
+        segments = torch.arange(self.num, device=self.device) if s == self.num else \
+            (counts > above).nonzero().flatten()
+        sel = counts[segments]
+        per = (sel + (w - 1)) // w                               # chunks of each subgraph
+        owner = torch.repeat_interleave(torch.arange(s, device=self.device), per,
+                                        output_size=k)
         first = torch.cumsum(per, 0) - per
-        slot = ((torch.arange(k, device=device) - first[owner]) * w).unsqueeze(1) \
-            + torch.arange(w, device=device).unsqueeze(0)           # (K, W) place in subgraph
-        valid = slot < sel[owner].unsqueeze(1)
-        starts = torch.cumsum(counts, 0) - counts
-        seg_start = starts if segments is None else starts[segments]
-        idx = (seg_start[owner].unsqueeze(1) + slot).clamp_max(max(self.rows - 1, 0))
-        order = self._order()
-        rows = (idx if order is None else order[idx]).reshape(-1)
-        padded = not bool(valid.all())
-        bounds = [0] + torch.cumsum(per, 0).tolist()
-        out = Chunks(rows, valid.reshape(-1, 1).float() if padded else None, owner, segments,
-                     bounds, w)
+        slot = ((torch.arange(k, device=self.device) - first[owner]) * w).unsqueeze(1) \
+            + torch.arange(w, device=self.device).unsqueeze(0)  # (K, W) place in subgraph
+        padded = any(size % w for size, _ in self.sizes if size > above)
+        valid = ((slot < sel[owner].unsqueeze(1)).reshape(-1, 1).to(torch.float32)
+                 if padded else None)
+        idx = (start[segments][owner].unsqueeze(1) + slot).clamp_max(max(self.rows - 1, 0))
+        rows = idx.reshape(-1) if order is None else order[idx.reshape(-1)]
+        out = Chunks(rows, valid, owner, segments, per, w)
         self._cache[key] = out
         return out
+
+
+# ---------------------------------------------------------------------------- batches
+class GramNorms:
+    """Ghost norms of the parameters on one row mapping, computed together on first read.
+
+    Two kinds of terms: a Linear map's weight (``‖Σ_{r∈i} d_r a_rᵀ‖²``, with its bias
+    ``‖Σ_{r∈i} d_r‖²`` from the same ``⟨d_r, d_r'⟩``), and a parameter whose per-row
+    gradients are rows ``x_r`` (``‖Σ_{r∈i} x_r‖²``: a normalisation's weight and bias, a
+    bias added after message passing, GIN's eps). For the subgraphs of at most ``limit``
+    rows (the largest limit of the maps, `Segments.limit_for`) the Gram form: every row's
+    own term, then each pair's cross term, summed per subgraph for all the terms at once
+    (two scatters for every layer on these rows); larger subgraphs are materialised in
+    chunks (`_chunked_norms`)."""
+
+    def __init__(self, segs: Segments):
+        self.segs = segs
+        self.maps: list[tuple] = []          # ("linear", a, d, bias) or ("rows", x)
+        self.limit = 1
+        self.outputs = 0
+        self._norms: Tensor | None = None
+
+    def _next(self) -> LazyRow:
+        if self._norms is not None:
+            raise RuntimeError("GramNorms: a term added after the norms were read")
+        self.outputs += 1
+        return LazyRow(self, self.outputs - 1)
+
+    def add(self, a: Tensor, d: Tensor, limit: int, *, bias: bool = False
+            ) -> tuple[LazyRow, LazyRow | None]:
+        """A Linear map's weight (and bias): their lazy norms."""
+        self.limit = max(self.limit, limit)
+        weight = self._next()
+        self.maps.append(("linear", a, d, bias))
+        return weight, (self._next() if bias else None)
+
+    def add_rows(self, x: Tensor) -> LazyRow:
+        """A parameter with per-row gradients ``x`` ``(R, n)``: its lazy norms."""
+        self.limit = max(self.limit, min(16, PAIR_LIMIT))
+        row = self._next()
+        self.maps.append(("rows", x))
+        return row
+
+    def norms(self) -> Tensor:
+        """``(terms, B)`` squared norms."""
+        if self._norms is None:
+            self._norms = self._compute()
+        return self._norms
+
+    def _compute(self) -> Tensor:
+        segs = self.segs
+        first = self.maps[0]
+        ref = first[2] if first[0] == "linear" else first[1]
+        num, rows, limit = segs.num, segs.rows, self.limit
+        own = torch.empty(self.outputs, rows, dtype=ref.dtype, device=ref.device)
+        k = 0
+        for m in self.maps:                      # every row's own term, fused per tensor
+            if m[0] == "linear":
+                dd = _row_sq(m[2])
+                torch.mul(dd, _row_sq(m[1]), out=own[k])
+                if m[3]:
+                    own[k + 1] = dd
+                k += 2 if m[3] else 1
+            else:
+                torch.linalg.vector_norm(m[1], dim=1, out=own[k]).square_()
+                k += 1
+        out = own if segs.identity else torch.zeros(
+            self.outputs, num, dtype=own.dtype, device=own.device).index_add_(1, segs.seg, own)
+        if segs.pair_count(limit):               # each pair's cross term
+            pairs = segs.pairs(limit)
+            cross = torch.empty(self.outputs, pairs.first.numel(), dtype=own.dtype,
+                                device=own.device)
+            k = 0
+            for m in self.maps:
+                if m[0] == "linear":
+                    dd = _pair_dots(m[2], pairs)
+                    torch.mul(dd, _pair_dots(m[1], pairs), out=cross[k])
+                    if m[3]:
+                        cross[k + 1] = dd
+                    k += 2 if m[3] else 1
+                else:
+                    cross[k] = _pair_dots(m[1], pairs)
+                    k += 1
+            out.index_add_(1, pairs.owner, cross, alpha=2)
+        out.clamp_min_(0)
+        if segs.largest > limit:                 # the larger subgraphs: materialised
+            chunks = segs.chunks(limit)
+            k = 0
+            for m in self.maps:
+                if m[0] == "linear":
+                    weight, bias = _chunked_norms(m[1], m[2], chunks, bias=m[3])
+                    out[k].index_put_((chunks.segments,), weight)
+                    if m[3]:
+                        out[k + 1].index_put_((chunks.segments,), bias)
+                    k += 2 if m[3] else 1
+                else:
+                    out[k].index_put_((chunks.segments,),
+                                      _chunk_sums(m[1], chunks).square().sum(1))
+                    k += 1
+        return out
+
+
+def _pair_dots(t: Tensor, pairs: Pairs) -> Tensor:
+    """``⟨t_r, t_r'⟩`` of every pair."""
+    return torch.linalg.vecdot(t.index_select(0, pairs.first), t.index_select(0, pairs.second))
+
+
+class ColumnSums:
+    """Per-row columns of several parameters (biases, normalisation weights, GIN's eps)
+    on one row mapping, summed per subgraph in one operation on first read; the sums are
+    the columns of one ``(B, N)`` matrix, which the clipping path reads whole."""
+
+    def __init__(self, segs: Segments):
+        self.segs = segs
+        self.parts: list[Tensor] = []
+        self.width = 0
+        self._total: Tensor | None = None
+
+    def add(self, rows: Tensor) -> LazyColumns:
+        if self._total is not None:
+            raise RuntimeError("ColumnSums: columns added after the sums were read")
+        rows = rows.reshape(rows.shape[0], math.prod(rows.shape[1:]))
+        self.parts.append(rows)
+        lo = self.width
+        self.width += rows.shape[1]
+        return LazyColumns(self, lo, self.width)
+
+    def total(self) -> Tensor:
+        """``(B, N)``: every part's per-subgraph sums, side by side."""
+        if self._total is None:
+            rows = self.parts[0] if len(self.parts) == 1 else torch.cat(self.parts, 1)
+            self._total = self.segs.sum(rows)
+        return self._total
+
+
+class LazyRow:
+    """Row ``k`` of a `GramNorms` batch, read when the clipping path needs it."""
+
+    __slots__ = ("batch", "k")
+
+    def __init__(self, batch: GramNorms, k: int):
+        self.batch, self.k = batch, k
+
+    def resolve(self) -> Tensor:
+        return self.batch.norms()[self.k]
+
+
+class LazyColumns:
+    """Columns ``lo:hi`` of a `ColumnSums` batch."""
+
+    __slots__ = ("batch", "lo", "hi")
+
+    def __init__(self, batch: ColumnSums, lo: int, hi: int):
+        self.batch, self.lo, self.hi = batch, lo, hi
+
+    def resolve(self) -> Tensor:
+        return self.batch.total()[:, self.lo:self.hi]
 
 
 # ---------------------------------------------------------------------------- Linear maps
@@ -305,44 +479,43 @@ def keep_materialised(segs: Segments, p: int, q: int) -> bool:
     `MATERIALISE_ELEMENTS` and the chunked products plus ``c @ G`` cost fewer flops than the
     Gram form of the small subgraphs, the chunked products of the large ones and the
     ``R p q`` product of the clipped sum."""
-    if segs.num * p * q > MATERIALISE_ELEMENTS or segs.rows == 0:
+    if segs.num * p * q > MATERIALISE_ELEMENTS or segs.rows == 0 or segs.single:
         return False
     pq = p * q
     if segs.width is not None:
         w = segs.width
         ghost = (w * w * (p + q) if w * (p + q) <= pq else w * pq) * segs.num
         return w * pq * segs.num + 2 * segs.num * pq < ghost + segs.rows * pq
-    width = segs.chunk_width()
+    w = segs.chunk_width()
     limit = segs.limit_for(p, q)
-    chunks_all, padded_all = segs.padded_rows_above(0, width)
-    _, padded_big = segs.padded_rows_above(limit, width)
-    ghost = 2 * segs.pair_count(limit) * (p + q) + padded_big * pq + segs.rows * pq
-    return padded_all * pq + chunks_all * pq + 2 * segs.num * pq < ghost
+    _, chunks_all = segs.chunk_count(0)
+    _, chunks_big = segs.chunk_count(limit)
+    ghost = 2 * segs.pair_count(limit) * (p + q) + chunks_big * w * pq + segs.rows * pq
+    return chunks_all * (w + 1) * pq + 2 * segs.num * pq < ghost
 
 
 def linear_weight_grads(a: Tensor, d: Tensor, segs: Segments) -> Tensor:
     """``(B, p q)``: every subgraph's gradient ``Σ_{r∈i} d_r a_rᵀ`` of a linear map's
     weight, flattened (the caller keeps ``B p q`` within budget: `keep_materialised`)."""
     p, q = d.shape[1], a.shape[1]
-    if segs.single and segs.identity:
-        return (d.unsqueeze(2) * a.unsqueeze(1)).reshape(-1, p * q)
     if segs.width is not None:
         w = segs.width
         return torch.bmm(d.view(segs.num, w, p).transpose(1, 2),
                          a.view(segs.num, w, q)).reshape(segs.num, p * q)
+    outer = None
     if segs.single:
-        return segment_sum((d.unsqueeze(2) * a.unsqueeze(1)).reshape(-1, p * q), segs.seg,
-                           segs.num)
+        outer = (d.unsqueeze(2) * a.unsqueeze(1)).reshape(-1, p * q)
+        return outer if segs.identity else segment_sum(outer, segs.seg, segs.num)
     chunks = segs.chunks(0)
-    grads = _chunk_grads(a, d, chunks, chunks.num_segments)
-    if chunks.segments is None:
+    grads = _chunk_grads(a, d, chunks)
+    if chunks.num_segments == segs.num:
         return grads
     out = torch.zeros(segs.num, p * q, dtype=d.dtype, device=d.device)
     out[chunks.segments] = grads                 # empty subgraphs: zero
     return out
 
 
-def _chunk_grads(a: Tensor, d: Tensor, chunks: Chunks, num: int) -> Tensor:
+def _chunk_grads(a: Tensor, d: Tensor, chunks: Chunks) -> Tensor:
     """Per-subgraph gradients of ``chunks``' subgraphs, ``(S, p q)`` (one batched product
     over the chunks, summed per subgraph)."""
     p, q, w = d.shape[1], a.shape[1], chunks.width
@@ -378,12 +551,11 @@ def linear_weight_norms(a: Tensor, d: Tensor, segs: Segments) -> Tensor:
     if segs.width is not None:
         return _regular_norms(a, d, segs)
     limit = segs.limit_for(p, q)
-    hist = segs.histogram
     out = None
-    if any(hist[1:limit + 1]):               # subgraphs of 1 to limit rows: Gram form
+    if segs.sizes[0][0] <= limit:            # subgraphs of at most limit rows: Gram form
         # every row's own term (the large subgraphs' rows too: overwritten below)
         out = segment_sum(_row_sq(d) * _row_sq(a), segs.seg, num)
-        if limit >= 2 and any(hist[2:limit + 1]):
+        if segs.pair_count(limit):
             pairs = segs.pairs(limit)
             dd = (d.index_select(0, pairs.first) * d.index_select(0, pairs.second)).sum(1)
             aa = (a.index_select(0, pairs.first) * a.index_select(0, pairs.second)).sum(1)
@@ -391,13 +563,13 @@ def linear_weight_norms(a: Tensor, d: Tensor, segs: Segments) -> Tensor:
         out = out.clamp_min_(0)
     if segs.largest > limit:                 # the materialised form, in pieces
         chunks = segs.chunks(limit)
-        big = _chunked_norms(a, d, chunks)
-        if chunks.segments is None:
+        big = _chunked_norms(a, d, chunks)[0]
+        if out is None and chunks.num_segments == num:
             return big
         if out is None:
             out = torch.zeros(num, dtype=d.dtype, device=d.device)
         out[chunks.segments] = big
-    return out if out is not None else torch.zeros(num, dtype=d.dtype, device=d.device)
+    return out
 
 
 def _row_sq(t: Tensor) -> Tensor:
@@ -423,21 +595,28 @@ def _regular_norms(a: Tensor, d: Tensor, segs: Segments) -> Tensor:
     return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
-def _chunked_norms(a: Tensor, d: Tensor, chunks: Chunks) -> Tensor:
-    """``(S,)`` squared norms of the per-subgraph gradients of ``chunks``' subgraphs,
-    materialised for at most `MATERIALISE_ELEMENTS` elements at a time."""
-    p, q, w = d.shape[1], a.shape[1], chunks.width
-    s = chunks.num_segments
+def _chunk_sums(t: Tensor, chunks: Chunks) -> Tensor:
+    """``(S, n)``: the sums of the rows of ``t`` of each of ``chunks``' subgraphs."""
+    w = chunks.width
+    tb = t.index_select(0, chunks.rows)
+    if chunks.valid is not None:
+        tb = tb * chunks.valid.to(tb.dtype)
+    per_chunk = tb.view(-1, w, t.shape[1]).sum(1)
+    if per_chunk.shape[0] == chunks.num_segments:
+        return per_chunk
+    return torch.zeros(chunks.num_segments, t.shape[1], dtype=t.dtype,
+                       device=t.device).index_add_(0, chunks.owner, per_chunk)
+
+
+def _chunked_norms(a: Tensor, d: Tensor, chunks: Chunks, *, bias: bool = False):
+    """``(S,)`` squared norms of the per-subgraph weight gradients of ``chunks``'
+    subgraphs (in their order), materialised for at most `MATERIALISE_ELEMENTS` elements at
+    a time, and with ``bias`` those of the bias (else ``None``)."""
+    p, q = d.shape[1], a.shape[1]
     step = max(1, MATERIALISE_ELEMENTS // max(p * q, 1))
-    if s <= step:
-        return _chunk_grads(a, d, chunks, s).square().sum(1)
-    parts = []
-    for j in range(0, s, step):
-        top = min(j + step, s)
-        lo, hi = chunks.bounds[j], chunks.bounds[top]
-        part = Chunks(chunks.rows[lo * w:hi * w],
-                      None if chunks.valid is None else chunks.valid[lo * w:hi * w],
-                      chunks.owner[lo:hi] - j, None,
-                      [b - lo for b in chunks.bounds[j:top + 1]], w)
-        parts.append(_chunk_grads(a, d, part, part.num_segments).square().sum(1))
-    return torch.cat(parts)
+    if chunks.num_segments <= step:
+        weight = _chunk_grads(a, d, chunks).square().sum(1)
+    else:
+        weight = torch.cat([_chunk_grads(a, d, chunks.part(*piece)).square().sum(1)
+                            for piece in chunks.pieces(step)])
+    return weight, (_chunk_sums(d, chunks).square().sum(1) if bias else None)
