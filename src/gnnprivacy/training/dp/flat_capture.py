@@ -189,6 +189,14 @@ def _edge_level(model: nn.Module) -> set[int]:
     return out
 
 
+def _kind(value, batch_ids: set[int]):
+    """What a module's input is, for `FlatCapture.call_signature`."""
+    if isinstance(value, Tensor):
+        return ("batch" if id(value) in batch_ids else "grad" if value.requires_grad
+                else "tensor", value.dim())
+    return type(value).__name__
+
+
 def _detach(value):
     if isinstance(value, Tensor):
         return value.detach()
@@ -280,9 +288,15 @@ class FlatCapture(Probe):
         self._replaying = False
         self._handles: list = []
         self._open: dict[nn.Module, dict] = {}    # probed calls in progress: their extras
-        #: a context for the hooks' own tensor operations, set by whoever traces the loop
-        #: (the loop guard's `LoopTrace.muted`: kept out of the step's signature)
+        #: a context for the hooks' own tensor operations and for the model's forward, set by
+        #: whoever traces the loop (the loop guard's `LoopTrace.muted`: kept out of the step's
+        #: signature, and not traced at all on the later, light steps)
         self.quiet = None
+        self._sections: list = []
+        self._index = {id(m): i for i, (_, m, _) in enumerate(self.layers)}
+        #: ids of the current batch's tensors (`call_signature` tells them apart)
+        self.batch_ids: set[int] = set()
+        self.calls: list[tuple] = []
 
     # ------------------------------------------------------------------ hooks
     def attach(self) -> None:
@@ -339,7 +353,14 @@ class FlatCapture(Probe):
         return self.quiet if self.quiet is not None else _NO_CONTEXT
 
     def _root_pre(self, module, args, kwargs):
-        if self._replaying or not torch.is_grad_enabled():
+        if self._replaying:
+            self._active = False
+            return None
+        section = self.quiet
+        if section is not None:     # the model's forward: out of the loop trace's signature
+            section.__enter__()
+        self._sections.append(section)
+        if not torch.is_grad_enabled():
             self._active = False
             return None
         self._active = True
@@ -358,6 +379,10 @@ class FlatCapture(Probe):
             for p in self._frozen:
                 p.requires_grad_(True)
         self._frozen = []
+        if not self._replaying and self._sections:
+            section = self._sections.pop()
+            if section is not None:
+                section.__exit__(None, None, None)
         return None
 
     def _rng_pre(self, module, args):
@@ -423,6 +448,10 @@ class FlatCapture(Probe):
         self._pending_rng = None
         rec = _Record(_detach(args), _detach(kwargs), output, rng, self._open.pop(module, None))
         self.records.setdefault(module, []).append(rec)
+        ids = self.batch_ids
+        self.calls.append((self._index[id(module)],
+                           tuple(_kind(v, ids) for v in args),
+                           tuple((k, _kind(v, ids)) for k, v in kwargs.items())))
 
         def store(grad, rec=rec):
             rec.grad = grad.detach() if rec.grad is None else rec.grad + grad.detach()
@@ -430,8 +459,16 @@ class FlatCapture(Probe):
         output.register_hook(store)
         return output
 
+    def call_signature(self) -> tuple:
+        """The trained modules' calls since the last `reset`: each module's index with the
+        kind of each input (a tensor of the batch itself, one that needs a gradient, another
+        tensor, or the type of a value); part of the loop guard's step signature (the
+        model's forward is not traced on later steps)."""
+        return tuple(self.calls)
+
     def reset(self) -> None:
         """Forget the recorded calls (after a step)."""
+        self.calls = []
         self.records = {}
         self.root_calls = []
         self._open = {}

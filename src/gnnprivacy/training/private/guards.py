@@ -364,8 +364,13 @@ class LoopGuard:
         (`LoopTrace.muted_section`), or ``None`` when nothing is traced."""
         return self.trace.muted_section if self.trace is not None else None
 
-    def check(self, layout: BatchLayout) -> None:
+    def check(self, layout: BatchLayout, calls: tuple = ()) -> None:
         """At ``optimizer.step()``: the buffer check, and the loop check on a traced step.
+
+        Args:
+            layout: the step's batch.
+            calls: the capture's record of the trained modules' calls
+                (`FlatCapture.call_signature`), part of the step's signature.
 
         Raises:
             SubgraphMixingError: naming what the loop did.
@@ -376,14 +381,14 @@ class LoopGuard:
         if trace is None:
             return
         if trace.light:
-            if trace.overflow or trace.signature() not in self.verified:
+            # which tensors were created in this step is not recorded: nn.Parameter leaves
+            graph = self._check_leaves(self._losses(trace.ops), None)
+            if trace.overflow or (trace.signature(), graph, calls) not in self.verified:
                 raise SubgraphMixingError(
                     "the loop ran other torch operations between the draw and "
                     "optimizer.step() than on the checked step: every step must run the same "
                     "code there (evaluate or log after optimizer.step()), since the check "
                     "that it keeps the subgraphs apart ran on that code")
-            # which tensors were created in this step is not recorded: nn.Parameter leaves
-            self._check_leaves(self._losses(trace.ops), None)
             return
         if trace.overflow:
             raise SubgraphMixingError(
@@ -395,10 +400,10 @@ class LoopGuard:
         batch = _batch_ids(layout)
         self._check_private_reads(ops, produced | batch)
         losses = self._losses(ops)
-        self._check_leaves(losses, produced | batch)
+        graph = self._check_leaves(losses, produced | batch)
         if layout.num_subgraphs >= 2:
             self._check_mixing(trace, layout, losses)
-            self.verified.add(trace.signature())
+            self.verified.add((trace.signature(), graph, calls))
 
     @property
     def unaccounted(self) -> list[str]:
@@ -490,15 +495,29 @@ class LoopGuard:
             out.extend(zip(outputs, grads + [None] * (len(outputs) - len(grads))))
         return out
 
-    def _check_leaves(self, losses, own: set[int] | None) -> None:
+    def _check_leaves(self, losses, own: set[int] | None) -> tuple:
         """No tensor that outlives the step receives a gradient from the loss (``own``: the
-        tensors created in the step; ``None``: only ``nn.Parameter`` leaves are checked)."""
-        seen, stack = set(), [t.grad_fn for t, _ in losses if t.grad_fn is not None]
+        tensors created in the step; ``None``: only ``nn.Parameter`` leaves are checked).
+
+        Returns the shape of the losses' autograd graph, part of the step's signature: the
+        nodes' names in depth-first order, each with its number of inputs, a node met again
+        as the index of its first visit (the model's forward is not traced on later steps:
+        what it computes for the loss is compared this way)."""
+        seen: dict = {}
+        shape: list = []
+        stack = [t.grad_fn for t, _ in reversed(losses)]
         while stack:
             node = stack.pop()
-            if node is None or node in seen:
+            if node is None:
+                shape.append(None)
                 continue
-            seen.add(node)
+            if node in seen:
+                shape.append(seen[node])
+                continue
+            seen[node] = len(seen)
+            following = node.next_functions
+            shape.append((node.name(), len(following)))
+            stack.extend(n for n, _ in reversed(following))
             var = getattr(node, "variable", None)
             if isinstance(var, Tensor) and (id(var) not in own if own is not None
                                             else isinstance(var, nn.Parameter)):
@@ -513,7 +532,7 @@ class LoopGuard:
                     "gradient from the loss: only the model's parameters are clipped and "
                     "noised, a second optimizer would release it without noise; make it a "
                     "parameter used in the model's forward, or detach it")
-            stack.extend(n for n, _ in node.next_functions)
+        return tuple(shape)
 
     def _check_mixing(self, trace: LoopTrace, layout: BatchLayout, losses) -> None:
         counts = torch.bincount(layout.batch, minlength=layout.num_subgraphs)

@@ -49,7 +49,8 @@ from gnnprivacy._validation import check_choice, check_int, check_positive, chec
 from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.training.dp import clipping
 from gnnprivacy.training.dp.engine import DPEngine
-from gnnprivacy.training.dp.flat_capture import BatchLayout, FlatCapture, SubgraphMixingError
+from gnnprivacy.training.dp.flat_capture import (BatchLayout, FlatCapture, SubgraphMixingError,
+                                                  tensors_of)
 from gnnprivacy.training.private.graph_sampler import GraphSampler
 from gnnprivacy.training.private.guards import LoopGuard
 from gnnprivacy.training.private.samplers import SAMPLERS, SubgraphSampler, make_sampler
@@ -286,8 +287,11 @@ class PrivateTraining:
             edges_version=(batch.edge_index._version
                            if getattr(self.sampler, "edges_inside", False) else None))
         self.capture.reset()
+        self.capture.batch_ids = {id(t) for t in tensors_of(batch)}
         self.guard.begin()
-        self.capture.quiet = self.guard.muted()    # the hooks' own ops: not the loop's
+        self.capture.quiet = self.guard.muted()    # the hooks' and the forward's ops: not the
+        #                                            loop's (the forward is compared by its
+        #                                            calls and autograd graph)
         return batch
 
     def _check_stepped(self) -> None:
@@ -346,7 +350,7 @@ class PrivateTraining:
         if not self._probed:
             self.capture.probe_independence(layout)
             self._probed = True
-        self.guard.check(layout)
+        self.guard.check(layout, self.capture.call_signature())
         scale = float(layout.num_subgraphs) if self.loss_reduction == "mean" else 1.0
         with torch.no_grad():            # detached rows in, sums out: no graph to build
             return self._clipped_sums(layout, scale)
