@@ -115,7 +115,7 @@ def _without_guard_after(pt, checked: int) -> None:
         guard.trace = None
 
     guard.begin = begin_then_stop
-    guard.check = lambda layout: check(layout) if draws[0] <= checked else None
+    guard.check = lambda layout, calls=(): check(layout, calls) if draws[0] <= checked else None
 
 
 def _bare_products(model, batch) -> float:

@@ -159,11 +159,15 @@ def test_the_layer_norm_rules_normalised_input_equals_torchs(dtype, tol):
                                    F.layer_norm(x, shape, eps=1e-5), rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("wide", [True, False])
 @pytest.mark.parametrize("trial", range(12))
-def test_the_batched_gram_norms_equal_the_loop(trial):
+def test_the_batched_gram_norms_equal_the_loop(trial, wide, monkeypatch):
     """Two Linear maps (one with its bias) and a parameter with per-row gradients on the same
     rows, in one `GramNorms` batch: every term equals the per-subgraph loop, for small
-    subgraphs (pairs), hubs (materialised chunks) and empty subgraphs."""
+    subgraphs (pairs), hubs (materialised chunks) and empty subgraphs; with the tensors laid
+    side by side (small batches) and one kernel per tensor (large ones). The clipped sums of
+    the row-wise terms equal the weighted row sums."""
+    monkeypatch.setattr(segments, "WIDE_ELEMENTS", 2 ** 40 if wide else 0)
     seg, num, a, d = _case(trial)
     gen = torch.Generator().manual_seed(100 + trial)
     a2 = torch.randn(seg.numel(), 5, dtype=torch.float64, generator=gen)
@@ -173,10 +177,12 @@ def test_the_batched_gram_norms_equal_the_loop(trial):
     batch = segs.gram(torch.float64)
     w1, b1 = batch.add(a, d, segs.limit_for(d.shape[1], a.shape[1]), bias=True)
     w2, none = batch.add(a2, d2, segs.limit_for(3, 5))
-    rows = batch.add_rows(x)
+    rows, block = batch.add_rows(x)
     assert none is None
     sums = [torch.stack([t[seg == i].sum(0) for i in range(num)]) for t in (d, x)]
     want = [_naive(a, d, seg, num)[0], sums[0].square().sum(1), _naive(a2, d2, seg, num)[0],
             sums[1].square().sum(1)]
     for got, ref in zip((w1, b1, w2, rows), want):
         torch.testing.assert_close(got.resolve(), ref, rtol=1e-10, atol=1e-10)
+    c = torch.rand(num, dtype=torch.float64, generator=gen)
+    torch.testing.assert_close(batch.weighted(block, c), (c[seg].unsqueeze(1) * x).sum(0))

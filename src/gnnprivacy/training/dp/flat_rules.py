@@ -253,14 +253,9 @@ def _summed(segs: Segments, rows: Tensor, shape: torch.Size) -> Contribution:
     Gram terms and the clipped sum ``c_rows @ rows``."""
     if segs.width is not None:
         return _materialised(segs.columns(rows.dtype).add(rows), shape)
-    rows = rows.reshape(rows.shape[0], -1)
-    return Contribution(segs.gram(rows.dtype).add_rows(rows),
-                        lambda c: _rows_weighted(segs, rows, c).reshape(shape))
-
-
-def _rows_weighted(segs: Segments, rows: Tensor, c: Tensor) -> Tensor:
-    """``Σ_r c_{seg(r)} rows_r``: the clipped sum of a parameter with per-row gradients."""
-    return segs.expand(c).to(rows.dtype) @ rows
+    batch = segs.gram(rows.dtype)
+    norms, block = batch.add_rows(rows.reshape(rows.shape[0], -1))
+    return Contribution(norms, lambda c: batch.weighted(block, c).reshape(shape))
 
 
 def _rows(calls: list[Call], arg: Callable[[Call], Tensor]) -> tuple[Tensor, Tensor, Segments]:
@@ -294,11 +289,13 @@ def _linear_rule(layer: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Cont
             out[layer.weight] = _materialised(linear_weight_grads(a, d, segs),
                                               layer.weight.shape)
         elif segs.width is None:         # ghost norms of weight and bias in one pass
-            weight, joint = segs.gram(d.dtype).add(a, d, segs.limit_for(p, q), bias=with_bias)
+            batch = segs.gram(d.dtype)
+            weight, joint = batch.add(a, d, segs.limit_for(p, q), bias=with_bias)
             out[layer.weight] = Contribution(weight,
                                              lambda c: _scaled_product(d, a, segs.expand(c)))
             if with_bias:
-                out[bias] = Contribution(joint, lambda c: _rows_weighted(segs, d, c))
+                block = len(batch.tensors) - 2          # d's block (weighted: c_rows @ d)
+                out[bias] = Contribution(joint, lambda c: batch.weighted(block, c))
             return out
         else:
             out[layer.weight] = Contribution(linear_weight_norms(a, d, segs),

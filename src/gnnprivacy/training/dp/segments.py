@@ -316,6 +316,12 @@ class Segments:
 
 
 # ---------------------------------------------------------------------------- batches
+#: `GramNorms` lays all its tensors side by side (a few operations for every layer, with
+#: block sums as one product) while rows x width x blocks is at most this; beyond, it takes
+#: one fused kernel per tensor (the block product's extra work would cost more)
+WIDE_ELEMENTS = 2 ** 22
+
+
 class GramNorms:
     """Ghost norms of the parameters on one row mapping, computed together on first read.
 
@@ -326,35 +332,44 @@ class GramNorms:
     rows (the largest limit of the maps, `Segments.limit_for`) the Gram form: every row's
     own term, then each pair's cross term, summed per subgraph for all the terms at once
     (two scatters for every layer on these rows); larger subgraphs are materialised in
-    chunks (`_chunked_norms`)."""
+    chunks (`_chunked_norms`). The clipped sums of the row-wise terms, ``Σ_r c_{seg(r)}
+    x_r``, come from one product for all of them (`weighted`)."""
 
     def __init__(self, segs: Segments):
         self.segs = segs
-        self.maps: list[tuple] = []          # ("linear", a, d, bias) or ("rows", x)
+        self.tensors: list[Tensor] = []      # the blocks: each (R, width)
+        self.terms: list[tuple[int, int | None]] = []   # blocks multiplied (None: alone)
         self.limit = 1
-        self.outputs = 0
+        self.linear: list[tuple[int, int, int, bool]] = []   # (term, d block, a block, bias)
         self._norms: Tensor | None = None
+        self._weighted: tuple | None = None
 
-    def _next(self) -> LazyRow:
+    def _block(self, t: Tensor) -> int:
         if self._norms is not None:
             raise RuntimeError("GramNorms: a term added after the norms were read")
-        self.outputs += 1
-        return LazyRow(self, self.outputs - 1)
+        self.tensors.append(t)
+        return len(self.tensors) - 1
 
     def add(self, a: Tensor, d: Tensor, limit: int, *, bias: bool = False
             ) -> tuple[LazyRow, LazyRow | None]:
         """A Linear map's weight (and bias): their lazy norms."""
         self.limit = max(self.limit, limit)
-        weight = self._next()
-        self.maps.append(("linear", a, d, bias))
-        return weight, (self._next() if bias else None)
+        bd, ba = self._block(d), self._block(a)
+        self.linear.append((len(self.terms), bd, ba, bias))
+        self.terms.append((bd, ba))
+        weight = LazyRow(self, len(self.terms) - 1)
+        if not bias:
+            return weight, None
+        self.terms.append((bd, None))
+        return weight, LazyRow(self, len(self.terms) - 1)
 
-    def add_rows(self, x: Tensor) -> LazyRow:
-        """A parameter with per-row gradients ``x`` ``(R, n)``: its lazy norms."""
+    def add_rows(self, x: Tensor) -> tuple[LazyRow, int]:
+        """A parameter with per-row gradients ``x`` ``(R, n)``: its lazy norms and its
+        block (for `weighted`)."""
         self.limit = max(self.limit, min(16, PAIR_LIMIT))
-        row = self._next()
-        self.maps.append(("rows", x))
-        return row
+        block = self._block(x)
+        self.terms.append((block, None))
+        return LazyRow(self, len(self.terms) - 1), block
 
     def norms(self) -> Tensor:
         """``(terms, B)`` squared norms."""
@@ -362,57 +377,120 @@ class GramNorms:
             self._norms = self._compute()
         return self._norms
 
-    def _compute(self) -> Tensor:
-        segs = self.segs
-        first = self.maps[0]
-        ref = first[2] if first[0] == "linear" else first[1]
-        num, rows, limit = segs.num, segs.rows, self.limit
-        own = torch.empty(self.outputs, rows, dtype=ref.dtype, device=ref.device)
-        k = 0
-        for m in self.maps:                      # every row's own term, fused per tensor
-            if m[0] == "linear":
-                dd = _row_sq(m[2])
-                torch.mul(dd, _row_sq(m[1]), out=own[k])
-                if m[3]:
-                    own[k + 1] = dd
-                k += 2 if m[3] else 1
+    def weighted(self, block: int, c: Tensor) -> Tensor:
+        """``Σ_r c_{seg(r)} x_r`` of a block (``c`` the per-subgraph factors): one product
+        for every block when they are laid side by side."""
+        c_rows = self.segs.expand(c)
+        wide = self._wide()
+        if wide is None:
+            t = self.tensors[block]
+            return c_rows.to(t.dtype) @ t
+        if self._weighted is None or self._weighted[0] is not c_rows:
+            x, edges = wide[0], wide[1]
+            self._weighted = (c_rows, c_rows.to(x.dtype) @ x, edges)
+        _, summed, edges = self._weighted
+        return summed[edges[block]:edges[block + 1]]
+
+    def _wide(self):
+        """``(X, block edges, indicator)`` with every block side by side, when small enough
+        (`WIDE_ELEMENTS`), else ``None``."""
+        if "wide" not in self.__dict__:
+            edges = [0]
+            for t in self.tensors:
+                edges.append(edges[-1] + t.shape[1])
+            if self.segs.rows * edges[-1] * len(self.tensors) > WIDE_ELEMENTS:
+                self.wide = None
             else:
-                torch.linalg.vector_norm(m[1], dim=1, out=own[k]).square_()
-                k += 1
+                x = self.tensors[0] if len(self.tensors) == 1 else torch.cat(self.tensors, 1)
+                self.wide = (x, edges, _indicator(tuple(edges), x.dtype, x.device))
+        return self.wide
+
+    def _compute(self) -> Tensor:
+        segs, terms = self.segs, self.terms
+        limit, wide = self.limit, self._wide()
+        if wide is None:
+            own = self._own_narrow()
+        else:
+            own = _term_products((wide[0] * wide[0]) @ wide[2], terms)
+        dtype, device = own.dtype, own.device
         out = own if segs.identity else torch.zeros(
-            self.outputs, num, dtype=own.dtype, device=own.device).index_add_(1, segs.seg, own)
+            len(terms), segs.num, dtype=dtype, device=device).index_add_(1, segs.seg, own)
         if segs.pair_count(limit):               # each pair's cross term
             pairs = segs.pairs(limit)
-            cross = torch.empty(self.outputs, pairs.first.numel(), dtype=own.dtype,
-                                device=own.device)
-            k = 0
-            for m in self.maps:
-                if m[0] == "linear":
-                    dd = _pair_dots(m[2], pairs)
-                    torch.mul(dd, _pair_dots(m[1], pairs), out=cross[k])
-                    if m[3]:
-                        cross[k + 1] = dd
-                    k += 2 if m[3] else 1
-                else:
-                    cross[k] = _pair_dots(m[1], pairs)
-                    k += 1
+            if wide is None:
+                cross = self._cross_narrow(pairs)
+            else:
+                x = wide[0]
+                cross = _term_products((x.index_select(0, pairs.first)
+                                        * x.index_select(0, pairs.second)) @ wide[2], terms)
             out.index_add_(1, pairs.owner, cross, alpha=2)
         out.clamp_min_(0)
         if segs.largest > limit:                 # the larger subgraphs: materialised
             chunks = segs.chunks(limit)
-            k = 0
-            for m in self.maps:
-                if m[0] == "linear":
-                    weight, bias = _chunked_norms(m[1], m[2], chunks, bias=m[3])
-                    out[k].index_put_((chunks.segments,), weight)
-                    if m[3]:
-                        out[k + 1].index_put_((chunks.segments,), bias)
-                    k += 2 if m[3] else 1
-                else:
+            done = set()
+            for term, bd, ba, bias in self.linear:
+                weight, summed = _chunked_norms(self.tensors[ba], self.tensors[bd], chunks,
+                                                bias=bias)
+                out[term].index_put_((chunks.segments,), weight)
+                if bias:
+                    out[term + 1].index_put_((chunks.segments,), summed)
+                    done.add(term + 1)
+            for k, (block, other) in enumerate(terms):
+                if other is None and k not in done:
                     out[k].index_put_((chunks.segments,),
-                                      _chunk_sums(m[1], chunks).square().sum(1))
-                    k += 1
+                                      _chunk_sums(self.tensors[block], chunks).square().sum(1))
         return out
+
+    def _own_narrow(self) -> Tensor:
+        """``(terms, R)`` own terms, one fused kernel per tensor (large batches)."""
+        ref = self.tensors[0]
+        sq = [_row_sq(t) for t in self.tensors]
+        own = torch.empty(len(self.terms), ref.shape[0], dtype=ref.dtype, device=ref.device)
+        for k, (i, j) in enumerate(self.terms):
+            if j is None:
+                own[k] = sq[i]
+            else:
+                torch.mul(sq[i], sq[j], out=own[k])
+        return own
+
+    def _cross_narrow(self, pairs: Pairs) -> Tensor:
+        dots = [_pair_dots(t, pairs) for t in self.tensors]
+        cross = torch.empty(len(self.terms), pairs.first.numel(), dtype=dots[0].dtype,
+                            device=dots[0].device)
+        for k, (i, j) in enumerate(self.terms):
+            if j is None:
+                cross[k] = dots[i]
+            else:
+                torch.mul(dots[i], dots[j], out=cross[k])
+        return cross
+
+
+_INDICATORS: dict = {}
+
+
+def _indicator(edges: tuple, dtype, device) -> Tensor:
+    """``(W, blocks)``: column ``j`` is 1 on block ``j``'s columns (block sums as one
+    product), cached per layout."""
+    key = (edges, dtype, str(device))
+    found = _INDICATORS.get(key)
+    if found is None:
+        found = torch.zeros(edges[-1], len(edges) - 1, dtype=dtype, device=device)
+        for j in range(len(edges) - 1):
+            found[edges[j]:edges[j + 1], j] = 1
+        if len(_INDICATORS) > 256:
+            _INDICATORS.clear()
+        _INDICATORS[key] = found
+    return found
+
+
+def _term_products(blocks: Tensor, terms: list[tuple[int, int | None]]) -> Tensor:
+    """``(terms, rows)``: each term's block sum times its partner's (or alone), from the
+    ``(rows, blocks)`` sums."""
+    with_one = torch.nn.functional.pad(blocks, (0, 1), value=1.0)
+    last = blocks.shape[1]
+    first = torch.tensor([i for i, _ in terms], device=blocks.device)
+    second = torch.tensor([last if j is None else j for _, j in terms], device=blocks.device)
+    return (with_one.index_select(1, first) * with_one.index_select(1, second)).t()
 
 
 def _pair_dots(t: Tensor, pairs: Pairs) -> Tensor:
