@@ -255,6 +255,30 @@ def model_at(model, state):
     return twin
 
 
+@pytest.mark.parametrize("how", ["wrapper", "in place", "submodule", "forward"])
+def test_a_compiled_model_is_refused_at_make_private(how, data):
+    """torch.compile traces through the capture's hooks and the loop trace and failed deep in
+    the compiler at the first step ('Cannot access data pointer of Tensor (e.g.
+    FakeTensor...)' after the compile); make_private refuses it at once, naming the module.
+    Control: the same model uncompiled is accepted."""
+    torch.manual_seed(0)
+    model = MODELS["sage"](data.num_features).double()
+    if how == "wrapper":
+        compiled = torch.compile(model)
+    elif how == "in place":
+        compiled = MODELS["sage"](data.num_features).double()
+        compiled.compile()
+    elif how == "submodule":
+        compiled = MODELS["sage"](data.num_features).double()
+        compiled.c2 = torch.compile(compiled.c2)
+    else:
+        compiled = MODELS["sage"](data.num_features).double()
+        compiled.c1.forward = torch.compile(compiled.c1.forward)
+    with pytest.raises(UnsupportedModuleError, match=r"torch\.compile|compiled in place"):
+        _private(compiled, data, "heterpoisson")
+    _private(model, data, "heterpoisson")[0].close()
+
+
 def test_an_edge_joining_two_subgraphs_is_detected(data):
     model = MODELS["gcn"](data.num_features).double()
     pt, opt = _private(model, data, "heterpoisson", batch_size=24)

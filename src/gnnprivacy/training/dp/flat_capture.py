@@ -38,7 +38,7 @@ from gnnprivacy.training.dp.flat_rules import (MAKE_PRIVATE_SUPPORTED, Call, Con
 from gnnprivacy.training.dp.segments import Segments
 
 __all__ = ["BatchLayout", "FallbackWarning", "FlatCapture", "SubgraphMixingError", "check_model",
-           "same_storage", "tensors_of"]
+           "check_not_compiled", "same_storage", "tensors_of"]
 
 
 class FallbackWarning(UserWarning):
@@ -168,6 +168,35 @@ def _mixing_reason(module: nn.Module) -> str | None:
     return None
 
 
+def _compiled(module: nn.Module) -> str | None:
+    """How ``module`` is compiled with ``torch.compile``, or ``None``."""
+    if type(module).__name__ == "OptimizedModule" and hasattr(module, "_orig_mod"):
+        return "it is the torch.compile wrapper of a model (torch.compile(model))"
+    if getattr(module, "_compiled_call_impl", None) is not None:
+        return "it was compiled in place (module.compile())"
+    forward = module.__dict__.get("forward")
+    if forward is not None and hasattr(forward, "_torchdynamo_orig_callable"):
+        return "its forward was replaced by torch.compile(module.forward)"
+    return None
+
+
+def check_not_compiled(model: nn.Module) -> None:
+    """Refuse a model compiled with ``torch.compile``, or with a compiled part: the per-subgraph
+    capture hooks its modules' calls (inputs, output gradients, parameters frozen during the
+    forward) and the loop guard records the step's operations, which compiled code bypasses
+    or fails on deep inside the compiler.
+
+    Raises:
+        UnsupportedModuleError: naming the compiled module and what to pass instead.
+    """
+    for name, module in model.named_modules():
+        how = _compiled(module)
+        if how is not None:
+            raise _refused(name, module, f"{how}; make_private needs the module itself, "
+                           "uncompiled (pass model._orig_mod, or compile a copy for inference "
+                           "after training)")
+
+
 def _needs_batch_vector(module: nn.Module) -> bool:
     """PyG normalisations that normalise per graph only when given ``batch``."""
     if not type(module).__module__.startswith("torch_geometric.nn.norm"):
@@ -239,6 +268,7 @@ class FlatCapture(Probe):
         self.model = model
         self.layers: list[tuple[str, nn.Module, Callable]] = []
         owner: dict[int, nn.Module] = {}
+        check_not_compiled(model)
         for name, module in model.named_modules(remove_duplicate=False):
             why = _mixing_reason(module)
             if why is not None:

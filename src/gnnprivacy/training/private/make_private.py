@@ -50,7 +50,7 @@ from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.training.dp import clipping
 from gnnprivacy.training.dp.engine import DPEngine
 from gnnprivacy.training.dp.flat_capture import (BatchLayout, FlatCapture, SubgraphMixingError,
-                                                  tensors_of)
+                                                  check_not_compiled, tensors_of)
 from gnnprivacy.training.private.graph_sampler import GraphSampler
 from gnnprivacy.training.private.guards import LoopGuard
 from gnnprivacy.training.private.samplers import SAMPLERS, SubgraphSampler, make_sampler
@@ -150,6 +150,7 @@ class PrivateTraining:
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise InvalidParameterError("optimizer", "a torch.optim.Optimizer",
                                         type(optimizer).__name__)
+        check_not_compiled(model)          # before any planning: a one-line refusal
         _check_optimizer_params(model, optimizer)
         if (epsilon is None) == (noise_multiplier is None):
             raise InvalidParameterError(
