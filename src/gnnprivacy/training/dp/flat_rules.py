@@ -246,12 +246,19 @@ def _materialised(per_seg: Tensor | LazyColumns, shape: torch.Size) -> Contribut
     return Contribution(None, weighted, per_seg)
 
 
+#: from this many rows per subgraph on average, parameters with per-row gradients keep their
+#: per-subgraph sums (``B x n``, few and large subgraphs) instead of the Gram form
+SUMMED_ROWS = 4
+
+
 def _summed(segs: Segments, rows: Tensor, shape: torch.Size) -> Contribution:
     """The contribution of a parameter whose per-subgraph gradients are the sums of
-    ``rows`` (``(R, P)``, per-row gradients): in the padded layout materialised with the
-    other such parameters (one sum), else ghost norms from the batch of these rows'
-    Gram terms and the clipped sum ``c_rows @ rows``."""
-    if segs.width is not None:
+    ``rows`` (``(R, P)``, per-row gradients): in the padded layout or for large subgraphs
+    materialised with the other such parameters (one sum), else ghost norms from the batch
+    of these rows' Gram terms and the clipped sum ``c_rows @ rows``."""
+    if segs.width is not None or segs.rows >= SUMMED_ROWS * segs.num:
+        # padded rows, or large subgraphs (whole graphs): per-subgraph sums, one scatter for
+        # every such parameter on these rows
         return _materialised(segs.columns(rows.dtype).add(rows), shape)
     batch = segs.gram(rows.dtype)
     norms, block = batch.add_rows(rows.reshape(rows.shape[0], -1))

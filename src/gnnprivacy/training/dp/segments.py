@@ -245,16 +245,23 @@ class Segments:
 
     def pair_count(self, limit: int) -> int:
         """Pairs of rows inside the subgraphs of at most ``limit`` rows."""
-        return sum(n * size * (size - 1) // 2 for size, n in self.sizes if size <= limit)
+        key = ("pair_count", limit)
+        if key not in self._cache:
+            self._cache[key] = sum(n * size * (size - 1) // 2 for size, n in self.sizes
+                                   if size <= limit)
+        return self._cache[key]
 
     def chunk_width(self) -> int:
         return max(1, min(CHUNK_ROWS, self.largest))
 
     def chunk_count(self, above: int) -> tuple[int, int]:
         """``(subgraphs, chunks)`` of the subgraphs of more than ``above`` rows."""
-        w = self.chunk_width()
-        big = [(size, n) for size, n in self.sizes if size > above]
-        return sum(n for _, n in big), sum(n * -(-size // w) for size, n in big)
+        key = ("chunk_count", above)
+        if key not in self._cache:
+            w = self.chunk_width()
+            big = [(size, n) for size, n in self.sizes if size > above]
+            self._cache[key] = (sum(n for _, n in big), sum(n * -(-size // w) for size, n in big))
+        return self._cache[key]
 
     # ------------------------------------------------------------------ pairs and chunks
     def _grouped(self) -> tuple[Tensor | None, Tensor, Tensor]:
@@ -557,6 +564,13 @@ def keep_materialised(segs: Segments, p: int, q: int) -> bool:
     `MATERIALISE_ELEMENTS` and the chunked products plus ``c @ G`` cost fewer flops than the
     Gram form of the small subgraphs, the chunked products of the large ones and the
     ``R p q`` product of the clipped sum."""
+    key = ("keep", p, q)
+    if key not in segs._cache:
+        segs._cache[key] = _keep_materialised(segs, p, q)
+    return segs._cache[key]
+
+
+def _keep_materialised(segs: Segments, p: int, q: int) -> bool:
     if segs.num * p * q > MATERIALISE_ELEMENTS or segs.rows == 0 or segs.single:
         return False
     pq = p * q
