@@ -291,6 +291,15 @@ def test_an_edge_joining_two_subgraphs_is_detected(data):
         _loop(pt, model, opt, tamper=cross)
     assert pt.steps == 0 and pt.epsilon == 0.0
 
+    def in_place(batch):          # the sampler's own edge_index, changed: checked again
+        batch.edge_index[1, 0] = int(batch.center[1]) if int(
+            batch.batch[batch.edge_index[0, 0]]) != 1 else int(batch.center[0])
+        return batch.edge_index
+
+    pt, opt = _private(model, data, "heterpoisson", batch_size=24)
+    with pytest.raises(SubgraphMixingError, match="joins subgraph"):
+        _loop(pt, model, opt, tamper=in_place)
+
 
 class GlobalCentering(nn.Module):
     def __init__(self, f):

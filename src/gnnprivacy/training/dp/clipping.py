@@ -145,8 +145,8 @@ def clip_contributions(contributions: dict[nn.Parameter, Contribution],
         if mat:
             grads = _side_by_side([contributions[params[n]] for n in mat], dtype)
             sq = grads.square().sum(1)
-        for n in rest:
-            part = _as(contributions[params[n]].norm_sq, dtype)
+        for part in _ghost_norms([contributions[params[n]] for n in rest]):
+            part = _as(part, dtype)
             sq = part if sq is None else sq + part
         if sq is None:
             sq = torch.zeros(num, dtype=dtype, device=device)
@@ -167,6 +167,22 @@ def clip_contributions(contributions: dict[nn.Parameter, Contribution],
         total = torch.zeros(num, dtype=dtype, device=device)
     return ClippedGradients(_laid_out(parts, params, dtype), total.sqrt(), factors,
                             group_norms)
+
+
+def _ghost_norms(found: list[Contribution]) -> list[Tensor]:
+    """The squared norms of ``found``, those of a whole Gram batch summed in one operation
+    (every term of a batch in ``found``)."""
+    out, batches = [], {}
+    for c in found:
+        lazy = c.lazy_norm
+        if lazy is None:
+            out.append(c.norm_sq)
+        else:
+            batches.setdefault(id(lazy.batch), (lazy.batch, []))[1].append(lazy.k)
+    for batch, ks in batches.values():
+        norms = batch.norms()
+        out.append(norms.sum(0) if len(ks) == norms.shape[0] else norms[ks].sum(0))
+    return out
 
 
 def _side_by_side(found: list[Contribution], dtype: torch.dtype) -> Tensor:

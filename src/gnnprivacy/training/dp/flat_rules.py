@@ -162,6 +162,12 @@ class Contribution:
         return found if isinstance(found, LazyColumns) else None
 
     @property
+    def lazy_norm(self) -> LazyRow | None:
+        """The norms as a row of a Gram batch not yet read, when they are."""
+        found = self._norm_sq
+        return found if isinstance(found, LazyRow) else None
+
+    @property
     def norm_sq(self) -> Tensor:
         found = self._norm_sq
         if found is None:
@@ -313,11 +319,12 @@ def _linear_rule(layer: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Cont
 
 
 def _scaled_product(d: Tensor, a: Tensor, c_rows: Tensor) -> Tensor:
-    """``(c ⊙ d)ᵀ a``, scaling the narrower of ``d`` and ``a`` (an edge map ``4 -> 767``
-    scales its 4 input columns, not the 767 output columns)."""
+    """``(c ⊙ d)ᵀ a``, the narrower of ``d`` and ``a`` scaled and taken as the product's
+    rows (a CPU BLAS product with a few output columns, an edge map's 4 inputs or a head's
+    10 classes, takes several times longer than its transpose)."""
     c_rows = c_rows.to(d.dtype).unsqueeze(1)
     if a.shape[1] < d.shape[1]:
-        return d.t() @ (a * c_rows)
+        return ((a * c_rows).t() @ d).t()
     return (d * c_rows).t() @ a
 
 

@@ -412,13 +412,24 @@ class GramNorms:
                 self.wide = (x, edges, _indicator(tuple(edges), x.dtype, x.device))
         return self.wide
 
+    def _limit(self) -> int:
+        """The largest subgraph the Gram form covers: the maps' limit, or every subgraph up
+        to `PAIR_LIMIT` rows when their pairs cost little more (a few larger subgraphs of a
+        batch of small ones are not worth the chunks' operations)."""
+        segs, limit = self.segs, self.limit
+        if segs.largest > limit:
+            wider = min(segs.largest, PAIR_LIMIT)
+            if segs.pair_count(wider) <= 2 * segs.pair_count(limit) + 4096:
+                return wider
+        return limit
+
     def _compute(self) -> Tensor:
         segs, terms = self.segs, self.terms
-        limit, wide = self.limit, self._wide()
+        limit, wide = self._limit(), self._wide()
         if wide is None:
             own = self._own_narrow()
         else:
-            own = _term_products((wide[0] * wide[0]) @ wide[2], terms)
+            own = _term_products(_block_sums(wide[0] * wide[0], wide[2]), terms)
         dtype, device = own.dtype, own.device
         out = own if segs.identity else torch.zeros(
             len(terms), segs.num, dtype=dtype, device=device).index_add_(1, segs.seg, own)
@@ -428,8 +439,9 @@ class GramNorms:
                 cross = self._cross_narrow(pairs)
             else:
                 x = wide[0]
-                cross = _term_products((x.index_select(0, pairs.first)
-                                        * x.index_select(0, pairs.second)) @ wide[2], terms)
+                cross = _term_products(_block_sums(x.index_select(0, pairs.first)
+                                                   * x.index_select(0, pairs.second), wide[2]),
+                                       terms)
             out.index_add_(1, pairs.owner, cross, alpha=2)
         out.clamp_min_(0)
         if segs.largest > limit:                 # the larger subgraphs: materialised
@@ -475,15 +487,22 @@ class GramNorms:
 _INDICATORS: dict = {}
 
 
+def _block_sums(prod: Tensor, indicator: Tensor) -> Tensor:
+    """``(blocks, rows)``: the row sums of each block of ``prod``'s columns, one product
+    (blocks as the product's rows: a BLAS product with about ten output columns takes
+    several times longer on a CPU)."""
+    return indicator @ prod.t()
+
+
 def _indicator(edges: tuple, dtype, device) -> Tensor:
-    """``(W, blocks)``: column ``j`` is 1 on block ``j``'s columns (block sums as one
-    product), cached per layout."""
+    """``(blocks, W)``: row ``j`` is 1 on block ``j``'s columns (block sums as one product),
+    cached per layout."""
     key = (edges, dtype, str(device))
     found = _INDICATORS.get(key)
     if found is None:
-        found = torch.zeros(edges[-1], len(edges) - 1, dtype=dtype, device=device)
+        found = torch.zeros(len(edges) - 1, edges[-1], dtype=dtype, device=device)
         for j in range(len(edges) - 1):
-            found[edges[j]:edges[j + 1], j] = 1
+            found[j, edges[j]:edges[j + 1]] = 1
         if len(_INDICATORS) > 256:
             _INDICATORS.clear()
         _INDICATORS[key] = found
@@ -492,12 +511,16 @@ def _indicator(edges: tuple, dtype, device) -> Tensor:
 
 def _term_products(blocks: Tensor, terms: list[tuple[int, int | None]]) -> Tensor:
     """``(terms, rows)``: each term's block sum times its partner's (or alone), from the
-    ``(rows, blocks)`` sums."""
-    with_one = torch.nn.functional.pad(blocks, (0, 1), value=1.0)
-    last = blocks.shape[1]
-    first = torch.tensor([i for i, _ in terms], device=blocks.device)
-    second = torch.tensor([last if j is None else j for _, j in terms], device=blocks.device)
-    return (with_one.index_select(1, first) * with_one.index_select(1, second)).t()
+    ``(blocks, rows)`` sums."""
+    with_one = torch.nn.functional.pad(blocks, (0, 0, 0, 1), value=1.0)
+    last = blocks.shape[0]
+    key = (tuple(terms), last, str(blocks.device))
+    found = _INDICATORS.get(key)
+    if found is None:
+        found = _INDICATORS[key] = (
+            torch.tensor([i for i, _ in terms], device=blocks.device),
+            torch.tensor([last if j is None else j for _, j in terms], device=blocks.device))
+    return with_one.index_select(0, found[0]) * with_one.index_select(0, found[1])
 
 
 def _pair_dots(t: Tensor, pairs: Pairs) -> Tensor:
@@ -592,8 +615,10 @@ def linear_weight_grads(a: Tensor, d: Tensor, segs: Segments) -> Tensor:
     p, q = d.shape[1], a.shape[1]
     if segs.width is not None:
         w = segs.width
-        return torch.bmm(d.view(segs.num, w, p).transpose(1, 2),
-                         a.view(segs.num, w, q)).reshape(segs.num, p * q)
+        dv, av = d.view(segs.num, w, p), a.view(segs.num, w, q)
+        if q < p:
+            return torch.bmm(av.transpose(1, 2), dv).transpose(1, 2).reshape(segs.num, p * q)
+        return torch.bmm(dv.transpose(1, 2), av).reshape(segs.num, p * q)
     outer = None
     if segs.single:
         outer = (d.unsqueeze(2) * a.unsqueeze(1)).reshape(-1, p * q)
@@ -607,16 +632,23 @@ def linear_weight_grads(a: Tensor, d: Tensor, segs: Segments) -> Tensor:
     return out
 
 
-def _chunk_grads(a: Tensor, d: Tensor, chunks: Chunks) -> Tensor:
+def _chunk_grads(a: Tensor, d: Tensor, chunks: Chunks, *, ordered: bool = True) -> Tensor:
     """Per-subgraph gradients of ``chunks``' subgraphs, ``(S, p q)`` (one batched product
-    over the chunks, summed per subgraph)."""
+    over the chunks, summed per subgraph); without ``ordered`` each row may hold the
+    transposed ``(q, p)`` gradient, flattened (enough for norms)."""
     p, q, w = d.shape[1], a.shape[1], chunks.width
     rows = chunks.rows
     db = d.index_select(0, rows)
     if chunks.valid is not None:
         db = db * chunks.valid.to(db.dtype)
     k = rows.numel() // w
-    g = torch.bmm(db.view(k, w, p).transpose(1, 2), a.index_select(0, rows).view(k, w, q))
+    ab = a.index_select(0, rows).view(k, w, q)
+    if q < p:                    # the narrow side as the products' rows (see `_scaled_product`)
+        g = torch.bmm(ab.transpose(1, 2), db.view(k, w, p))
+        if ordered:
+            g = g.transpose(1, 2).contiguous()
+    else:
+        g = torch.bmm(db.view(k, w, p).transpose(1, 2), ab)
     s = chunks.num_segments
     if k == s:                                # one chunk per subgraph: no sum
         return g.view(s, p * q)
@@ -707,8 +739,8 @@ def _chunked_norms(a: Tensor, d: Tensor, chunks: Chunks, *, bias: bool = False):
     p, q = d.shape[1], a.shape[1]
     step = max(1, MATERIALISE_ELEMENTS // max(p * q, 1))
     if chunks.num_segments <= step:
-        weight = _chunk_grads(a, d, chunks).square().sum(1)
+        weight = _chunk_grads(a, d, chunks, ordered=False).square().sum(1)
     else:
-        weight = torch.cat([_chunk_grads(a, d, chunks.part(*piece)).square().sum(1)
-                            for piece in chunks.pieces(step)])
+        weight = torch.cat([_chunk_grads(a, d, chunks.part(*piece), ordered=False)
+                            .square().sum(1) for piece in chunks.pieces(step)])
     return weight, (_chunk_sums(d, chunks).square().sum(1) if bias else None)

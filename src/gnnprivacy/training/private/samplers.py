@@ -234,6 +234,11 @@ class HeterPoissonSubgraphs(SubgraphSampler):
     sequence is public (peripheral probabilities read whole-graph out-degrees).
     """
 
+    #: every edge of a batch lies inside one subgraph (`SubgraphSampler._assemble` is given
+    #: local edges of each subgraph), so the engine skips re-checking the batch's own,
+    #: unchanged ``edge_index`` at every step
+    edges_inside = True
+
     name = "heterpoisson"
 
     def __init__(self, *, M: float = 1.0, enforce_no_overlap: bool = True,
@@ -359,6 +364,11 @@ class DegreeBoundedSubgraphs(SubgraphSampler):
     reads the raw graph and is not covered (listed under ``unaccounted``).
     """
 
+    #: every edge of a batch lies inside one subgraph (`SubgraphSampler._assemble` is given
+    #: local edges of each subgraph), so the engine skips re-checking the batch's own,
+    #: unchanged ``edge_index`` at every step
+    edges_inside = True
+
     name = "degree_bounded"
 
     def __init__(self, *, max_degree: int | None = None, hops: int | None = None,
@@ -475,6 +485,11 @@ class NodeSubgraphs(SubgraphSampler):
     Privacy: unit node, add/remove; one Poisson-subsampled Gaussian event per step. The
     model sees no edge, so edges are outside the guarantee's object.
     """
+
+    #: every edge of a batch lies inside one subgraph (`SubgraphSampler._assemble` is given
+    #: local edges of each subgraph), so the engine skips re-checking the batch's own,
+    #: unchanged ``edge_index`` at every step
+    edges_inside = True
 
     name = "nodes"
     unit = PrivacyUnit.NODE
