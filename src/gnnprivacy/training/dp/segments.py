@@ -326,7 +326,7 @@ class Segments:
 #: `GramNorms` lays all its tensors side by side (a few operations for every layer, with
 #: block sums as one product) while rows x width x blocks is at most this; beyond, it takes
 #: one fused kernel per tensor (the block product's extra work would cost more)
-WIDE_ELEMENTS = 2 ** 22
+WIDE_ELEMENTS = 2 ** 20
 
 
 class GramNorms:

@@ -218,6 +218,20 @@ class PrivateTraining:
         self._own_step = optimizer.__dict__.get("step")   # e.g. an LR scheduler's wrapper
         self._dp_step = _scheduler_aware(self._optimizer_step, optimizer)
         optimizer.step = self._dp_step                  # the DP step from now on
+        # zero_grad only resets gradients (no data): run outside the loop trace, as the
+        # capture's own bookkeeping (its grad writes are not dispatched through the trace)
+        self._own_zero_grad = optimizer.__dict__.get("zero_grad")
+        plain_zero_grad = optimizer.zero_grad
+
+        def quiet_zero_grad(set_to_none: bool = True):
+            section = self.guard.muted()
+            if section is None:
+                return plain_zero_grad(set_to_none)
+            with section:
+                return plain_zero_grad(set_to_none)
+
+        self._quiet_zero_grad = quiet_zero_grad
+        optimizer.zero_grad = quiet_zero_grad
 
     # ------------------------------------------------------------------ facts
     @property
@@ -405,9 +419,15 @@ class PrivateTraining:
             self.engine.steps_ += done
 
     def close(self) -> None:
-        """Remove the hooks and give ``optimizer`` its own ``step`` back."""
+        """Remove the hooks and give ``optimizer`` its own ``step`` and ``zero_grad``
+        back."""
         self.guard.stop()
         self.capture.detach()
+        if self.optimizer.__dict__.get("zero_grad") is self._quiet_zero_grad:
+            if self._own_zero_grad is not None:
+                self.optimizer.zero_grad = self._own_zero_grad
+            else:
+                del self.optimizer.zero_grad
         if self.optimizer.__dict__.get("step") is self._dp_step:
             if self._own_step is not None:
                 self.optimizer.step = self._own_step
