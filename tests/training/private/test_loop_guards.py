@@ -162,6 +162,14 @@ def _clipped_per_subgraph(model, data, body, ctx):
     batch = pt._draw()
     body(model, batch, ctx)
     pt.guard.stop()
+    rows = _clipped_rows(pt, model)
+    pt._pending = None
+    pt.close()
+    return rows, batch
+
+
+def _clipped_rows(pt, model) -> torch.Tensor:
+    """The engine's clipped gradient of every subgraph of ``pt``'s pending batch (B, P)."""
     layout = pt._pending
     contributions = pt.capture.contributions(layout)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -176,9 +184,7 @@ def _clipped_per_subgraph(model, data, body, ctx):
         one[s] = factors[s]
         rows.append(torch.cat([contributions[p].weighted(one).flatten() if p in contributions
                                else torch.zeros(p.numel(), dtype=p.dtype) for p in params]))
-    pt._pending = None
-    pt.close()
-    return torch.stack(rows), batch
+    return torch.stack(rows)
 
 
 def _single_node(batch):

@@ -42,6 +42,7 @@ from torch import Tensor, nn
 
 from gnnprivacy._validation import check_choice, check_positive, check_real
 from gnnprivacy.errors import InvalidParameterError
+from gnnprivacy.training.dp.audit_hooks import released
 from gnnprivacy.training.dp.clipping import (ClipGroup, clip_and_sum, effective_clip_norm,
                                              resolve_groups)
 from gnnprivacy.training.dp.flat_capture import FlatCapture
@@ -129,6 +130,10 @@ def make_optimizer(name: str, params, *, lr: float, betas: tuple[float, float] =
 class DPEngine:
     """Drives noisy steps of ``optimizer`` on ``model`` with per-subgraph clipping.
 
+    Attribute ``occurrence_bound`` (1): for a Poisson-sampled step event, the most subgraphs
+    of one step a unit's data may enter; its noise must cover that many clip norms (the
+    code audit checks both against the event).
+
     Args:
         model: the model; every trainable module needs a ghost rule (``nn.Linear``,
             ``SelfScale`` or registered) and must take the subgraph index as the leading
@@ -162,6 +167,8 @@ class DPEngine:
         UnsupportedModuleError: a trainable module has no rule.
         InvalidParameterError: bad clip norm, noise multiplier or batch size.
     """
+
+    occurrence_bound = 1
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, *,
                  clip_norm: float | Sequence[ClipGroup], noise_multiplier: float,
@@ -231,10 +238,13 @@ class DPEngine:
 
     def _noised(self, sums: dict[str, Tensor], num: int) -> dict[str, Tensor]:
         """Noise on the clipped sums; a running code audit adds its canaries to the sums
-        first (clipped by the same code) and reads them back after the same noise."""
+        first (clipped by the same code) and reads them back after the same noise. What
+        leaves is the step's release (`audit_hooks.released`: a publication audit records
+        it, or replays a recorded run's)."""
         if self._audit is None:
-            return self.add_noise(sums)
-        return self._audit.observe(self.add_noise(self._audit.inject(sums)), num)
+            return released("engine step", self.add_noise(sums))
+        return released("engine step",
+                        self._audit.observe(self.add_noise(self._audit.inject(sums)), num))
 
     def add_noise(self, sums: dict[str, Tensor]) -> dict[str, Tensor]:
         """``sums`` plus one fresh draw of ``N(0, σ² I)`` over all of them: the sums laid

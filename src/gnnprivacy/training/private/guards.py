@@ -11,9 +11,15 @@ parameter outside the model trained by another optimizer, train-mode batch stati
 forward that returns a tuple. `LoopGuard` checks the loop instead:
 
 * on every step (cheap): no buffer or parameter of the model was changed between the draw
-  and the step (``state_dict`` would release it without noise), no ``nn.Parameter`` outside
-  the model's forward receives a gradient from the loss, and the loop called the same torch
-  functions as on the checked step (so the check below covers the code every step runs);
+  and the step (``state_dict`` would release it without noise), nor between one step and
+  the next draw (an in-place edit after ``optimizer.step()``, or a second optimizer over
+  shared parameters, moves them without noise); no tensor computed during a step is kept
+  on the model or its submodules (``self.prev = h.mean(0).detach()`` carries one batch's
+  data into the next steps and into a pickled model); no ``nn.Parameter`` outside the
+  model's forward receives a gradient from the loss; the loss's autograd graph holds no
+  custom ``torch.autograd.Function`` (its backward, which the engine does not derive, may
+  mix rows); and the loop called the same torch functions as on the checked step (so the
+  check below covers the code every step runs);
 * on the first step with two subgraphs or more, a `torch.overrides.TorchFunctionMode`
   records every torch operation from the draw to the step. It then refuses
 
@@ -163,6 +169,7 @@ class LoopTrace(TorchFunctionMode):
         self.funcs: list = []
         self.overflow = False
         self.entered = False
+        self.cut = False
         self.muted = 0
         self.muted_section = _Muted(self)
 
@@ -345,6 +352,9 @@ class LoopGuard:
         self.trace: LoopTrace | None = None
         self.verified: set[tuple] = set()          # signatures of the checked steps
         self._state: dict[tuple[str, str], tuple[int, int]] = {}
+        self._kept: dict[tuple[str, str], tuple[int, int]] = {}     # tensor attributes
+        self._after: tuple[dict, dict] | None = None   # (state, tensor attributes) at the
+                                                       # end of the last DP step
 
     # ------------------------------------------------------------------ lifecycle
     def begin(self) -> None:
@@ -352,12 +362,43 @@ class LoopGuard:
         is checked, then only the functions it calls."""
         self.stop()
         self._state = self._versions()
+        self._kept = self._attributes()
+        self.check_between_steps()
         self.trace = LoopTrace(light=bool(self.verified))
         self.trace.start()
 
-    def stop(self) -> None:
+    def after_step(self) -> None:
+        """At the end of a DP step: what the next draw must find unchanged."""
+        self._after = (self._versions(), self._attributes())
+
+    def check_between_steps(self) -> None:
+        """Nothing changed the model since the last DP step (at a draw, and when the
+        training is closed).
+
+        Raises:
+            SubgraphMixingError: a parameter or buffer changed, or a tensor attribute was
+                set or changed on the model, after ``optimizer.step()``.
+        """
+        if self._after is None:
+            return
+        state, kept = self._after
+        self._after = None
+        for (kind, name), before in state.items():
+            if self._state_now(kind, name) != before:
+                raise SubgraphMixingError(
+                    f"{kind} {name!r} of the model changed after optimizer.step(), before the "
+                    "next batch: only the DP step may change the model (an in-place edit, "
+                    "or a second optimizer or module sharing the model's parameters, moves "
+                    "them without clipping or noise)")
+        self._check_kept(kept, "between two steps")
+
+    def stop(self, *, cut: bool = False) -> None:
+        """Stop recording; ``cut``: the loop stopped iterating the loader while its batch
+        was pending (``next(iter(pt.loader))``, a ``break`` before ``optimizer.step()``),
+        so the step that follows was not recorded and is refused."""
         if self.trace is not None:
             self.trace.stop()
+            self.trace.cut = self.trace.cut or cut
 
     def muted(self):
         """The current trace's section for the engine's own bookkeeping
@@ -378,8 +419,15 @@ class LoopGuard:
         self.stop()
         trace, self.trace = self.trace, None
         self._check_state()
+        self._check_kept(self._kept, "during the step")
         if trace is None:
             return
+        if trace.cut:
+            raise SubgraphMixingError(
+                "the loop stopped iterating pt.loader before this batch's optimizer.step() "
+                "(e.g. `batch = next(iter(pt.loader))`, or a break), so the step was not "
+                "recorded and cannot be checked: draw the batches with `for batch in "
+                "pt.loader:` and step inside the loop")
         if trace.light:
             # which tensors were created in this step is not recorded: nn.Parameter leaves
             graph = self._check_leaves(self._losses(trace.ops), None)
@@ -424,7 +472,8 @@ class LoopGuard:
                          f"{', ...' if len(idle) > 5 else ''}) get the noised gradient but no "
                          "update from the DP step; whatever sets them outside it is not covered")
         notes.append("what the loop does with a batch after optimizer.step() (until the next "
-                     "batch is drawn) is not checked")
+                     "batch is drawn) is checked only for changes to the model itself; what "
+                     "it logs or stores elsewhere is not")
         return notes
 
     # ------------------------------------------------------------------ checks
@@ -433,6 +482,33 @@ class LoopGuard:
         out.update({("parameter", n): (id(p), p._version)
                     for n, p in self.model.named_parameters()})
         return out
+
+    def _attributes(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """The tensors the model keeps outside its parameters and buffers
+        (`_tensor_attributes`)."""
+        return _tensor_attributes(self.model)
+
+    def _state_now(self, kind: str, name: str) -> tuple[int, int] | None:
+        if kind == "buffer":
+            b = dict(self.model.named_buffers()).get(name)
+            return None if b is None else (id(b), b._version)
+        p = dict(self.model.named_parameters()).get(name)
+        return None if p is None else (id(p), p._version)
+
+    def _check_kept(self, before: dict, when: str) -> None:
+        """No tensor attribute of the model or a submodule was set or changed since
+        ``before`` (`_tensor_attributes`)."""
+        now = self._attributes()
+        for key, value in now.items():
+            if before.get(key) != value:
+                where, attr = key
+                owner = f"{where}.{attr}" if where else attr
+                raise SubgraphMixingError(
+                    f"the model keeps a tensor it computed {when} in `{owner}`: a tensor "
+                    "derived from one batch that outlives the step carries that batch's "
+                    "data into the next steps (and into a pickled model) without clipping "
+                    "or noise; keep it local to forward, or make it a buffer that the "
+                    "training does not change")
 
     def _check_state(self) -> None:
         """No buffer or parameter was changed, replaced or added since the draw."""
@@ -518,6 +594,14 @@ class LoopGuard:
             following = node.next_functions
             shape.append((node.name(), len(following)))
             stack.extend(n for n, _ in reversed(following))
+            fn = _custom_function(node)
+            if fn is not None:
+                raise SubgraphMixingError(
+                    f"the loss's autograd graph holds a custom torch.autograd.Function "
+                    f"({fn}): the engine derives each subgraph's gradient from torch's own "
+                    "operations, and a hand-written backward may mix the rows of the batch "
+                    "(moving other subgraphs' clipped gradients); write it with torch "
+                    "operations (their gradients are checked like the rest of the loop)")
             var = getattr(node, "variable", None)
             if isinstance(var, Tensor) and (id(var) not in own if own is not None
                                             else isinstance(var, nn.Parameter)):
@@ -598,6 +682,37 @@ class LoopGuard:
             if hit is not None:
                 raise _mixing(f"the loss's gradient at {name} (shape {tuple(a.shape)})",
                               target, hit)
+
+
+def _custom_function(node) -> str | None:
+    """The name of the custom ``torch.autograd.Function`` whose backward ``node`` is
+    (``None`` for torch's own operations)."""
+    if isinstance(node, torch.autograd.function.BackwardCFunction):
+        return getattr(getattr(node, "_forward_cls", None), "__name__", type(node).__name__)
+    return None
+
+
+#: torch's own attributes of every module (hooks, parameters, ...): not a model's state
+_MODULE_INTERNALS = frozenset(vars(nn.Module()))
+
+
+def _tensor_attributes(model: nn.Module) -> dict[tuple[str, str], tuple[int, int]]:
+    """``(module, attribute) -> (id, version)`` of every tensor the model and its
+    submodules hold outside their parameters and buffers (in an attribute, or one level
+    inside a list, tuple or dict attribute)."""
+    out = {}
+    for where, module in model.named_modules():
+        for key, value in vars(module).items():
+            if key in _MODULE_INTERNALS:
+                continue
+            if isinstance(value, Tensor):
+                out[(where, key)] = (id(value), value._version)
+            elif isinstance(value, (list, tuple, dict)) and value:
+                items = value.items() if isinstance(value, dict) else enumerate(value)
+                for k, v in items:
+                    if isinstance(v, Tensor):
+                        out[(where, f"{key}[{k!r}]")] = (id(v), v._version)
+    return out
 
 
 def _batch_ids(layout: BatchLayout) -> set[int]:

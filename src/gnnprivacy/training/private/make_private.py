@@ -47,7 +47,7 @@ from torch import nn
 from gnnprivacy._torch_state import torch_state_kept
 from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
 from gnnprivacy.errors import InvalidParameterError
-from gnnprivacy.training.dp import clipping
+from gnnprivacy.training.dp import audit_hooks, clipping
 from gnnprivacy.training.dp.engine import DPEngine
 from gnnprivacy.training.dp.flat_capture import (BatchLayout, FlatCapture, SubgraphMixingError,
                                                   check_not_compiled, tensors_of)
@@ -113,7 +113,7 @@ class PrivateLoader:
                 yield batch
                 pt._check_stepped()
         finally:                         # a loop left after a draw: stop recording it
-            pt.guard.stop()
+            pt.guard.stop(cut=pt._pending is not None)
 
     def __repr__(self) -> str:
         pt = self._owner
@@ -207,6 +207,7 @@ class PrivateTraining:
             expected_batch_size=self.plan.expected_batch_size, generator=self._gens["noise"],
             secure_mode=self.secure_mode, accountant=self.accountant, step_event=self.event,
             sampling=self.plan.sampling, layout="rows", update=self._original_step)
+        self.engine.occurrence_bound = self.plan.occurrence   # what the code audit checks
         self.loader = PrivateLoader(self)
         self._pending: BatchLayout | None = None
         self._probed = False
@@ -291,9 +292,11 @@ class PrivateTraining:
                 "depends on it, and no noisy release is there to account for)")
         if self.steps >= self.steps_planned:
             return None
+        self.guard.check_between_steps()
         batch = self.sampler.sample(self._gens["sample"])
         if batch.num_subgraphs == 0:
             self.engine.release(self._zero_sums(), 0)
+            self.guard.after_step()
             return None
         device = next((p.device for p in self.model.parameters()), torch.device("cpu"))
         batch = batch.to(device)
@@ -355,6 +358,7 @@ class PrivateTraining:
                 self.capture.reset()
                 self.capture.quiet = None
             self.engine.release(sums, layout.num_subgraphs)
+            self.guard.after_step()
 
     def _checked_sums(self, layout: BatchLayout) -> dict[str, torch.Tensor]:
         """The batch's checks (inputs, output rows, independence on the first step, the
@@ -385,13 +389,15 @@ class PrivateTraining:
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:
         """Model, optimizer, executed steps, the ledger and the sampling stream's state."""
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "steps": self.steps, "steps_planned": self.steps_planned,
-                "noise_multiplier": self.noise_multiplier, "ledger": self.ledger,
-                "sample_generator": self._gens["sample"].get_state(),
-                "sampling_stream": self.sampler.stream_state(),
-                "noise_generator": (None if self._gens["noise"] is None
-                                    else self._gens["noise"].get_state())}
+        state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "steps": self.steps, "steps_planned": self.steps_planned,
+                 "noise_multiplier": self.noise_multiplier, "ledger": self.ledger,
+                 "sample_generator": self._gens["sample"].get_state(),
+                 "sampling_stream": self.sampler.stream_state(),
+                 "noise_generator": (None if self._gens["noise"] is None
+                                     else self._gens["noise"].get_state())}
+        audit_hooks.note_checkpoint(self.engine, state["steps"])
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         """Resume: restore model, optimizer and streams, and recompose the executed steps.
@@ -417,11 +423,23 @@ class PrivateTraining:
         if done:
             self.accountant.compose(self.event, done)
             self.engine.steps_ += done
+        audit_hooks.note_resume(self.engine, int(state["steps"]))
+        self.guard.after_step()          # the model as the checkpoint left it
 
     def close(self) -> None:
-        """Remove the hooks and give ``optimizer`` its own ``step`` and ``zero_grad``
-        back."""
+        """Remove the hooks and give ``optimizer`` its own ``step`` and ``zero_grad`` back.
+
+        Raises:
+            SubgraphMixingError: the model was changed after the last ``optimizer.step()``
+                (`LoopGuard.check_between_steps`; the hooks are removed either way).
+        """
         self.guard.stop()
+        try:
+            self.guard.check_between_steps()
+        finally:
+            self._release_hooks()
+
+    def _release_hooks(self) -> None:
         self.capture.detach()
         if self.optimizer.__dict__.get("zero_grad") is self._quiet_zero_grad:
             if self._own_zero_grad is not None:

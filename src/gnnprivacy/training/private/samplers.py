@@ -61,6 +61,10 @@ class SamplerPlan:
         scope, unaccounted: what the epsilon covers and what it does not.
         details: sampler facts for the record.
         unit: the privacy unit (a node; a graph for `GraphSampler`).
+        occurrence: for a Poisson-sampled event, the most subgraphs of one step one unit's
+            data enters (1; a group's graphs for `GraphSampler` with ``groups``); the
+            noise covers that many clip norms (``noise_scale``), and the code audit checks
+            it.
     """
 
     event_factory: Any
@@ -75,6 +79,7 @@ class SamplerPlan:
     unaccounted: tuple[str, ...] = ()
     details: dict = field(default_factory=dict)
     unit: PrivacyUnit = PrivacyUnit.NODE
+    occurrence: int = 1
 
 
 def _check_data(data: Any) -> Data:
