@@ -352,24 +352,26 @@ class LoopGuard:
         self.trace: LoopTrace | None = None
         self.verified: set[tuple] = set()          # signatures of the checked steps
         self._state: dict[tuple[str, str], tuple[int, int]] = {}
-        self._kept: dict[tuple[str, str], tuple[int, int]] = {}     # tensor attributes
+        self._kept: dict[tuple[int, str], tuple[int, int]] = {}     # tensor attributes
         self._after: tuple[dict, dict] | None = None   # (state, tensor attributes) at the
                                                        # end of the last DP step
+        self._at_step: dict | None = None              # the attributes the step's check read
 
     # ------------------------------------------------------------------ lifecycle
     def begin(self) -> None:
         """At the draw of a batch: note the buffers; record the loop in full until one step
         is checked, then only the functions it calls."""
         self.stop()
-        self._state = self._versions()
-        self._kept = self._attributes()
-        self.check_between_steps()
+        self._state, self._kept = self._versions(), self._attributes()
+        self._since_step(self._state, self._kept)
         self.trace = LoopTrace(light=bool(self.verified))
         self.trace.start()
 
     def after_step(self) -> None:
-        """At the end of a DP step: what the next draw must find unchanged."""
-        self._after = (self._versions(), self._attributes())
+        """At the end of a DP step: what the next draw must find unchanged (the tensor
+        attributes as the step's check read them: the update changes none)."""
+        kept, self._at_step = self._at_step, None
+        self._after = (self._versions(), self._attributes() if kept is None else kept)
 
     def check_between_steps(self) -> None:
         """Nothing changed the model since the last DP step (at a draw, and when the
@@ -379,18 +381,22 @@ class LoopGuard:
             SubgraphMixingError: a parameter or buffer changed, or a tensor attribute was
                 set or changed on the model, after ``optimizer.step()``.
         """
+        if self._after is not None:
+            self._since_step(self._versions(), self._attributes())
+
+    def _since_step(self, state: dict, kept: dict) -> None:
         if self._after is None:
             return
-        state, kept = self._after
+        before, before_kept = self._after
         self._after = None
-        for (kind, name), before in state.items():
-            if self._state_now(kind, name) != before:
-                raise SubgraphMixingError(
-                    f"{kind} {name!r} of the model changed after optimizer.step(), before the "
-                    "next batch: only the DP step may change the model (an in-place edit, "
-                    "or a second optimizer or module sharing the model's parameters, moves "
-                    "them without clipping or noise)")
-        self._check_kept(kept, "between two steps")
+        if state != before:
+            kind, name = next(k for k in before if state.get(k) != before[k])
+            raise SubgraphMixingError(
+                f"{kind} {name!r} of the model changed after optimizer.step(), before the "
+                "next batch: only the DP step may change the model (an in-place edit, or a "
+                "second optimizer or module sharing the model's parameters, moves them "
+                "without clipping or noise)")
+        self._check_kept(before_kept, kept, "between two steps")
 
     def stop(self, *, cut: bool = False) -> None:
         """Stop recording; ``cut``: the loop stopped iterating the loader while its batch
@@ -419,7 +425,8 @@ class LoopGuard:
         self.stop()
         trace, self.trace = self.trace, None
         self._check_state()
-        self._check_kept(self._kept, "during the step")
+        self._at_step = self._attributes()
+        self._check_kept(self._kept, self._at_step, "during the step")
         if trace is None:
             return
         if trace.cut:
@@ -483,32 +490,24 @@ class LoopGuard:
                     for n, p in self.model.named_parameters()})
         return out
 
-    def _attributes(self) -> dict[tuple[str, str], tuple[int, int]]:
+    def _attributes(self) -> dict[tuple[int, str], tuple[int, int]]:
         """The tensors the model keeps outside its parameters and buffers
         (`_tensor_attributes`)."""
         return _tensor_attributes(self.model)
 
-    def _state_now(self, kind: str, name: str) -> tuple[int, int] | None:
-        if kind == "buffer":
-            b = dict(self.model.named_buffers()).get(name)
-            return None if b is None else (id(b), b._version)
-        p = dict(self.model.named_parameters()).get(name)
-        return None if p is None else (id(p), p._version)
-
-    def _check_kept(self, before: dict, when: str) -> None:
-        """No tensor attribute of the model or a submodule was set or changed since
-        ``before`` (`_tensor_attributes`)."""
-        now = self._attributes()
+    def _check_kept(self, before: dict, now: dict, when: str) -> None:
+        """No tensor attribute of the model or a submodule was set or changed between
+        ``before`` and ``now`` (`_tensor_attributes`)."""
         for key, value in now.items():
             if before.get(key) != value:
-                where, attr = key
-                owner = f"{where}.{attr}" if where else attr
+                module, attr = key
+                where = next((n for n, m in self.model.named_modules() if id(m) == module), "")
                 raise SubgraphMixingError(
-                    f"the model keeps a tensor it computed {when} in `{owner}`: a tensor "
-                    "derived from one batch that outlives the step carries that batch's "
-                    "data into the next steps (and into a pickled model) without clipping "
-                    "or noise; keep it local to forward, or make it a buffer that the "
-                    "training does not change")
+                    f"the model keeps a tensor it computed {when} in "
+                    f"`{f'{where}.{attr}' if where else attr}`: a tensor derived from one "
+                    "batch that outlives the step carries that batch's data into the next "
+                    "steps (and into a pickled model) without clipping or noise; keep it "
+                    "local to forward, or make it a buffer that the training does not change")
 
     def _check_state(self) -> None:
         """No buffer or parameter was changed, replaced or added since the draw."""
@@ -696,22 +695,23 @@ def _custom_function(node) -> str | None:
 _MODULE_INTERNALS = frozenset(vars(nn.Module()))
 
 
-def _tensor_attributes(model: nn.Module) -> dict[tuple[str, str], tuple[int, int]]:
-    """``(module, attribute) -> (id, version)`` of every tensor the model and its
+def _tensor_attributes(model: nn.Module) -> dict[tuple[int, str], tuple[int, int]]:
+    """``(id of the module, attribute) -> (id, version)`` of every tensor the model and its
     submodules hold outside their parameters and buffers (in an attribute, or one level
     inside a list, tuple or dict attribute)."""
     out = {}
-    for where, module in model.named_modules():
-        for key, value in vars(module).items():
-            if key in _MODULE_INTERNALS:
+    internals = _MODULE_INTERNALS
+    for module in model.modules():
+        for key, value in module.__dict__.items():
+            if key in internals:
                 continue
             if isinstance(value, Tensor):
-                out[(where, key)] = (id(value), value._version)
-            elif isinstance(value, (list, tuple, dict)) and value:
+                out[(id(module), key)] = (id(value), value._version)
+            elif value and isinstance(value, (list, tuple, dict)):
                 items = value.items() if isinstance(value, dict) else enumerate(value)
                 for k, v in items:
                     if isinstance(v, Tensor):
-                        out[(where, f"{key}[{k!r}]")] = (id(v), v._version)
+                        out[(id(module), f"{key}[{k!r}]")] = (id(v), v._version)
     return out
 
 

@@ -292,9 +292,9 @@ class PrivateTraining:
                 "depends on it, and no noisy release is there to account for)")
         if self.steps >= self.steps_planned:
             return None
-        self.guard.check_between_steps()
         batch = self.sampler.sample(self._gens["sample"])
         if batch.num_subgraphs == 0:
+            self.guard.check_between_steps()      # (a batch is checked when it begins)
             self.engine.release(self._zero_sums(), 0)
             self.guard.after_step()
             return None
