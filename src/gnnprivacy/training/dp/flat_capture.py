@@ -83,6 +83,7 @@ class BatchLayout:
     data: object = None
     _ids: Tensor | None = None
     edges_version: int | None = None
+    _loops: Tensor | None = None
 
     @property
     def subgraph_ids(self) -> Tensor:
@@ -95,6 +96,17 @@ class BatchLayout:
     @property
     def num_rows(self) -> int:
         return int(self.batch.numel())
+
+    def loops_readded(self) -> Tensor:
+        """Subgraph of each row of the batch's edge list after PyG's self-loop handling
+        (``add_remaining_self_loops``, and ``remove_self_loops`` + ``add_self_loops`` in
+        GATConv): the edges that are not self-loops, in order, then one loop per node. A graph
+        whose nodes all carry a self-loop has as many such rows as edges, in another order."""
+        if self._loops is None:
+            ei = self.edge_index
+            keep = ei[0] != ei[1]
+            self._loops = torch.cat([self.batch[ei[1][keep]], self.batch])
+        return self._loops
 
     @property
     def num_edges(self) -> int:
@@ -136,15 +148,17 @@ def _needs_batch_vector(module: nn.Module) -> bool:
     return "batch" in inspect.signature(type(module).forward).parameters
 
 
-def _edge_level(model: nn.Module) -> set[int]:
-    """ids of modules that map edge rows (GINEConv.lin, ``lin_edge`` of attention convs)."""
-    out = set()
+def _edge_level(model: nn.Module) -> dict[int, bool]:
+    """ids of modules that map edge rows (GINEConv.lin, ``lin_edge`` of attention convs) ->
+    whether their convolution re-adds self-loops (``add_self_loops``: GATConv, GATv2Conv),
+    which reorders the rows (`BatchLayout.loops_readded`)."""
+    out = {}
     for module in model.modules():
         if type(module).__name__ == "GINEConv" and getattr(module, "lin", None) is not None:
-            out.add(id(module.lin))
+            out[id(module.lin)] = False
         edge = getattr(module, "lin_edge", None)
         if isinstance(edge, nn.Module):
-            out.add(id(edge))
+            out[id(edge)] = bool(getattr(module, "add_self_loops", False))
     return out
 
 
@@ -383,6 +397,13 @@ class FlatCapture(Probe):
             tensors = [t for v in values for t in tensors_of(v)]
             if not any(v is layout.data for v in values) and not any(
                     same_storage(t, o) for t in tensors for o in own):
+                if len(self.root_calls) > 1:      # the batch's forward, and another one
+                    raise SubgraphMixingError(
+                        "the loop ran the model with gradients enabled on other data than the "
+                        "batch from pt.loader between the draw and optimizer.step() (e.g. a "
+                        "full-graph pass to monitor accuracy): the DP step cannot tell its "
+                        "gradients apart; run such passes after optimizer.step(), before the "
+                        "next batch is drawn")
                 raise SubgraphMixingError(
                     "the forward pass did not use the batch from pt.loader (none of its x, "
                     "edge_index or batch tensors reached the model): every step must train on "
@@ -514,7 +535,8 @@ class FlatCapture(Probe):
             calls = []
             for rec in recs:
                 seg = _row_segments(rec.shape[0], layout,
-                                    edge=id(module) in self._edge_modules)
+                                    edge=id(module) in self._edge_modules,
+                                    loops=self._edge_modules.get(id(module), False))
                 if seg is None:
                     raise SubgraphMixingError(
                         f"module {name!r} ({type(module).__name__}) produced {rec.shape[0]} "
@@ -594,8 +616,14 @@ def _check_edges(edge_index: Tensor, layout: BatchLayout) -> None:
             "subgraph's data into another, which per-subgraph clipping cannot bound")
 
 
-def _row_segments(rows: int, layout: BatchLayout, *, edge: bool) -> Tensor | None:
-    """Subgraph of each of ``rows`` output rows, or ``None`` when the count fits nothing."""
+def _row_segments(rows: int, layout: BatchLayout, *, edge: bool,
+                  loops: bool = False) -> Tensor | None:
+    """Subgraph of each of ``rows`` output rows, or ``None`` when the count fits nothing;
+    ``loops``: the rows of a convolution that re-adds self-loops (`BatchLayout.loops_readded`,
+    the only reading: with a loop on every node the count equals the edges', not the order)."""
+    if edge and loops:
+        seg = layout.loops_readded()
+        return seg if rows == seg.numel() else None
     if edge:
         dst = layout.batch[layout.edge_index[1]]
         if rows == layout.num_edges:
