@@ -131,3 +131,11 @@ def test_a_model_of_the_wrong_signature_is_one_line(tmp_path, monkeypatch):
     assert out.exit_code == 1 and "model(data.x, data.edge_index)" in out.output, out.output
     assert "Traceback" not in out.output and out.exception is None or isinstance(
         out.exception, SystemExit)
+
+
+def test_numbers_kept_as_text_read_as_numbers():
+    """A card read back from JSON keeps infinity as the text 'inf' (an audit's bound)."""
+    card = _card(audit={**_card()["audit"], "epsilon_lower_bound": "inf", "violation": True},
+                 claimed={**_card()["claimed"], "epsilon": "8.0", "delta": "0.0001"})
+    assert dict(card_verdicts(card))["Is the privacy claim kept?"].startswith(
+        "No: the audit's lower bound inf exceed")

@@ -48,15 +48,26 @@ def _band(auc: float) -> str:
     return next(words for top, words in BANDS if auc < top)
 
 
-def _f(v: float) -> str:
-    return f"{v:.2f}" if v is not None else "n/a"
+def _num(v) -> float | None:
+    """A card's number (cards keep ``inf`` as the text ``"inf"``), or ``None``."""
+    if isinstance(v, bool):
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _f(v) -> str:
+    v = _num(v)
+    return "n/a" if v is None else "inf" if math.isinf(v) else f"{v:.2f}"
 
 
 def _claim(card: dict) -> tuple[bool, float, float | None]:
     c = card.get("claimed") or {}
-    eps = c.get("epsilon")
-    eps = math.inf if eps in (None, "inf") else float(eps)
-    return math.isfinite(eps), eps, c.get("delta")
+    eps = _num(c.get("epsilon"))
+    eps = math.inf if eps is None else eps
+    return math.isfinite(eps), eps, _num(c.get("delta"))
 
 
 def _exceeded(card: dict) -> list[str]:
@@ -79,9 +90,9 @@ def _claim_verdict(card: dict) -> str:
     if over:
         return (f"No: {' and '.join(over)} exceed the claimed epsilon {eps:.3g}. The training "
                 "does not do what it claims; do not release this model.")
-    bounds = [v.get("epsilon_lower_bound") for v in
+    bounds = [_num(v.get("epsilon_lower_bound")) for v in
               [card.get("audit") or {}, *((card.get("empirical") or {}).values())]
-              if isinstance(v, dict) and v.get("epsilon_lower_bound") is not None]
+              if isinstance(v, dict) and _num(v.get("epsilon_lower_bound")) is not None]
     strength = max_auc(eps, delta)
     audited = (f"no audit found more leakage than claimed (strongest lower bound "
                f"{max(bounds):.3g} against epsilon {eps:.3g})" if bounds else

@@ -82,16 +82,10 @@ def is_model(obj) -> bool:
 
 
 def _expected_features(module: torch.nn.Module) -> int | None:
-    """Input feature size of the first layer that states one (``in_channels``,
-    ``in_features``); ``None`` when unknown or lazy."""
-    for sub in module.modules():
-        for attr in ("in_channels", "in_features"):
-            size = getattr(sub, attr, None)
-            if isinstance(size, int) and size > 0:
-                return size
-            if isinstance(size, tuple) and size and all(isinstance(v, int) for v in size):
-                return size[0] if size[0] > 0 else None
-    return None
+    """`gnnprivacy.training.predict.expected_features` (the card and predict share it)."""
+    from gnnprivacy.training.predict import expected_features
+
+    return expected_features(module)
 
 
 def model_logits(model, data) -> torch.Tensor:

@@ -204,6 +204,24 @@ def _lines(path) -> int:
         return sum(1 for line in fh if line.strip())
 
 
+def _why_fewer(base, folder: str, listed: int) -> str:
+    """Why PyG read fewer graphs than listed: its TU reader counts graphs up to the last one
+    with an edge, so trailing graphs without edges are dropped; else a truncated or edited
+    ``_A.txt``."""
+    try:
+        indicator = np.loadtxt(base / f"raw/{folder}_graph_indicator.txt", dtype=np.int64, ndmin=1)
+        edges = np.loadtxt(base / f"raw/{folder}_A.txt", delimiter=",", dtype=np.int64, ndmin=2)
+        edges = edges[edges[:, 0] != edges[:, 1]]            # PyG drops self-loops first
+        last = int(indicator[edges[:, 0].max() - 1]) if edges.size else 0
+    except (OSError, ValueError, IndexError):
+        last = None
+    if last is not None and last < listed:
+        return (f"graphs {last + 1}..{listed} have no edges besides self-loops, and PyG's TU "
+                "reader drops self-loops and then every graph after the last one with an "
+                "edge: list those graphs before it, or give each an edge")
+    return f"a truncated or edited {folder}_A.txt?"
+
+
 def _check_raw_counts(base, folder: str, files: tuple[str, ...], dataset) -> None:
     """The graphs and nodes PyG read agree with the raw files' own counts (one line per graph
     in ``_graph_labels.txt``, one per node in ``_graph_indicator.txt``); PyG reads a truncated
@@ -225,6 +243,6 @@ def _check_raw_counts(base, folder: str, files: tuple[str, ...], dataset) -> Non
     where = (f"{base / bad[0]} is damaged ({bad[1]})" if bad is not None else
              f"its raw files disagree: {folder}_graph_labels.txt lists {want_graphs} graphs and "
              f"{folder}_graph_indicator.txt {want_nodes} nodes, but {graphs} graphs of {nodes} "
-             f"nodes were read (a truncated or edited {folder}_A.txt?)")
+             f"nodes were read ({_why_fewer(base, folder, want_graphs)})")
     raise CorruptDatasetError(f"graph dataset {folder} under {base}: {where}; restore the "
                               "original TU files")

@@ -7,7 +7,7 @@ import inspect
 import torch
 from torch import Tensor
 
-__all__ = ["as_graph_list", "check_nodes", "module_logits", "node_logits",
+__all__ = ["as_graph_list", "check_nodes", "expected_features", "module_logits", "node_logits",
            "prepare_prediction_graph"]
 
 
@@ -160,6 +160,28 @@ def as_graph_list(data) -> list | None:
     return None
 
 
+def expected_features(module: torch.nn.Module) -> int | None:
+    """Input feature size of the first layer that states one (``in_channels``,
+    ``in_features``); ``None`` when unknown or lazy."""
+    for sub in module.modules():
+        for attr in ("in_channels", "in_features"):
+            size = getattr(sub, attr, None)
+            if isinstance(size, int) and size > 0:
+                return size
+            if isinstance(size, tuple) and size and all(isinstance(v, int) for v in size):
+                return size[0] if size[0] > 0 else None
+    return None
+
+
+def _check_width(model: torch.nn.Module, width: int, unit: str) -> None:
+    from gnnprivacy.errors import InvalidParameterError
+
+    want = expected_features(model)
+    if want is not None and width != want:
+        raise InvalidParameterError("data", f"{unit} with {want} features per node (what the "
+                                    "model was trained on)", f"{width} features")
+
+
 def _float_dtype(model: torch.nn.Module) -> torch.dtype:
     return next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
 
@@ -202,6 +224,7 @@ def module_logits(model: torch.nn.Module, data, rows=None, *, level: str = "node
         if not graphs:
             raise InvalidParameterError("data", "at least one graph to predict on", "none")
         validate_graphs(graphs, labels=False)
+        _check_width(model, int(graphs[0].x.shape[1]), "graphs")
         dtype = _float_dtype(model)
         ready = []
         for g in graphs:
@@ -217,7 +240,7 @@ def module_logits(model: torch.nn.Module, data, rows=None, *, level: str = "node
                 "data", "graphs the model runs on (model(x, edge_index, batch[, edge_attr]))",
                 f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from None
         return _checked_rows(out, len(ready), "graph", rows)
-    graph = prepare_prediction_graph(data, num_features=None)
+    graph = prepare_prediction_graph(data, num_features=expected_features(model))
     was = model.training
     model.eval()
     try:

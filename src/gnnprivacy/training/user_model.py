@@ -172,6 +172,16 @@ def _claim(privacy) -> dict | None:
                                 else f"a dict without 'epsilon' ({sorted(privacy)})")
 
 
+def check_finite_weights(tensors: dict, path) -> None:
+    """A saved model's floating tensors are finite (a NaN weight predicts NaN for every
+    input: the file is damaged, not a model)."""
+    for name, t in tensors.items():
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and not bool(
+                torch.isfinite(t).all()):
+            raise InvalidParameterError("path", "a saved model with finite weights",
+                                        f"{path} (tensor {name!r} has NaN or infinite values)")
+
+
 def _build(cls, init: dict, tensors: dict, where: str) -> nn.Module:
     try:
         model = cls(**init)
@@ -345,6 +355,7 @@ def load_model(path: str | Path, *,
     except (KeyError, TypeError, ValueError, RecursionError) as exc:
         raise InvalidParameterError("path", f"a complete {USER_FORMAT} file",
                                     f"{path} ({type(exc).__name__}: {exc})") from None
+    check_finite_weights(tensors, path)
     model = _build(_import_class(cls_path, imports), init, tensors, "saved")
     return SavedModel(model=model, privacy=record.get("privacy"), dataset=record.get("dataset"),
                       class_path=cls_path, info={"path": str(path), "init": init},

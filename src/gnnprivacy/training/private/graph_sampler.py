@@ -121,12 +121,13 @@ class GraphSampler(NodeSubgraphs):
         self._ptr = torch.cat([torch.zeros(1, dtype=torch.long), sizes.cumsum(0)])
         self._eptr = torch.cat([torch.zeros(1, dtype=torch.long), esizes.cumsum(0)])
         dtype = _float_dtype(model, graphs[0].x)
-        self._x = torch.cat([g.x.to(dtype) if g.x.is_floating_point() else g.x for g in graphs])
+        self._x = torch.cat([g.x.to(dtype) if g.x.is_floating_point() else g.x
+                             for g in graphs]).detach()   # data, even if x requires grad
         self._ei = torch.cat([g.edge_index.long() for g in graphs], 1)   # local ids per graph
         self._y = torch.cat([g.y.to(dtype) if g.y.is_floating_point() else g.y for g in graphs])
         has_attr = getattr(graphs[0], "edge_attr", None) is not None
         self._ea = torch.cat([g.edge_attr.to(dtype) if g.edge_attr.is_floating_point()
-                              else g.edge_attr for g in graphs]) if has_attr else None
+                              else g.edge_attr for g in graphs]).detach() if has_attr else None
         # the private tensors, for the loop guard: a read outside the batch is refused
         self.source_graphs = graphs
         self.graph = Data(x=self._x, y=self._y, edge_index=self._ei, edge_attr=self._ea)

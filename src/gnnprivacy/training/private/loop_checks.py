@@ -94,12 +94,9 @@ class GradSentinels:
     gradients enabled; `check` at ``optimizer.step()`` refuses one changed in place (see
     the module docstring). One zero tensor per parameter, allocated once."""
 
-    def __init__(self, model: nn.Module, muted=None):
-        """``muted()``: the loop guard's section for the engine's own operations (or
-        ``None``), so that installing the sentinels is no part of the loop's signature."""
+    def __init__(self, model: nn.Module):
         import torch
 
-        self.muted = muted
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.zeros = [torch.zeros_like(p) for p in self.params]
         self.versions: list[int] | None = None
@@ -110,11 +107,7 @@ class GradSentinels:
 
         if not torch.is_grad_enabled():
             return
-        section = self.muted() if self.muted is not None else None
-        if section is None:
-            self._put()
-            return
-        with section:
+        with torch._C.DisableTorchFunction():    # unseen by the loop guard's recording
             self._put()
 
     def _put(self) -> None:
@@ -127,10 +120,15 @@ class GradSentinels:
 
     def check(self) -> None:
         """Raises `SubgraphMixingError` when a sentinel still in ``.grad`` was changed."""
+        import torch
+
         if self.versions is None:
             return
-        for p, z, v in zip(self.params, self.zeros, self.versions):
-            if p.grad is z and z._version != v:
+        with torch._C.DisableTorchFunction():
+            changed = [p.grad is z and z._version != v
+                       for p, z, v in zip(self.params, self.zeros, self.versions)]
+        for changed_one in changed:
+            if changed_one:
                 raise SubgraphMixingError(
                     "p.grad was changed between loss.backward() and optimizer.step() (e.g. "
                     "torch.nn.utils.clip_grad_norm_ or clip_grad_value_): under make_private "

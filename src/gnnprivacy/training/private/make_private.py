@@ -220,7 +220,7 @@ class PrivateTraining:
         self.guard.check_losses = functools.partial(check_loss_reduction,
                                                     expected=self.loss_reduction)
         self.capture.attach()
-        self._sentinels = GradSentinels(model, muted=self.guard.muted)  # clip_grad_norm_: refused
+        self._sentinels = GradSentinels(model)      # clip_grad_norm_ in the loop: refused
         _ACTIVE[model] = _ACTIVE[optimizer] = weakref.ref(self)
         self._own_step = optimizer.__dict__.get("step")   # e.g. an LR scheduler's wrapper
         self._dp_step = _scheduler_aware(self._optimizer_step, optimizer)
