@@ -1341,6 +1341,8 @@ CASES += [
         "traceback)", "builtin_model_without_fitted", "a complete gnnprivacy-model/1 file"),
     api("saved models", "a graph model's predict on graphs of another width (a matmul error)",
         "graph_predict_width", "38 features per node", "5 features"),
+    api("graph task", "gp.train(a Data, method='dpsgd-graph') (an AttributeError)",
+        "graph_method_on_user_data", "a graph dataset's name", "sampler='graphs'"),
 ]
 
 
@@ -1708,6 +1710,13 @@ def api_builtin_model_without_fitted(tmp: Path) -> str:
     torch.save({"format": "gnnprivacy-model/1", "record": "{}", "method": "gcn"},
                tmp / "x.model.pt")
     gp.load(str(tmp / "x.model.pt"))
+    return ""
+
+
+def api_graph_method_on_user_data(tmp: Path) -> str:
+    import gnnprivacy as gp
+
+    gp.train(gp.load_dataset("csbm", num_nodes=120), method="dpsgd-graph")
     return ""
 
 

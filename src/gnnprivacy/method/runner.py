@@ -69,6 +69,11 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
     config, params = resolve_config(values)
     spec = get_method(config.method)
     ckpt = check_run_outputs(config, params, spec, save=save)
+    if data is not None and spec.task == "graph":
+        raise InvalidParameterError(
+            "data", f"a graph dataset's name for {spec.name!r} (the graph task trains on a TU "
+            "graph dataset; your own list of graphs: gp.make_private(model, optimizer, graphs, "
+            "sampler='graphs') in your loop)", type(data).__name__)
     if data is None:
         data = load_run_data(config)
     else:
