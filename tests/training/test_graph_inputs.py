@@ -140,6 +140,7 @@ def test_graphs_to_predict_on_need_no_labels():
 # -- train --task graph -------------------------------------------------------------------------
 
 def _shared() -> Path:
+    """The shared datasets' root holding COX2, else a skip naming where it looked."""
     env = os.environ.get("GNNPRIVACY_SHARED_DATASETS")
     root = Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
     if not (root / "COX2" / "raw").is_dir():

@@ -5,7 +5,6 @@ model never replaces a run's files without ``force``."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -33,11 +32,10 @@ class Net(torch.nn.Module):
 
 
 def _shared() -> Path:
-    env = os.environ.get("GNNPRIVACY_SHARED_DATASETS")
-    root = Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
-    if not (root / "COX2" / "raw").is_dir():
-        pytest.skip(f"COX2 raw files not found under {root} (set GNNPRIVACY_SHARED_DATASETS)")
-    return root
+    """The shared datasets' root with COX2 (`test_graph_inputs._shared`), else a skip."""
+    from tests.training.test_graph_inputs import _shared as shared
+
+    return shared()
 
 
 @pytest.fixture
