@@ -73,9 +73,12 @@ def assess_command(records, data_root, audit_runs, lira_models, lira_query,
     stderr as it runs (-q: not)."""
     import contextlib
 
+    printer = None if quiet else _stage_printer()
+    if printer is not None:            # before the imports: they take seconds on a busy machine
+        printer("loading torch, PyG and the library")
     from gnnprivacy.auditing.card_progress import reporting
 
-    with reporting(_stage_printer()) if not quiet else contextlib.nullcontext():
+    with reporting(printer) if printer is not None else contextlib.nullcontext():
         _assess(records, data_root, audit_runs, lira_models, lira_query,
                 lira_per_node_variance, lira_game, no_link_stealing, link_attacks, imports,
                 no_baseline, seed, fmt, as_json, no_save)
