@@ -246,3 +246,16 @@ def test_the_protocols_split_is_unchanged_by_the_fractions():
     given = stratified_graph_split(labels, seed=0, dataset="x", fractions=(0.8, 0.1, 0.1))
     assert default.to_dict()["digest"] == given.to_dict()["digest"]
     assert sum(default.sizes.values()) == len(labels)
+
+
+def test_control_without_the_count_check_a_truncated_file_loads_silently(tmp_path,
+                                                                       monkeypatch):
+    from gnnprivacy.datasets import tu_graphs
+
+    root = _copy_cox2(tmp_path)
+    path = root / "COX2" / "raw" / "COX2_A.txt"
+    data = path.read_bytes()
+    path.write_bytes(data[: data.rfind(b"\n", 0, len(data) // 50) + 1])    # at a line end
+    monkeypatch.setattr(tu_graphs, "_check_raw_counts", lambda *a: None)
+    gset = tu_graphs.load_graph_dataset("cox2", root=root, cache_dir=tmp_path / "cache")
+    assert len(gset.graphs) < 467                      # fewer graphs, not a word

@@ -124,3 +124,22 @@ def test_a_full_graph_forward_between_draw_and_step_is_named(data):
             model(data.x.clone(), data.edge_index.clone())         # monitoring, grads on
             opt.step()
     pt.close()
+
+
+def test_control_without_the_refusal_a_second_make_private_misleads(data, monkeypatch):
+    """Control: without _refuse_if_private the second make_private is accepted and its loop
+    fails with the misleading error of issue 45 ('without a batch from pt.loader')."""
+    import importlib
+
+    module = importlib.import_module("gnnprivacy.training.private.make_private")
+    monkeypatch.setattr(module, "_refuse_if_private", lambda model, optimizer: None)
+    model, opt, first = _setup(data)
+    second = gp.make_private(model, opt, data, sampler="nodes", noise_multiplier=1.0, steps=2,
+                             seed=0)
+    with pytest.raises(SubgraphMixingError, match="without a batch from pt.loader"):
+        for b in second.loader:
+            opt.zero_grad()
+            F.cross_entropy(model(b.x, b.edge_index)[b.center], b.y[b.center]).backward()
+            opt.step()
+    second.close()
+    first.close()
