@@ -107,13 +107,14 @@ def plant(bug, path, monkeypatch):
                                                        for g in groups], **kw))
         clipped = PrivateTraining._clipped_sums
 
-        def rows_clip(self, layout, scale):
-            c = self.max_grad_norm
+        def rows_clip(self, layout, scale):     # make_private clips with the engine's groups
+            c, groups = self.max_grad_norm, self.engine.groups
             self.max_grad_norm = 4 * c
+            self.engine.groups = [ClipGroup(g.names, 4 * g.clip_norm) for g in groups]
             try:
                 return clipped(self, layout, scale)
             finally:
-                self.max_grad_norm = c
+                self.max_grad_norm, self.engine.groups = c, groups
 
         monkeypatch.setattr(PrivateTraining, "_clipped_sums", rows_clip)
     elif bug == "unnoised_parameter":

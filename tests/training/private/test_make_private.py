@@ -290,6 +290,7 @@ def test_an_edge_joining_two_subgraphs_is_detected(data):
     with pytest.raises(SubgraphMixingError, match="joins subgraph 0 to subgraph 1"):
         _loop(pt, model, opt, tamper=cross)
     assert pt.steps == 0 and pt.epsilon == 0.0
+    pt.close()                    # the model is free for another make_private
 
     def in_place(batch):          # the sampler's own edge_index, changed: checked again
         batch.edge_index[1, 0] = int(batch.center[1]) if int(

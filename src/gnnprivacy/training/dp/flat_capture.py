@@ -98,6 +98,7 @@ class BatchLayout:
         ids = torch.arange(num, device=device)
         return cls(None, torch.zeros(2, 0, dtype=torch.long, device=device), ids, int(num),
                    padded=True)
+    _loops: Tensor | None = None
 
     @property
     def subgraph_ids(self) -> Tensor:
@@ -106,12 +107,16 @@ class BatchLayout:
             self._ids = torch.arange(self.num_subgraphs, device=self.batch.device)
         return self._ids
 
-    def segments(self, rows: int, *, edge: bool) -> Segments | None:
+    def segments(self, rows: int, *, edge: bool, loops: bool = False) -> Segments | None:
         """The `Segments` of an output with ``rows`` leading rows (nodes, subgraphs or, for
         edge modules, edges), one object per kind and batch (every layer on those rows
-        shares what it derives); ``None`` when the count fits nothing."""
+        shares what it derives); ``None`` when the count fits nothing. ``loops``: the rows of
+        a convolution that re-adds self-loops (`loops_readded`, the only reading: with a loop
+        on every node the count equals the edges', not the order)."""
         if self.padded:
             kind = "subgraphs" if rows == self.num_subgraphs else None
+        elif edge and loops:
+            kind = "loops" if rows == self.loops_readded().numel() else None
         elif edge:
             kind = ("edges" if rows == self.num_edges else
                     "edges+loops" if rows == self.num_edges + self.num_rows else None)
@@ -127,6 +132,8 @@ class BatchLayout:
                 found = Segments.regular(b, 1, self.batch.device)
             elif kind == "nodes":
                 found = Segments(self.batch, b)
+            elif kind == "loops":
+                found = Segments(self.loops_readded(), b)
             else:
                 dst = self.batch[self.edge_index[1]]
                 found = Segments(dst if kind == "edges" else torch.cat([dst, self.batch]), b)
@@ -136,6 +143,17 @@ class BatchLayout:
     @property
     def num_rows(self) -> int:
         return int(self.batch.numel())
+
+    def loops_readded(self) -> Tensor:
+        """Subgraph of each row of the batch's edge list after PyG's self-loop handling
+        (``add_remaining_self_loops``, and ``remove_self_loops`` + ``add_self_loops`` in
+        GATConv): the edges that are not self-loops, in order, then one loop per node. A graph
+        whose nodes all carry a self-loop has as many such rows as edges, in another order."""
+        if self._loops is None:
+            ei = self.edge_index
+            keep = ei[0] != ei[1]
+            self._loops = torch.cat([self.batch[ei[1][keep]], self.batch])
+        return self._loops
 
     @property
     def num_edges(self) -> int:
@@ -206,15 +224,17 @@ def _needs_batch_vector(module: nn.Module) -> bool:
     return "batch" in inspect.signature(type(module).forward).parameters
 
 
-def _edge_level(model: nn.Module) -> set[int]:
-    """ids of modules that map edge rows (GINEConv.lin, ``lin_edge`` of attention convs)."""
-    out = set()
+def _edge_level(model: nn.Module) -> dict[int, bool]:
+    """ids of modules that map edge rows (GINEConv.lin, ``lin_edge`` of attention convs) ->
+    whether their convolution re-adds self-loops (``add_self_loops``: GATConv, GATv2Conv),
+    which reorders the rows (`BatchLayout.loops_readded`)."""
+    out = {}
     for module in model.modules():
         if type(module).__name__ == "GINEConv" and getattr(module, "lin", None) is not None:
-            out.add(id(module.lin))
+            out[id(module.lin)] = False
         edge = getattr(module, "lin_edge", None)
         if isinstance(edge, nn.Module):
-            out.add(id(edge))
+            out[id(edge)] = bool(getattr(module, "add_self_loops", False))
     return out
 
 
@@ -524,6 +544,13 @@ class FlatCapture(Probe):
             tensors = [t for v in values for t in tensors_of(v)]
             if not any(v is layout.data for v in values) and not any(
                     same_storage(t, o) for t in tensors for o in own):
+                if len(self.root_calls) > 1:      # the batch's forward, and another one
+                    raise SubgraphMixingError(
+                        "the loop ran the model with gradients enabled on other data than the "
+                        "batch from pt.loader between the draw and optimizer.step() (e.g. a "
+                        "full-graph pass to monitor accuracy): the DP step cannot tell its "
+                        "gradients apart; run such passes after optimizer.step(), before the "
+                        "next batch is drawn")
                 raise SubgraphMixingError(
                     "the forward pass did not use the batch from pt.loader (none of its x, "
                     "edge_index or batch tensors reached the model): every step must train on "
@@ -655,7 +682,8 @@ class FlatCapture(Probe):
             calls = []
             for rec in recs:
                 segs = layout.segments(rec.shape[0] if rec.shape else -1,
-                                       edge=id(module) in self._edge_modules)
+                                       edge=id(module) in self._edge_modules,
+                                       loops=self._edge_modules.get(id(module), False))
                 if segs is None:
                     raise SubgraphMixingError(_rows_fit_nothing(name, module, rec, layout))
                 grad = rec.grad if rec.grad is not None else torch.zeros(

@@ -60,48 +60,30 @@ def check_graphs(dataset) -> list:
     list, each with node features ``x``, an ``edge_index`` and a graph label ``y``.
 
     Raises:
-        InvalidParameterError: not a sequence of graphs, fewer than 2 graphs, a graph without
-            features, edges or a label (one line naming the graph and the fix).
+        InvalidParameterError: not a sequence of graphs, fewer than 2 graphs, or a graph that
+            `gnnprivacy.datasets.validate.validate_graphs` refuses (one line naming the graph
+            and the fix).
     """
     from torch_geometric.data import Data
+
+    from gnnprivacy.datasets.validate import validate_graphs
 
     if isinstance(dataset, Data) or not isinstance(dataset, Sequence) and not hasattr(
             dataset, "__getitem__"):
         raise InvalidParameterError(
             "dataset", "a PyG Dataset or a list of Data graphs (the training graphs; "
             "sampler='graphs' samples whole graphs)", type(dataset).__name__)
-    graphs = [dataset[i] for i in range(len(dataset))]
+    try:
+        graphs = [dataset[i] for i in range(len(dataset))]
+    except (KeyError, TypeError, IndexError) as exc:
+        raise InvalidParameterError("dataset", "a PyG Dataset or a list of Data graphs",
+                                    f"{type(dataset).__name__} ({type(exc).__name__}: {exc})"
+                                    ) from None
     if len(graphs) < 2:
         raise InvalidParameterError("dataset", "at least 2 training graphs (the privacy unit "
                                     "is one graph; Poisson sampling over one graph hides "
                                     "nothing)", f"{len(graphs)} graph(s)")
-    for i, g in enumerate(graphs):
-        if not isinstance(g, Data):
-            raise InvalidParameterError("dataset", "a sequence of torch_geometric Data graphs",
-                                        f"item {i} of type {type(g).__name__}")
-        if getattr(g, "x", None) is None:
-            raise InvalidParameterError(
-                "dataset", "graphs with node features x (give featureless graphs constant or "
-                "degree features first, e.g. torch_geometric.transforms.Constant() or "
-                "OneHotDegree(max_degree))", f"graph {i} without x")
-        if getattr(g, "y", None) is None:
-            raise InvalidParameterError("dataset", "graphs with a label y", f"graph {i} without y")
-        if g.y.numel() == 0 or g.y.shape[0] != 1:
-            raise InvalidParameterError(
-                "dataset", "one label row per graph (y of shape [1] or [1, k]; a node-level "
-                "label belongs to the node samplers)", f"graph {i} with y of shape "
-                f"{tuple(g.y.shape)}")
-        ei = getattr(g, "edge_index", None)
-        if ei is not None and ei.numel() and (int(ei.min()) < 0
-                                              or int(ei.max()) >= int(g.num_nodes)):
-            raise InvalidParameterError(
-                "dataset", "edge_index entries in [0, num_nodes) of their own graph (local "
-                "node ids)", f"graph {i} with node ids {int(ei.min())}..{int(ei.max())} for "
-                f"{int(g.num_nodes)} nodes")
-    with_attr = [getattr(g, "edge_attr", None) is not None for g in graphs]
-    if any(with_attr) and not all(with_attr):
-        raise InvalidParameterError("dataset", "edge_attr on every graph or on none",
-                                    f"{sum(with_attr)} of {len(graphs)} graphs with edge_attr")
+    validate_graphs(graphs)    # features, edges, labels and edge features of every graph
     return graphs
 
 
@@ -131,6 +113,16 @@ def duplicate_graphs(graphs: list) -> list[list[int]]:
     for i, g in enumerate(graphs):
         seen.setdefault(digest(g), []).append(i)
     return [ids for ids in seen.values() if len(ids) > 1]
+
+
+def _float_dtype(model: torch.nn.Module | None, x: Tensor) -> torch.dtype:
+    """The dtype floating-point features are given in: the model's floating parameters'
+    (a float64 graph for a float32 model, or graphs of mixed float dtypes, are converted once
+    here rather than failing in the user's forward), else the first graph's."""
+    for p in (model.parameters() if model is not None else ()):
+        if p.is_floating_point():
+            return p.dtype
+    return x.dtype
 
 
 class GraphSampler(NodeSubgraphs):
@@ -176,11 +168,14 @@ class GraphSampler(NodeSubgraphs):
         self._sizes, self._esizes = sizes, esizes
         self._ptr = torch.cat([torch.zeros(1, dtype=torch.long), sizes.cumsum(0)])
         self._eptr = torch.cat([torch.zeros(1, dtype=torch.long), esizes.cumsum(0)])
-        self._x = torch.cat([g.x for g in graphs])
-        self._ei = torch.cat([g.edge_index for g in graphs], 1)    # local ids per graph
-        self._y = torch.cat([g.y for g in graphs])
+        dtype = _float_dtype(model, graphs[0].x)
+        self._x = torch.cat([g.x.to(dtype) if g.x.is_floating_point() else g.x
+                             for g in graphs]).detach()   # data, even if x requires grad
+        self._ei = torch.cat([g.edge_index.long() for g in graphs], 1)   # local ids per graph
+        self._y = torch.cat([g.y.to(dtype) if g.y.is_floating_point() else g.y for g in graphs])
         has_attr = getattr(graphs[0], "edge_attr", None) is not None
-        self._ea = torch.cat([g.edge_attr for g in graphs]) if has_attr else None
+        self._ea = torch.cat([g.edge_attr.to(dtype) if g.edge_attr.is_floating_point()
+                              else g.edge_attr for g in graphs]).detach() if has_attr else None
         # the private tensors, for the loop guard: a read outside the batch is refused
         self.source_graphs = graphs
         self.graph = Data(x=self._x, y=self._y, edge_index=self._ei, edge_attr=self._ea)

@@ -299,6 +299,9 @@ def _segments(rows: int, layout: BatchLayout) -> list[Tensor]:
             out.append(dst)
         if rows == layout.num_edges + layout.num_rows:
             out.append(torch.cat([dst, layout.batch]))
+        readded = layout.loops_readded()      # the graph's own self-loops replaced (PyG)
+        if rows == readded.numel() and rows != layout.num_edges + layout.num_rows:
+            out.append(readded)
     return out
 
 
@@ -351,6 +354,7 @@ class LoopGuard:
         self.per_node_rows = {int(r) for r in per_node_rows if int(r) > 1}
         self.trace: LoopTrace | None = None
         self.verified: set[tuple] = set()          # signatures of the checked steps
+        self.check_losses = None                   # ``check_losses(ops, losses)``, or None
         self._state: dict[tuple[str, str], tuple[int, int]] = {}
         self._kept: dict[tuple[int, str], tuple[int, int]] = {}     # tensor attributes
         self._after: tuple[dict, dict] | None = None   # (state, tensor attributes) at the
@@ -455,6 +459,8 @@ class LoopGuard:
         batch = _batch_ids(layout)
         self._check_private_reads(ops, produced | batch)
         losses = self._losses(ops)
+        if self.check_losses is not None:         # make_private's loss_reduction check
+            self.check_losses(ops, losses)
         graph = self._check_leaves(losses, produced | batch)
         if layout.num_subgraphs >= 2:
             self._check_mixing(trace, layout, losses)

@@ -35,8 +35,10 @@ engine enforces what the analysis assumes:
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -53,6 +55,7 @@ from gnnprivacy.training.dp.flat_capture import (BatchLayout, FlatCapture, Subgr
                                                   check_not_compiled, tensors_of)
 from gnnprivacy.training.private.graph_sampler import GraphSampler
 from gnnprivacy.training.private.guards import LoopGuard
+from gnnprivacy.training.private.loop_checks import GradSentinels, check_loss_reduction
 from gnnprivacy.training.private.samplers import SAMPLERS, SubgraphSampler, make_sampler
 
 __all__ = ["PrivateLoader", "PrivateTraining", "make_private"]
@@ -152,6 +155,7 @@ class PrivateTraining:
                                         type(optimizer).__name__)
         check_not_compiled(model)          # before any planning: a one-line refusal
         _check_optimizer_params(model, optimizer)
+        _refuse_if_private(model, optimizer)
         if (epsilon is None) == (noise_multiplier is None):
             raise InvalidParameterError(
                 "epsilon", "exactly one of epsilon (the noise is calibrated) and "
@@ -215,7 +219,11 @@ class PrivateTraining:
                                        *getattr(self.sampler, "source_graphs", ())],
                                {self.sampler.num_nodes, self.sampler.num_train,
                                 int(getattr(data, "num_nodes", 0) or 0)}, optimizer)
+        self.guard.check_losses = functools.partial(check_loss_reduction,
+                                                    expected=self.loss_reduction)
         self.capture.attach()
+        self._sentinels = GradSentinels(model)      # clip_grad_norm_ in the loop: refused
+        _ACTIVE[model] = _ACTIVE[optimizer] = weakref.ref(self)
         self._own_step = optimizer.__dict__.get("step")   # e.g. an LR scheduler's wrapper
         self._dp_step = _scheduler_aware(self._optimizer_step, optimizer)
         optimizer.step = self._dp_step                  # the DP step from now on
@@ -370,6 +378,7 @@ class PrivateTraining:
             self.capture.probe_independence(layout)
             self._probed = True
         self.guard.check(layout, self.capture.call_signature())
+        self._sentinels.check()
         scale = float(layout.num_subgraphs) if self.loss_reduction == "mean" else 1.0
         with torch.no_grad():            # detached rows in, sums out: no graph to build
             return self._clipped_sums(layout, scale)
@@ -446,6 +455,11 @@ class PrivateTraining:
                 self.optimizer.zero_grad = self._own_zero_grad
             else:
                 del self.optimizer.zero_grad
+        self._sentinels.remove()
+        for owner in (self.model, self.optimizer):
+            ref = _ACTIVE.get(owner)
+            if ref is not None and ref() is self:
+                del _ACTIVE[owner]
         if self.optimizer.__dict__.get("step") is self._dp_step:
             if self._own_step is not None:
                 self.optimizer.step = self._own_step
@@ -472,6 +486,24 @@ def _scheduler_aware(step, optimizer: torch.optim.Optimizer):
     return dp_step
 
 
+#: model or optimizer -> the open `PrivateTraining` using it (weakly: a discarded one is gone)
+_ACTIVE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _refuse_if_private(model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    """A second `make_private` on a model or optimizer that an open one still uses would stack
+    two DP steps and two sets of hooks (its errors then blamed the batch): refused, naming
+    which and the fix."""
+    for what, owner in (("model", model), ("optimizer", optimizer)):
+        ref = _ACTIVE.get(owner)
+        earlier = ref() if ref is not None else None
+        if earlier is not None:
+            raise InvalidParameterError(
+                what, f"a {what} that no open make_private uses (call .close() on the earlier "
+                "one first, or give this one a new model and optimizer)",
+                f"the {what} of {earlier!r}")
+
+
 def _check_optimizer_params(model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
     mine = {id(p) for p in model.parameters()}
     foreign = [p for g in optimizer.param_groups for p in g["params"] if id(p) not in mine]
@@ -492,7 +524,7 @@ def make_private(model: nn.Module, optimizer: torch.optim.Optimizer, data, *,
                  max_grad_norm: float = 1.0, epochs: float | None = None,
                  steps: int | None = None, batch_size: int | None = None,
                  secure_mode: bool = False, seed: int | None = None,
-                 loss_reduction: str = "mean") -> PrivateTraining:
+                 loss_reduction: str = "mean", **unknown: Any) -> PrivateTraining:
     """Make the user's own PyG model and loop node-level differentially private.
 
     Args:
@@ -530,11 +562,38 @@ def make_private(model: nn.Module, optimizer: torch.optim.Optimizer, data, *,
         A `PrivateTraining`.
 
     Raises:
-        InvalidParameterError: bad arguments; UnsupportedModuleError: a module that cannot be
-            clipped per subgraph.
+        InvalidParameterError: bad arguments (an unknown option is named, with the valid
+            ones; a ``torch.utils.data.DataLoader`` option such as ``num_workers`` with why
+            ``pt.loader`` takes none); UnsupportedModuleError: a module that cannot be
+            clipped per subgraph; a model or optimizer that an open ``make_private`` still
+            uses (close it first).
     """
+    if unknown:
+        _refuse_options(unknown)
     return PrivateTraining(model, optimizer, data, sampler=sampler, epsilon=epsilon,
                            noise_multiplier=noise_multiplier, delta=delta,
                            max_grad_norm=max_grad_norm, epochs=epochs, steps=steps,
                            batch_size=batch_size, secure_mode=secure_mode, seed=seed,
                            loss_reduction=loss_reduction)
+
+
+#: ``torch.utils.data.DataLoader`` options users carry over from their own loops
+_LOADER_OPTIONS = ("num_workers", "shuffle", "drop_last", "pin_memory", "collate_fn",
+                   "prefetch_factor", "persistent_workers", "generator",
+                   "worker_init_fn", "timeout")
+
+
+def _refuse_options(unknown: dict) -> None:
+    import inspect
+
+    from gnnprivacy.errors import UnknownNameError
+
+    name = sorted(unknown)[0]
+    if name in _LOADER_OPTIONS:
+        raise InvalidParameterError(
+            name, "not given: pt.loader is not a torch DataLoader; it draws each batch itself "
+            "(Poisson sampling in this process, the draw the accountant charges for), so it "
+            "takes no workers, shuffling or collation", unknown[name])
+    valid = [p for p in inspect.signature(make_private).parameters
+             if p not in ("model", "optimizer", "data", "unknown")]
+    raise UnknownNameError("make_private option", name, valid)
