@@ -203,6 +203,7 @@ def test_a_checkpoint_after_the_release_keeps_it_in_the_ledger(trained):
     data, model, pt, predictor, _ = trained
     state = pt.state_dict()
     assert state["inference_released"]
+    model = Net(data.num_features)           # the resumed process's own model
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     other = gp.make_private(model, opt, data, sampler=EdgeSubgraphs(max_out_degree=2),
                             epsilon=4.0, steps=5, batch_size=30, seed=0)

@@ -498,6 +498,13 @@ class PrivateTraining:
         if done:
             self.accountant.compose(self.event, done)
             self.engine.steps_ += done
+        if state.get("inference_released") and self.release_plan is not None \
+                and self.predictor is None:
+            # the release was made before the checkpoint: it stays in the ledger, and it is
+            # not made again (its aggregates live where it was made)
+            for event in self.release_plan.events():
+                self.accountant.compose(event)
+            self.predictor = "released before the checkpoint"
         audit_hooks.note_resume(self.engine, int(state["steps"]))
         self.guard.after_step()          # the model as the checkpoint left it
 
