@@ -95,7 +95,8 @@ def _train_sharded(shards, checkpoint_every, timeout, as_json, quiet, **options)
         return
     click.echo(f"heterpoisson on {shards} ({record.info['world_size']} rank(s), "
                f"{record.info['steps']} steps): test accuracy "
-               f"{record.metrics['test_accuracy']:.4f} ({record.info['num_test']} non-training "
+               f"{record.metrics['test_accuracy']:.4f} ({record.info['num_test']} "
+               f"{'test' if 'test nodes' in record.info['test_nodes'] else 'non-training'} "
                f"nodes)  {privacy_summary(record)}  "
                f"({record.timings['total_seconds']:.1f} s)")
     click.echo(f"record: {record.config['runs_dir']}/{record.run_id}.json")

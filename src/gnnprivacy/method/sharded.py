@@ -12,7 +12,9 @@ ledger.
 The record has the schema of a ``heterpoisson`` record: ``privacy`` adds what a sharded run
 changes in the trust model (``scope`` and ``unaccounted`` say that the ranks are one trusted
 party; ``sampling_stream`` is ``"counter"``). The shards carry no split beyond the training
-mask, so ``test_accuracy`` is that of private inference on every non-training node
+mask unless the partitioned dataset had a split: ``test_accuracy`` is that of private
+inference on the shards' test nodes (the nodes ``gnnprivacy train`` scores on the same
+dataset, split and seed), or on every non-training node when there is none
 (`ShardedHeterPoissonTrainer.score_parts`, ``info["num_test"]`` nodes); no rank holds the
 graph, so no model file is written.
 """
@@ -75,12 +77,11 @@ def run_sharded(values: dict[str, Any], shards: str | Path, *, checkpoint_every:
             checkpoint is kept for ``resume``).
         InvalidParameterError: another method, or a partition for another world size.
     """
-    from gnnprivacy.datasets.shards import open_shard
     from gnnprivacy.datasets.splits import small_train_set_warnings
     from gnnprivacy.method.runner import (check_executed_ledger, check_run_outputs,
                                           checkpoint_path_for, describe_checkpoint, publish_run)
     from gnnprivacy.training.distributed import rank_and_world
-    from gnnprivacy.training.sharded import ShardedHeterPoissonTrainer
+    from gnnprivacy.training.sharded import ShardedHeterPoissonTrainer, open_part
 
     t_start = time.perf_counter()
     values = dict(values)
@@ -91,10 +92,7 @@ def run_sharded(values: dict[str, Any], shards: str | Path, *, checkpoint_every:
         raise InvalidParameterError("dataset", "none (the shard folder is the data)",
                                     values["dataset"])
     rank, world = rank_and_world()
-    shard = open_shard(shards, rank)
-    if shard.num_parts != world:
-        raise InvalidParameterError("shards", f"{world} part(s), one per rank (this is rank "
-                                    f"{rank})", f"{shard.num_parts} part(s)")
+    shard = open_part(shards)
     config, params = resolve_config({**values, "method": "heterpoisson"})
     config = dataclasses.replace(config, dataset=f"shards:{Path(shards).resolve()}")
     spec = get_method("heterpoisson")
@@ -128,7 +126,7 @@ def run_sharded(values: dict[str, Any], shards: str | Path, *, checkpoint_every:
     privacy = trainer.privacy_record()
     privacy.update(scope=f"{privacy['scope']}; {SHARDED_SCOPE}", sampling_stream="counter",
                    unaccounted=[*privacy.get("unaccounted", []), *SHARDED_UNACCOUNTED])
-    result = MethodResult(metrics={"test_accuracy": metrics["test_accuracy"]},
+    result = MethodResult(metrics={k: v for k, v in metrics.items() if k.endswith("accuracy")},
                           epsilon=trainer.epsilon_, delta=trainer.delta_,
                           ledger=trainer.ledger_, privacy=privacy)
     check_executed_ledger(result, target=params.epsilon, what=f"heterpoisson on {shards}")
@@ -137,7 +135,10 @@ def run_sharded(values: dict[str, Any], shards: str | Path, *, checkpoint_every:
             "resumed_from_step": getattr(trainer, "resumed_from_step_", 0),
             "preset": params.preset, "hparams": kwargs,
             "checkpoint_every": checkpoint_every, "num_test": metrics["num_test"],
-            "test_nodes": "every non-training node of the shards (private inference)"}
+            "test_nodes": ("the shards' test nodes (the partitioned dataset's split, as "
+                           "gnnprivacy train scores it; private inference)"
+                           if "test_mask" in (shard.masks or {}) else
+                           "every non-training node of the shards (private inference)")}
     record = RunRecord(
         run_id=run_id or RunRecord.new_id("heterpoisson", f"shards-{Path(shards).name}"),
         method="heterpoisson", dataset=config.dataset, config=config_to_dict(config, params),

@@ -39,6 +39,7 @@ sampling generator (OS-seeded on rank 0 and broadcast in secure mode).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from pathlib import Path
 from typing import Any
@@ -70,8 +71,9 @@ from gnnprivacy.training.private.samplers import (HeterPoissonSubgraphs, NodeSub
                                                   SubgraphSampler)
 
 __all__ = ["ShardedHeterPoissonSubgraphs", "ShardedHeterPoissonTrainer", "ShardedNodeSubgraphs",
-           "ShardedRunError", "exchange_rows", "fetch_rows",
-           "is_collective_failure", "make_private_sharded", "sample_part_stars"]
+           "ShardedPrivateTraining", "ShardedRunError", "collective_guard", "exchange_rows",
+           "fetch_rows", "is_collective_failure", "make_private_sharded", "open_part",
+           "sample_part_stars"]
 
 
 class ShardedRunError(RuntimeError):
@@ -93,6 +95,69 @@ def is_collective_failure(exc: BaseException) -> bool:
         return True
     text = str(exc).lower()
     return any(word in text for word in _COLLECTIVE_WORDS)
+
+
+@contextlib.contextmanager
+def collective_guard(step):
+    """Turn a failed collective (a peer gone or silent past the group's timeout) inside the
+    block into one `ShardedRunError` line naming this rank and the step (``step``: an int,
+    ``None`` before training, or a callable giving it when the failure happens); other
+    errors pass through."""
+    try:
+        yield
+    except RuntimeError as exc:
+        if not dist.is_initialized() or not is_collective_failure(exc):
+            raise
+        rank, world = rank_and_world()
+        now = step() if callable(step) else step
+        at = (f"at step {now}" if isinstance(now, int) else "before the first step"
+              if now is None else f"while {now}")
+        raise ShardedRunError(
+            f"rank {rank} of {world}: a collective failed {at} (another rank stopped, or did "
+            "not answer within the process group's timeout); the run is not finished "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from exc
+
+
+def open_part(shards, opener=None):
+    """This rank's part of ``shards`` (a folder, or this rank's part already opened), opened
+    on every rank of the group together: each rank checks its own part (``opener(folder,
+    rank, world_size=world)``, `open_shard` by default), the ranks exchange the outcome, and
+    if any part failed every rank raises the same `InvalidParameterError` naming the first
+    failing rank, so no rank is left waiting in a collective for one that stopped.
+
+    Raises:
+        InvalidParameterError: a partition into another number of parts than ranks, or a part
+            that is missing, damaged or from another partition (on every rank).
+        ShardedRunError: another rank stopped before answering.
+    """
+    from gnnprivacy.datasets.graph_shards import GraphShard
+
+    rank, world = rank_and_world()
+    opener = opener or open_shard
+    failure = None
+    part = None
+    try:
+        if isinstance(shards, (Shard, GraphShard)):
+            part = shards
+            if part.num_parts != world or part.part != rank:
+                raise InvalidParameterError(
+                    "shards", f"part {rank} of a partition into {world} part(s), one per rank",
+                    f"part {part.part} of {part.num_parts}")
+        else:
+            part = opener(shards, rank, world_size=world)
+    except InvalidParameterError as exc:
+        received = exc.received if isinstance(exc.received, (str, int, float)) else \
+            str(exc.received)
+        failure = (exc.name, exc.expected, received)
+    failures = [failure]
+    if world > 1:
+        failures = [None] * world
+        with collective_guard(None):
+            dist.all_gather_object(failures, failure)
+    for r, found in enumerate(failures):
+        if found is not None:
+            raise InvalidParameterError(*found, where=f"rank {r} of {world}")
+    return part
 
 
 def _unsupported(exc: Exception) -> bool:
@@ -279,13 +344,38 @@ class ShardedHeterPoissonTrainer(RankZeroCheckpoints, HeterPoissonTrainer):
         super().__init__(backbone, sampling_stream="counter", **kwargs)
 
     def fit(self, shards):
-        """Train on the shards in the folder ``shards`` (this rank's part); returns ``self``."""
-        rank, world = rank_and_world()
-        shard = shards if isinstance(shards, Shard) else open_shard(shards, rank)
-        if shard.num_parts != world or shard.part != rank:
-            raise InvalidParameterError("shards", f"{world} part(s), one per rank (this is "
-                                        f"rank {rank})", f"{shard.num_parts} part(s)")
-        return super().fit(shard)
+        """Train on the shards in the folder ``shards`` (this rank's part); returns ``self``.
+
+        Raises:
+            InvalidParameterError: (on every rank) a partition into another number of parts
+                than ranks, a damaged part, or ``resume`` from a checkpoint of a run on
+                another number of ranks.
+        """
+        shard = open_part(shards)
+        self._check_resume_world()
+        self._step_now = None
+        with collective_guard(lambda: self._step_now):
+            return super().fit(shard)
+
+    def _checkpoint_extra(self) -> dict[str, Any]:
+        return {"world_size": rank_and_world()[1]}
+
+    def _check_resume_world(self) -> None:
+        """A resume reads rank 0's checkpoint on every rank: one written by a run on another
+        number of ranks is refused (the same message on every rank)."""
+        from gnnprivacy.training.checkpoint import load_checkpoint
+
+        if not self.resume or self.checkpoint_path is None:
+            return
+        state = load_checkpoint(self.checkpoint_path)
+        world = rank_and_world()[1]
+        written = None if state is None else state.get("world_size")
+        if written is not None and int(written) != world:
+            raise InvalidParameterError(
+                "resume", f"a checkpoint of a run on {world} rank(s) (this one was written by "
+                f"a run on {written} ranks over a {written}-part partition: resume with "
+                f"{written} ranks on that partition, or train again without resume)",
+                str(self.checkpoint_path))
 
     def _run_fingerprint(self, shard: Shard) -> str:
         meta = {k: v for k, v in shard.meta.items() if k != "source"}
@@ -351,11 +441,16 @@ class ShardedHeterPoissonTrainer(RankZeroCheckpoints, HeterPoissonTrainer):
         """Accuracy of private inference on the non-training nodes of all parts (every rank
         calls it; the result is the same on every rank).
 
-        Each rank predicts its own part's non-training nodes as
+        Each rank predicts its own part's query nodes as
         `HeterPoissonTrainer.predict_logits` does on the whole graph (up to ``fanout``
         in-neighbours among the non-training nodes, chosen by the keys ``(seed, u, j)``),
         fetching the features of neighbours owned by other ranks; the counts are
-        all-reduced. The shards carry no test mask: every non-training node is a query.
+        all-reduced. The queries are the shards' test (and validation) nodes when the
+        partitioned graph had a split (the nodes ``gnnprivacy train`` scores on that
+        dataset and split), else every non-training node.
+
+        Returns:
+            ``test_accuracy``, ``num_test`` and, with a validation mask, ``val_accuracy``.
 
         Privacy: none spent (post-processing of the released model; training nodes are
         never aggregated).
@@ -364,37 +459,51 @@ class ShardedHeterPoissonTrainer(RankZeroCheckpoints, HeterPoissonTrainer):
 
         self._check_fitted()
         rank, world = rank_and_world()
-        shard = shards if isinstance(shards, Shard) else open_shard(shards, rank)
+        shard = open_part(shards)
         part = _Part(shard)
         nodes = np.asarray(shard.nodes)
-        held = ~np.asarray(shard.train_mask[nodes], dtype=bool)
+        masks = shard.masks or {}
+        if "test_mask" in masks:
+            kinds = [np.asarray(masks[m][nodes], dtype=bool) for m in ("test_mask", "val_mask")
+                     if m in masks]
+        else:
+            kinds = [~np.asarray(shard.train_mask[nodes], dtype=bool)]
+        held = np.logical_or.reduce(kinds)
         rows = torch.from_numpy(np.flatnonzero(held).astype(np.int64))
         queries = torch.from_numpy(nodes[held].astype(np.int64))
+        which = torch.from_numpy(np.stack([k[held] for k in kinds]))     # (kinds, queries)
         chunks = torch.tensor([math.ceil(rows.numel() / chunk_size)])
-        counts = torch.zeros(2, dtype=torch.float64)       # correct, queried
-        if world > 1:                   # fetch_rows is a collective: as many calls per rank
-            dist.all_reduce(chunks, op=dist.ReduceOp.MAX)
-        self.model_.eval()
-        with torch.no_grad():
-            for c in range(int(chunks)):
-                r, q = (t[c * chunk_size:(c + 1) * chunk_size] for t in (rows, queries))
-                src, sub = part.in_edges(r)
-                ok = ~part.lookup("train_mask", src) & (src != q[sub])
-                stars = keyed_pick(q, src[ok], sub[ok], fanout=self.fanout, seed=seed)
-                ids = torch.unique(torch.cat([stars.centers, stars.periph_nodes]))
-                x = self.feature_norm_.transform(fetch_rows(part, ids, new_exchange()))
-                if not r.numel():
-                    continue
-                batch = StarBatch(torch.searchsorted(ids, stars.centers).to(self.device_),
-                                  torch.searchsorted(ids, stars.periph_nodes).to(self.device_),
-                                  stars.periph_subgraph.to(self.device_), stars.num_subgraphs)
-                pred = self.model_(x.to(self.device_), batch).argmax(1).cpu()
-                counts += torch.tensor([float((pred == part.y[r]).sum()), float(r.numel())],
-                                       dtype=torch.float64)
-        if world > 1:
-            dist.all_reduce(counts)
-        return {"test_accuracy": float(counts[0] / counts[1]) if counts[1] else float("nan"),
-                "num_test": int(counts[1])}
+        counts = torch.zeros(len(kinds), 2, dtype=torch.float64)         # correct, queried
+        with collective_guard("scoring"):
+            if world > 1:               # fetch_rows is a collective: as many calls per rank
+                dist.all_reduce(chunks, op=dist.ReduceOp.MAX)
+            self.model_.eval()
+            with torch.no_grad():
+                for c in range(int(chunks)):
+                    sl = slice(c * chunk_size, (c + 1) * chunk_size)
+                    r, q, w = rows[sl], queries[sl], which[:, sl]
+                    src, sub = part.in_edges(r)
+                    ok = ~part.lookup("train_mask", src) & (src != q[sub])
+                    stars = keyed_pick(q, src[ok], sub[ok], fanout=self.fanout, seed=seed)
+                    ids = torch.unique(torch.cat([stars.centers, stars.periph_nodes]))
+                    x = self.feature_norm_.transform(fetch_rows(part, ids, new_exchange()))
+                    if not r.numel():
+                        continue
+                    batch = StarBatch(torch.searchsorted(ids, stars.centers).to(self.device_),
+                                      torch.searchsorted(ids, stars.periph_nodes).to(
+                                          self.device_),
+                                      stars.periph_subgraph.to(self.device_),
+                                      stars.num_subgraphs)
+                    hit = (self.model_(x.to(self.device_), batch).argmax(1).cpu()
+                           == part.y[r]).double()
+                    counts += torch.stack([w.double() @ hit, w.double().sum(1)], 1)
+            if world > 1:
+                dist.all_reduce(counts)
+        acc = [float(c[0] / c[1]) if c[1] else float("nan") for c in counts]
+        out = {"test_accuracy": acc[0], "num_test": int(counts[0, 1])}
+        if len(kinds) > 1:
+            out["val_accuracy"] = acc[1]
+        return out
 
     def _sample(self, part: _Part, rng: CounterRandom) -> tuple[StarBatch, Tensor, Tensor]:
         """This rank's star sub-graphs of the global HeterPoisson sample of ``rng``'s step,
@@ -413,18 +522,6 @@ class ShardedHeterPoissonTrainer(RankZeroCheckpoints, HeterPoissonTrainer):
         fetched from their owners."""
         return self.feature_norm_.transform(fetch_rows(part, ids, self.exchange_))
 
-    def _run(self, engine: DPEngine, steps: int, closure_for_step) -> None:
-        try:
-            super()._run(engine, steps, closure_for_step)
-        except RuntimeError as exc:
-            if not dist.is_initialized() or not is_collective_failure(exc):
-                raise
-            rank, world = rank_and_world()
-            raise ShardedRunError(
-                f"rank {rank} of {world}: a collective failed at step {self._step_now} "
-                "(another rank stopped, or did not answer within the process group's "
-                f"timeout); the run is not finished ({type(exc).__name__}: "
-                f"{str(exc).splitlines()[0] if str(exc) else ''})") from exc
 
 
 # ---------------------------------------------------------------------- make_private
@@ -574,11 +671,7 @@ def make_private_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimize
         InvalidParameterError: another sampler, or a partition whose number of parts is not
             the world size.
     """
-    rank, world = rank_and_world()
-    shard = shards if isinstance(shards, Shard) else open_shard(shards, rank)
-    if shard.num_parts != world or shard.part != rank:
-        raise InvalidParameterError("shards", f"{world} part(s), one per rank (this is "
-                                    f"rank {rank})", f"{shard.num_parts} part(s)")
+    shard = open_part(shards)
     if isinstance(sampler, str) and sampler in SHARDED_SAMPLERS:
         sampler = SHARDED_SAMPLERS[sampler]()
     if not isinstance(sampler, _ShardedSubgraphs):
@@ -586,7 +679,22 @@ def make_private_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimize
                                     "ShardedHeterPoissonSubgraphs/ShardedNodeSubgraphs",
                                     sampler if isinstance(sampler, str)
                                     else type(sampler).__name__)
-    broadcast_parameters(model)
-    pt = PrivateTraining(model, optimizer, shard, sampler=sampler, **kwargs)
+    with collective_guard(None):
+        broadcast_parameters(model)
+        pt = ShardedPrivateTraining(model, optimizer, shard, sampler=sampler, **kwargs)
     pt.engine = DistributedDPEngine.wrap(pt.engine)
     return pt
+
+
+class ShardedPrivateTraining(PrivateTraining):
+    """`PrivateTraining` over shards (`make_private_sharded`): a failed collective in a draw
+    (the features fetched from other ranks) or in ``optimizer.step()`` (the all-reduce of the
+    noisy sum) is one `ShardedRunError` naming the rank and the step."""
+
+    def _draw(self):
+        with collective_guard(self.steps):
+            return super()._draw()
+
+    def step(self):
+        with collective_guard(self.steps):
+            return super().step()
