@@ -61,7 +61,9 @@ def _entry(target, rank, world, out, *args):
     os._exit(0)                   # a broken group cannot be torn down without its peer
 
 
-def _open_and_train(rank, world, out, folder):
+def _open_and_train(rank, world, out, folder, die_at=None):
+    """A user's loop over ``folder``; rank 1 dies (os._exit) at step ``die_at`` before its
+    step's all-reduce."""
     model = Net()
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     pt = make_private_sharded(model, opt, folder, sampler="heterpoisson", **KW)
@@ -69,6 +71,8 @@ def _open_and_train(rank, world, out, folder):
         opt.zero_grad()
         F.cross_entropy(model(batch.x, batch.edge_index)[batch.center],
                         batch.y[batch.center]).backward()
+        if rank == 1 and pt.steps == die_at:
+            os._exit(3)
         opt.step()
     return f"finished {pt.steps}"
 
@@ -121,23 +125,9 @@ def test_broken_control_without_the_agreement_rank_0_gets_another_error(tmp_path
     assert said[0].startswith("ShardedRunError: rank 0 of 2: a collective failed"), said
 
 
-def _dies_at_step_3(rank, world, out, folder):
-    model = Net()
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    pt = make_private_sharded(model, opt, folder, sampler="heterpoisson", **KW)
-    for batch in pt.loader:
-        opt.zero_grad()
-        F.cross_entropy(model(batch.x, batch.edge_index)[batch.center],
-                        batch.y[batch.center]).backward()
-        if rank == 1 and pt.steps == 3:
-            os._exit(3)                                      # dies before its step's reduce
-        opt.step()
-    return f"finished {pt.steps}"
-
-
 def test_a_rank_that_dies_in_a_users_loop_stops_the_other_with_one_line(tmp_path):
     folder = partition_graph(_data(), tmp_path / "s", num_parts=2, method="metis")
-    assert _fork(_dies_at_step_3, 2, str(tmp_path), str(folder)) == [0, 3]
+    assert _fork(_open_and_train, 2, str(tmp_path), str(folder), 3) == [0, 3]
     line = (tmp_path / "outcome0.txt").read_text()
     assert line.startswith("ShardedRunError: rank 0 of 2: a collective failed at step 3"), line
     assert "the run is not finished" in line and "\n" not in line
