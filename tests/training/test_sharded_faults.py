@@ -165,6 +165,7 @@ def _two_ranks_to_step_3(rank, world, folder, out):
     pt.guard.stop()
 
 
+@pytest.mark.slow
 def test_a_users_loop_resumes_on_another_number_of_ranks(tmp_path):
     """make_private_sharded's state is the counter stream's (seed, step), the model, the
     optimizer and the ledger: none depends on the partition, so a state saved on 2 ranks

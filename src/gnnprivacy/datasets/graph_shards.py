@@ -234,6 +234,28 @@ class GraphShard(PartOf):
     def num_graphs(self) -> int:
         return int(self.meta["num_graphs"])
 
+    @property
+    def num_train(self) -> int:
+        """Training graphs over all parts."""
+        return int(self.meta["num_train"])
+
+    def graph_list(self, rows) -> list:
+        """The part's graphs at ``rows`` as PyG ``Data`` (for evaluation)."""
+        import torch
+        from torch_geometric.data import Data
+
+        out = []
+        for r in np.asarray(rows, dtype=np.int64):
+            a, b = int(self.node_ptr[r]), int(self.node_ptr[r + 1])
+            c, d = int(self.edge_ptr[r]), int(self.edge_ptr[r + 1])
+            g = Data(x=torch.from_numpy(np.array(self.x[a:b])),
+                     edge_index=torch.from_numpy(np.array(self.edge_index[:, c:d])),
+                     y=torch.from_numpy(np.array(self.y[r:r + 1])))
+            if self.edge_attr is not None:
+                g.edge_attr = torch.from_numpy(np.array(self.edge_attr[c:d]))
+            out.append(g)
+        return out
+
     def train_index(self) -> np.ndarray:
         """Each of the part's graphs' index in the list of training graphs (ascending ids;
         ``-1`` for the others)."""

@@ -359,8 +359,8 @@ def load_array(folder: Path, rel: str, *, kinds: str, shape: tuple) -> np.ndarra
 def check_part_rows(folder: Path, meta: dict, part: int, a: dict, *, ids: str, unit: str,
                     total: int) -> None:
     """The checks every part gets: its ids (``a[ids]``) ascending in ``[0, total)`` and where
-    ``owner.npy`` / ``local.npy`` put them, labels below the class count, and as many training
-    ``unit``\ s as ``meta.json`` says."""
+    ``owner.npy`` / ``local.npy`` put them, labels below the class count, and the number of
+    training units (``unit``: node or graph) that ``meta.json`` says."""
     def bad(rel: str, what: str):
         return InvalidParameterError("path", "shards whose files agree with each other",
                                      f"{folder}/{rel}: {what}")

@@ -25,9 +25,10 @@ The released sum is the single-process run's with ``sampling_stream="counter"`` 
 seed: the same sub-graphs, clipped alike, the same noise; parameters agree up to
 floating-point summation order and the ledgers are equal (``tests/training/test_sharded.py``).
 
-`make_private_sharded` does the same for the user's own model and loop (``"heterpoisson"`` and
-``"nodes"`` samplers; reference: `make_private` with ``sampling_stream="counter"``,
-``tests/training/test_sharded_private.py``).
+`make_private_sharded` does the same for the user's own model and loop (``"heterpoisson"``,
+``"nodes"`` and, on graph shards, ``"graphs"`` (`gnnprivacy.training.sharded_graphs`);
+reference: `make_private` with ``sampling_stream="counter"``,
+``tests/training/test_sharded_private.py``, ``tests/training/test_sharded_units.py``).
 
 *Privacy.* Unchanged from `HeterPoissonTrainer`: node unit, add/remove inside a fixed graph
 whose degree sequence is public, one HeterPoisson mixture event per executed step. The
@@ -39,7 +40,6 @@ sampling generator (OS-seeded on rank 0 and broadcast in secure mode).
 
 from __future__ import annotations
 
-import contextlib
 import math
 from pathlib import Path
 from typing import Any
@@ -52,261 +52,32 @@ from torch.nn import functional as F
 from torch_geometric.data import Data
 
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
-from gnnprivacy.datasets.shards import Shard, open_shard
+from gnnprivacy.datasets.shards import Shard
 from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.nn.star import StarGNN
-from gnnprivacy.sampling._graph import gather_segments
-from gnnprivacy.sampling.counter_rng import CounterRandom, counter_seed
-from gnnprivacy.sampling.heter_poisson import STREAM_CENTRAL, STREAM_NEIGHBOR
+from gnnprivacy.sampling.counter_rng import CounterRandom
 from gnnprivacy.sampling.star_batch import StarBatch
 from gnnprivacy.training import _privacy
 from gnnprivacy.training.checkpoint import fingerprint
 from gnnprivacy.training.distributed import (DistributedDPEngine, RankZeroCheckpoints,
                                              broadcast_parameters, rank_and_world)
-from gnnprivacy.training.dp import DPEngine, make_optimizer
-from gnnprivacy.training.node_dp.common import FeatureNorm
+from gnnprivacy.training.dp import make_optimizer
 from gnnprivacy.training.node_dp.heterpoisson import HeterPoissonTrainer
 from gnnprivacy.training.private.make_private import PrivateTraining
 from gnnprivacy.training.private.samplers import (HeterPoissonSubgraphs, NodeSubgraphs,
                                                   SubgraphSampler)
+from gnnprivacy.datasets.graph_shards import open_graph_shard
+from gnnprivacy.training.sharded_graphs import ShardedGraphSampler
+from gnnprivacy.training.sharded_parts import (ShardedRunError, _feature_norm, _Part,
+                                               collective_guard, exchange_rows, fetch_rows,
+                                               is_collective_failure, new_exchange, open_part,
+                                               rank_zero_seed, sample_part_stars)
 
-__all__ = ["ShardedHeterPoissonSubgraphs", "ShardedHeterPoissonTrainer", "ShardedNodeSubgraphs",
+__all__ = ["ShardedGraphSampler", "ShardedHeterPoissonSubgraphs", "ShardedHeterPoissonTrainer",
+           "ShardedNodeSubgraphs", "fit_graph_classifier_sharded",
            "ShardedPrivateTraining", "ShardedRunError", "collective_guard", "exchange_rows",
            "fetch_rows", "is_collective_failure", "make_private_sharded", "open_part",
            "sample_part_stars"]
-
-
-class ShardedRunError(RuntimeError):
-    """A collective of a sharded run failed: another rank stopped or did not answer in time."""
-
-
-#: words of the errors a failed collective raises (gloo, NCCL, the store): a peer gone or late
-_COLLECTIVE_WORDS = ("gloo", "nccl", "connection", "timed out", "timeout", "peer", "socket",
-                     "broken pipe")
-
-
-def is_collective_failure(exc: BaseException) -> bool:
-    """Whether ``exc`` comes from a collective whose peers stopped or did not answer (and
-    not, say, from the model: those pass through unchanged)."""
-    if isinstance(exc, ShardedRunError):
-        return False
-    dist_error = getattr(dist, "DistError", None)
-    if dist_error is not None and isinstance(exc, dist_error):
-        return True
-    text = str(exc).lower()
-    return any(word in text for word in _COLLECTIVE_WORDS)
-
-
-@contextlib.contextmanager
-def collective_guard(step):
-    """Turn a failed collective (a peer gone or silent past the group's timeout) inside the
-    block into one `ShardedRunError` line naming this rank and the step (``step``: an int,
-    ``None`` before training, or a callable giving it when the failure happens); other
-    errors pass through."""
-    try:
-        yield
-    except RuntimeError as exc:
-        if not dist.is_initialized() or not is_collective_failure(exc):
-            raise
-        rank, world = rank_and_world()
-        now = step() if callable(step) else step
-        at = (f"at step {now}" if isinstance(now, int) else "before the first step"
-              if now is None else f"while {now}")
-        raise ShardedRunError(
-            f"rank {rank} of {world}: a collective failed {at} (another rank stopped, or did "
-            "not answer within the process group's timeout); the run is not finished "
-            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from exc
-
-
-def open_part(shards, opener=None):
-    """This rank's part of ``shards`` (a folder, or this rank's part already opened), opened
-    on every rank of the group together: each rank checks its own part (``opener(folder,
-    rank, world_size=world)``, `open_shard` by default), the ranks exchange the outcome, and
-    if any part failed every rank raises the same `InvalidParameterError` naming the first
-    failing rank, so no rank is left waiting in a collective for one that stopped.
-
-    Raises:
-        InvalidParameterError: a partition into another number of parts than ranks, or a part
-            that is missing, damaged or from another partition (on every rank).
-        ShardedRunError: another rank stopped before answering.
-    """
-    from gnnprivacy.datasets.graph_shards import GraphShard
-
-    rank, world = rank_and_world()
-    opener = opener or open_shard
-    failure = None
-    part = None
-    try:
-        if isinstance(shards, (Shard, GraphShard)):
-            part = shards
-            if part.num_parts != world or part.part != rank:
-                raise InvalidParameterError(
-                    "shards", f"part {rank} of a partition into {world} part(s), one per rank",
-                    f"part {part.part} of {part.num_parts}")
-        else:
-            part = opener(shards, rank, world_size=world)
-    except InvalidParameterError as exc:
-        received = exc.received if isinstance(exc.received, (str, int, float)) else \
-            str(exc.received)
-        failure = (exc.name, exc.expected, received)
-    failures = [failure]
-    if world > 1:
-        failures = [None] * world
-        with collective_guard(None):
-            dist.all_gather_object(failures, failure)
-    for r, found in enumerate(failures):
-        if found is not None:
-            raise InvalidParameterError(*found, where=f"rank {r} of {world}")
-    return part
-
-
-def _unsupported(exc: Exception) -> bool:
-    text = str(exc).lower()
-    return "not supported" in text or "unsupported" in text or "not implemented" in text
-
-
-def _all_to_all_v(send: Tensor, send_sizes: list[int], recv_sizes: list[int]) -> Tensor:
-    """Uneven all-to-all of rows: ``send`` holds the rows for rank ``p`` in block ``p``
-    (``send_sizes[p]`` rows); returns the blocks received from every rank, in rank order.
-    ``all_to_all_single`` with split sizes (gloo and NCCL have it), or paired point-to-point
-    sends where a backend lacks it."""
-    out = send.new_empty((sum(recv_sizes),) + tuple(send.shape[1:]))
-    if getattr(_all_to_all_v, "native", True):
-        try:
-            dist.all_to_all_single(out, send, recv_sizes, send_sizes)
-            return out
-        except (RuntimeError, NotImplementedError) as exc:
-            if not _unsupported(exc):
-                raise
-            _all_to_all_v.native = False  # type: ignore[attr-defined]
-    rank = dist.get_rank()
-    outs, ins = out.split(recv_sizes), send.split(send_sizes)
-    ops = []
-    for peer in range(dist.get_world_size()):
-        if peer == rank:
-            outs[peer].copy_(ins[peer])
-        else:
-            ops += [dist.P2POp(dist.isend, ins[peer].contiguous(), peer),
-                    dist.P2POp(dist.irecv, outs[peer], peer)]
-    for work in dist.batch_isend_irecv(ops) if ops else []:
-        work.wait()
-    return out
-
-
-def exchange_rows(requests: list[Tensor], table: np.ndarray) -> tuple[Tensor, int]:
-    """Fetch rows of the other ranks' ``table`` (every rank calls it once per step).
-
-    Args:
-        requests: per rank ``p``, the rows of ``p``'s table this rank needs (int64; the own
-            rank's entry is ignored).
-        table: this rank's ``(n_k, F)`` rows (a memory map is fine).
-
-    Returns:
-        ``(rows, bytes_sent)``: ``rows`` stacks ``table_p[requests[p]]`` for ``p`` in rank
-        order (the own rank's block empty); ``bytes_sent`` counts what this rank put on the
-        wire (its request counts and row ids, and the rows it served).
-    """
-    rank, world = rank_and_world()
-    requests = [r if p != rank else r[:0] for p, r in enumerate(requests)]
-    ask = [int(r.numel()) for r in requests]
-    ones = [1] * world
-    counts = _all_to_all_v(torch.tensor(ask, dtype=torch.long), ones, ones).tolist()
-    asked = _all_to_all_v(torch.cat(requests), ask, counts)
-    served = torch.from_numpy(np.ascontiguousarray(table[asked.numpy()]))
-    rows = _all_to_all_v(served.reshape((asked.numel(),) + tuple(table.shape[1:])), counts, ask)
-    sent = 8 * (world - 1) + 8 * sum(ask) + served.numel() * served.element_size()
-    return rows, int(sent)
-
-
-def _feature_norm(requested: str, shard: Shard) -> FeatureNorm:
-    """`FeatureNorm` over all parts: a standardisation's moments (float64 sums over this
-    part's public, or all, rows) are all-reduced; whether any node is public is the whole
-    graph's."""
-    train = np.asarray(shard.train_mask[np.asarray(shard.nodes)], dtype=bool)
-    public_total = int(shard.meta["num_nodes"]) - int(shard.meta["num_train"])
-
-    def reduce(moments: Tensor) -> Tensor:
-        if rank_and_world()[1] > 1:
-            dist.all_reduce(moments)
-        return moments
-
-    return FeatureNorm(requested).fit(shard.x, ~train, has_public=public_total > 0, reduce=reduce)
-
-
-class _Part:
-    """The torch-side view of a shard used by every step (small arrays loaded, large mapped)."""
-
-    def __init__(self, shard: Shard):
-        self.shard = shard
-        nodes = np.asarray(shard.nodes)
-        train = np.asarray(shard.train_mask[nodes], dtype=bool)
-        self.cand = torch.from_numpy(nodes[train].copy())           # global ids, ascending
-        self.cand_rows = torch.from_numpy(np.flatnonzero(train).astype(np.int64))
-        self.indptr = torch.from_numpy(np.asarray(shard.indptr, dtype=np.int64).copy())
-        self.y = torch.from_numpy(np.asarray(shard.y, dtype=np.int64).copy())
-
-    def in_edges(self, rows: Tensor) -> tuple[Tensor, Tensor]:
-        """Global sources of the in-edges of the part's ``rows`` and their row slot."""
-        edge_ids, sub = gather_segments(self.indptr, rows)
-        src = torch.from_numpy(np.asarray(self.shard.src[edge_ids.numpy()], dtype=np.int64))
-        return src, sub
-
-    def lookup(self, name: str, ids: Tensor) -> Tensor:
-        return torch.from_numpy(np.asarray(getattr(self.shard, name)[ids.numpy()]))
-
-
-def sample_part_stars(part: _Part, rng: CounterRandom, *, q_b: float, M: float,
-                      peripheral_pool: str = "all_visible",
-                      enforce_no_overlap: bool = True) -> tuple[StarBatch, Tensor]:
-    """This rank's star sub-graphs of the global HeterPoisson sample of ``rng``'s step.
-
-    Returns:
-        ``(stars, rows)``: the stars in global node ids (centres ascending, edges
-        peripheral -> centre) and the part's row of each centre.
-    """
-    hit = rng.uniform(STREAM_CENTRAL, part.cand) < q_b
-    centers, rows = part.cand[hit], part.cand_rows[hit]
-    src, sub = part.in_edges(rows)
-    if peripheral_pool == "train_only":
-        keep = part.lookup("train_mask", src)
-        src, sub = src[keep], sub[keep]
-    prob = torch.clamp(M / part.lookup("out_degree", src).to(torch.float64), max=1.0)
-    kept = (rng.uniform(STREAM_NEIGHBOR, centers[sub], src) < prob).nonzero().flatten()
-    src, sub = src[kept], sub[kept]
-    if enforce_no_overlap and src.numel():
-        central = part.lookup("train_mask", src) & (rng.uniform(STREAM_CENTRAL, src) < q_b)
-        src, sub = src[~central], sub[~central]
-    return StarBatch(centers, src, sub, int(centers.numel())), rows
-
-
-def new_exchange() -> dict[str, int]:
-    """Per-rank exchange totals: bytes sent, remote rows fetched, their features' bytes."""
-    return {"bytes_sent": 0, "remote_rows": 0, "remote_feature_bytes": 0, "steps": 0}
-
-
-def fetch_rows(part: _Part, ids: Tensor, exchange: dict[str, int]) -> Tensor:
-    """Raw feature rows of the global ``ids``: own rows from the part's map, the others'
-    fetched from their owners (`exchange_rows`; every rank calls it once per step). Adds
-    this step's traffic to ``exchange`` (`new_exchange`)."""
-    rank, world = rank_and_world()
-    shard = part.shard
-    owner = part.lookup("owner", ids).long()
-    local = part.lookup("local", ids)
-    mine = owner == rank
-    out = torch.empty((ids.numel(), int(shard.meta["num_features"])),
-                      dtype=torch.from_numpy(np.empty(0, dtype=shard.x.dtype)).dtype)
-    out[mine] = torch.from_numpy(np.asarray(shard.x[local[mine].numpy()]))
-    if world > 1:
-        where = [(owner == p).nonzero().flatten() for p in range(world)]
-        where[rank] = where[rank][:0]
-        rows, sent = exchange_rows([local[w] for w in where], shard.x)
-        out[torch.cat(where)] = rows
-        remote = int((~mine).sum())
-        exchange["bytes_sent"] += sent
-        exchange["remote_rows"] += remote
-        exchange["remote_feature_bytes"] += remote * out.shape[1] * out.element_size()
-    exchange["steps"] += 1
-    return out
 
 
 class ShardedHeterPoissonTrainer(RankZeroCheckpoints, HeterPoissonTrainer):
@@ -401,11 +172,7 @@ class ShardedHeterPoissonTrainer(RankZeroCheckpoints, HeterPoissonTrainer):
                                                    epsilon=self.epsilon,
                                                    steps=self.steps_planned_)
         self.expected_batch_size_ = self.q_b_ * n_train
-        seed = counter_seed(gens["sample"])
-        if world > 1:                 # rank 0's stream (OS-seeded in secure mode)
-            box = torch.tensor([seed], dtype=torch.long)
-            dist.broadcast(box, src=0)
-            seed = int(box)
+        seed = rank_zero_seed(gens["sample"])      # OS-seeded on rank 0 in secure mode
         self.counter_seed_ = seed
         engine = DistributedDPEngine(
             self.model_, make_optimizer("adam", self.model_.parameters(), lr=self.lr),
@@ -546,12 +313,7 @@ class _ShardedSubgraphs(SubgraphSampler):
         self._fetched = (torch.zeros(0, dtype=torch.long), torch.zeros(0))
 
     def _stream_seed(self, generator: torch.Generator) -> int:
-        seed = counter_seed(generator)
-        if rank_and_world()[1] > 1:          # rank 0's stream (OS-seeded in secure mode)
-            box = torch.tensor([seed], dtype=torch.long)
-            dist.broadcast(box, src=0)
-            seed = int(box)
-        return seed
+        return rank_zero_seed(generator)      # rank 0's stream (OS-seeded in secure mode)
 
     def _edge_keys(self) -> list[str]:
         return []
@@ -622,7 +384,8 @@ class ShardedNodeSubgraphs(_ShardedSubgraphs, NodeSubgraphs):
 
 
 SHARDED_SAMPLERS = {"heterpoisson": ShardedHeterPoissonSubgraphs,
-                    "nodes": ShardedNodeSubgraphs}
+                    "nodes": ShardedNodeSubgraphs, "graphs": ShardedGraphSampler}
+_SHARDED_TYPES = (_ShardedSubgraphs, ShardedGraphSampler)
 
 
 def make_private_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimizer, shards, *,
@@ -655,8 +418,9 @@ def make_private_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimize
         model: as `make_private` (the same architecture on every rank).
         optimizer: as `make_private`.
         shards: a shard folder or this rank's `Shard`.
-        sampler: ``"heterpoisson"``, ``"nodes"``, or a `ShardedHeterPoissonSubgraphs` /
-            `ShardedNodeSubgraphs` with options.
+        sampler: ``"heterpoisson"``, ``"nodes"``, ``"graphs"`` (graph shards: unit graph),
+            or a `ShardedHeterPoissonSubgraphs` / `ShardedNodeSubgraphs` /
+            `ShardedGraphSampler` with options.
         **kwargs: `make_private`'s keyword arguments (``epsilon`` or ``noise_multiplier``,
             ``delta``, ``max_grad_norm``, ``epochs``/``steps``, ``batch_size``,
             ``secure_mode``, ``seed``, ``loss_reduction``); every rank passes the same.
@@ -671,14 +435,14 @@ def make_private_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimize
         InvalidParameterError: another sampler, or a partition whose number of parts is not
             the world size.
     """
-    shard = open_part(shards)
     if isinstance(sampler, str) and sampler in SHARDED_SAMPLERS:
         sampler = SHARDED_SAMPLERS[sampler]()
-    if not isinstance(sampler, _ShardedSubgraphs):
+    if not isinstance(sampler, _SHARDED_TYPES):
         raise InvalidParameterError("sampler", f"one of {sorted(SHARDED_SAMPLERS)} or a "
-                                    "ShardedHeterPoissonSubgraphs/ShardedNodeSubgraphs",
-                                    sampler if isinstance(sampler, str)
+                                    "ShardedHeterPoissonSubgraphs/ShardedNodeSubgraphs/"
+                                    "ShardedGraphSampler", sampler if isinstance(sampler, str)
                                     else type(sampler).__name__)
+    shard = open_part(shards, getattr(sampler, "opener", None))
     with collective_guard(None):
         broadcast_parameters(model)
         pt = ShardedPrivateTraining(model, optimizer, shard, sampler=sampler, **kwargs)
@@ -698,3 +462,25 @@ class ShardedPrivateTraining(PrivateTraining):
     def step(self):
         with collective_guard(self.steps):
             return super().step()
+
+
+def fit_graph_classifier_sharded(shards, **kwargs):
+    """`gnnprivacy.training.graph_classification.fit_graph_classifier` (private) on graph
+    shards, on every rank: the same model (rank 0's parameters), loop and plan, with
+    `make_private_sharded` (the counter stream; one noise draw on rank 0, one all-reduce per
+    step). ``kwargs`` are ``fit_graph_classifier``'s; ``epsilon`` is required.
+
+    Returns:
+        The `GraphFit` (the same on every rank).
+    """
+    from gnnprivacy.training.graph_classification import fit_graph_classifier
+
+    if kwargs.get("epsilon") is None:
+        raise InvalidParameterError("epsilon", "a target epsilon (sharded training is private)",
+                                    None)
+    shard = open_part(shards, open_graph_shard)
+    meta = shard.meta
+    kwargs.setdefault("num_features", int(meta["num_features"]))
+    kwargs.setdefault("num_classes", int(meta["num_classes"]))
+    kwargs.setdefault("edge_dim", int(meta["edge_dim"]))
+    return fit_graph_classifier(shard, make=make_private_sharded, **kwargs)

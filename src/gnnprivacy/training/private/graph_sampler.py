@@ -99,6 +99,11 @@ def check_graphs(dataset) -> list:
 class GraphSampler(NodeSubgraphs):
     """Poisson sampling of whole graphs: the ``"graphs"`` sampler (graph-level DP-SGD).
 
+    Args:
+        sampling_stream: ``"generator"`` (default) or ``"counter"`` (each graph's trial keyed
+            by its index in the training list: the single-process reference of
+            `gnnprivacy.training.sharded_graphs`; same law, same event).
+
     Privacy: unit graph, add/remove one training graph; one Poisson-subsampled Gaussian
     event (rate ``q``) per step, sensitivity one clip norm (each graph is one group of the
     engine). The number of training graphs (which sets ``q``) is assumed public.
@@ -146,19 +151,22 @@ class GraphSampler(NodeSubgraphs):
     def _details(self) -> dict:
         return {"num_train_graphs": self.num_train}
 
-    def sample(self, generator: torch.Generator):
-        from gnnprivacy.sampling import poisson_node_batch
+    def _nodes_batch(self, nodes: Tensor):
+        """The step's batch of the sampled training graphs (`NodeSubgraphs.sample` draws
+        them: Poisson from the generator, or each graph's trial keyed by its index with
+        ``sampling_stream="counter"``, the single-process reference of a sharded run)."""
+        return self.collate(nodes)
 
-        picked = poisson_node_batch(self.train_nodes, rate=self._rate, generator=generator)
-        return self.collate(picked)
-
-    def collate(self, picked: Tensor):
-        """A PyG ``Batch`` of the training graphs ``picked``, ordered by size (stable)."""
+    def collate(self, picked: Tensor, g_id: Tensor | None = None):
+        """A PyG ``Batch`` of the training graphs ``picked`` (rows of this sampler's arrays),
+        ordered by size (stable); ``g_id`` (default ``picked``): their ids in the list of
+        training graphs."""
         from torch_geometric.data import Batch
 
+        g_id = picked if g_id is None else g_id
         sizes = self._sizes[picked]
         order = torch.argsort(sizes, stable=True)
-        picked, sizes = picked[order], sizes[order]
+        picked, sizes, g_id = picked[order], sizes[order], g_id[order]
         esizes = self._esizes[picked]
         num = int(picked.numel())
         ptr = torch.cat([torch.zeros(1, dtype=torch.long), sizes.cumsum(0)])
@@ -169,7 +177,7 @@ class GraphSampler(NodeSubgraphs):
         erows = self._eptr[picked][eseg] + torch.arange(eseg.numel()) - eptr[:-1][eseg]
         edge_index = self._ei[:, erows] + ptr[:-1][eseg]
         fields = dict(x=self._x[rows], edge_index=edge_index, y=self._y[picked], batch=seg,
-                      ptr=ptr, g_id=picked, num_subgraphs=num)
+                      ptr=ptr, g_id=g_id, num_subgraphs=num)
         if self._ea is not None:
             fields["edge_attr"] = self._ea[erows]
         out = Batch(**fields)
@@ -177,4 +185,6 @@ class GraphSampler(NodeSubgraphs):
         return out
 
     def __repr__(self) -> str:
-        return "GraphSampler()"
+        stream = "" if self.sampling_stream == "generator" else \
+            f"sampling_stream={self.sampling_stream!r}"
+        return f"{type(self).__name__}({stream})"
