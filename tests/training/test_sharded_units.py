@@ -5,6 +5,7 @@ controls: the noise drawn on every rank, and a graph sampled on two ranks."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from torch.nn import functional as F
@@ -39,17 +40,18 @@ def _rel(a: dict, b: dict) -> float:
     return (num / sum(float(b[k].norm() ** 2) for k in b)) ** 0.5
 
 
-def _graph_run(data, sampler, make, *, broken: str | None = None, dup=None) -> dict:
+def _graph_run(data, sampler, make, *, broken: str | None = None, dup=None,
+               steps: int = STEPS) -> dict:
     torch.manual_seed(0)
     model = GraphClassifier(6, 2, backbone="gin", hidden=16, layers=2)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    pt = make(model, opt, data, sampler=sampler, **GKW)
+    pt = make(model, opt, data, sampler=sampler, **{**GKW, "steps": steps})
     rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
     if broken == "noise":                       # every rank draws (the same) noise
         pt.engine.noise_rank = rank
     if broken == "twice" and rank == 1:         # rank 1 also holds (and samples) graph `dup`
         _add_graph(pt.sampler, *dup)
-    seen = [[] for _ in range(STEPS)]          # a step whose local sample is empty yields none
+    seen = [[] for _ in range(steps)]          # a step whose local sample is empty yields none
     for batch in pt.loader:
         opt.zero_grad()
         F.cross_entropy(model(batch.x, batch.edge_index, batch.batch), batch.y).backward()
@@ -82,14 +84,14 @@ def _graph_worker(rank, world, folder, out, broken, dup):
 
 def test_one_part_of_graph_shards_is_the_single_process_run(tmp_path):
     """Without a process group: one part, the counter stream, the same batches and result."""
-    graphs = _graphs(60)
+    graphs = _graphs(40)
     folder = partition_graph_list(graphs, tmp_path / "g", num_parts=1)
-    single = _graph_run(graphs, GraphSampler(sampling_stream="counter"), make_private)
-    sharded = _graph_run(str(folder), "graphs", make_private_sharded)
+    single = _graph_run(graphs, GraphSampler(sampling_stream="counter"), make_private, steps=5)
+    sharded = _graph_run(str(folder), "graphs", make_private_sharded, steps=5)
     assert sharded["seen"] == single["seen"] and sharded["ledger"] == single["ledger"]
     assert _rel(sharded["params"], single["params"]) < 1e-6
     # control: the generator stream draws other graphs
-    other = _graph_run(graphs, GraphSampler(), make_private)
+    other = _graph_run(graphs, GraphSampler(), make_private, steps=5)
     assert other["seen"] != single["seen"]
 
 
@@ -182,3 +184,139 @@ def test_train_sharded_on_graph_shards_is_fit_graph_classifier_in_one_process(tm
         out = CliRunner(env=env).invoke(main, ["train-sharded", str(folder), *bad,
                                                "--runs-dir", str(tmp_path / "r2")])
         assert out.exit_code == 1 and name in out.output and "Traceback" not in out.output
+
+
+# -------------------------------------------------------------------- degree_bounded (DP-GNN)
+BKW = dict(noise_multiplier=1.0, steps=STEPS, batch_size=30, seed=3)
+
+
+class TwoHops(torch.nn.Module):
+    """Two GCN layers: 2-hop subgraphs, bounded over every node (bound_all_nodes)."""
+
+    def __init__(self):
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.c1, self.c2 = GCNConv(12, 16), GCNConv(16, 4)
+
+    def forward(self, x, edge_index):
+        return self.c2(torch.relu(self.c1(x, edge_index)), edge_index)
+
+
+def _node_data():
+    from gnnprivacy.datasets import load_dataset
+
+    return load_dataset("csbm", num_nodes=400, num_features=12, seed=0)
+
+
+def _bounded_run(data, sampler, make, *, broken: str | None = None, steps: int = STEPS) -> dict:
+    torch.manual_seed(0)
+    model = TwoHops()
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    pt = make(model, opt, data, sampler=sampler, **{**BKW, "steps": steps})
+    rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+    if broken == "noise":
+        pt.engine.noise_rank = rank
+    subgraphs = [[] for _ in range(steps)]
+    for batch in pt.loader:
+        opt.zero_grad()
+        F.cross_entropy(model(batch.x, batch.edge_index)[batch.center],
+                        batch.y[batch.center]).backward()
+        step = pt.steps
+        opt.step()                      # the loop guard: read the batch after the step
+        subgraphs[step] = sorted(
+            (int(batch.n_id[c]), tuple(sorted(batch.n_id[batch.batch == i].tolist())))
+            for i, c in enumerate(batch.center.tolist()))
+    table = getattr(pt.sampler, "_table", None)
+    if table is None:
+        bounded = pt.sampler._bounded.edge_index
+    else:                                   # this rank's nodes' bounded neighbours
+        nodes = torch.from_numpy(np.array(pt.sampler._shard.nodes, dtype=np.int64))
+        t = torch.from_numpy(table)
+        rows = nodes.repeat_interleave((t >= 0).sum(1))
+        bounded = torch.stack([t[t >= 0], rows])
+    return {"params": {k: v.detach().clone() for k, v in model.state_dict().items()},
+            "ledger": pt.ledger, "epsilon": pt.epsilon, "steps": pt.steps,
+            "subgraphs": subgraphs, "bounded": bounded,
+            "occurrence_bound": pt.privacy["occurrence_bound"]}
+
+
+def _edges(ei) -> set:
+    return set(map(tuple, ei.t().tolist()))
+
+
+def test_one_part_of_node_shards_is_the_single_process_degree_bounded_run(tmp_path):
+    from gnnprivacy.datasets.shards import partition_graph
+    from gnnprivacy.training.private.samplers import DegreeBoundedSubgraphs
+    from gnnprivacy.training.sharded_bounded import ShardedDegreeBoundedSubgraphs
+
+    data = _node_data()
+    folder = partition_graph(data, tmp_path / "one", num_parts=1)
+    single = _bounded_run(data, DegreeBoundedSubgraphs(max_degree=3, sampling_stream="counter"),
+                          make_private, steps=5)
+    sharded = _bounded_run(str(folder), ShardedDegreeBoundedSubgraphs(max_degree=3),
+                           make_private_sharded, steps=5)
+    assert _edges(sharded["bounded"]) == _edges(single["bounded"])
+    assert sharded["subgraphs"] == single["subgraphs"]
+    assert sharded["ledger"] == single["ledger"] and sharded["occurrence_bound"] == 10
+    assert _rel(sharded["params"], single["params"]) < 1e-6
+    # control: the generator stream bounds and samples otherwise
+    other = _bounded_run(data, DegreeBoundedSubgraphs(max_degree=3), make_private, steps=5)
+    assert other["subgraphs"] != single["subgraphs"]
+
+
+def _bounded_worker(rank, world, folder, out, broken):
+    from gnnprivacy.training.sharded_bounded import ShardedDegreeBoundedSubgraphs
+
+    torch.set_num_threads(1)
+    if broken == "alone":              # each rank bounds its part alone: no edge to another
+        from gnnprivacy.sampling.bounded_rounds import PartRounds
+
+        init = PartRounds.__init__
+
+        def without_cross_edges(self, *args, **kwargs):
+            init(self, *args, **kwargs)
+            self.status[self.local_nbr < 0] = 2        # rejected, never proposed
+
+        PartRounds.__init__ = without_cross_edges
+    torch.save(_bounded_run(folder, ShardedDegreeBoundedSubgraphs(max_degree=3),
+                            make_private_sharded, broken=broken), f"{out}/bounded{rank}.pt")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world", [2, 3])
+def test_degree_bounded_shards_equal_one_process_and_broken_controls(tmp_path, world):
+    """The bounding (its edges), the 2-hop subgraphs that cross parts (every step's centres
+    and members), the occurrence bound, the parameters after 20 steps, the ledger and
+    epsilon: each equal to one process."""
+    from gnnprivacy.datasets.shards import partition_graph
+    from gnnprivacy.training.private.samplers import DegreeBoundedSubgraphs
+
+    data = _node_data()
+    folder = partition_graph(data, tmp_path / "s", num_parts=world, method="metis")
+    single = _bounded_run(data, DegreeBoundedSubgraphs(max_degree=3, sampling_stream="counter"),
+                          make_private)
+    spawn_local(_bounded_worker, world, str(folder), str(tmp_path), None, start_method="fork")
+    ranks = [torch.load(tmp_path / f"bounded{r}.pt") for r in range(world)]
+    union = set().union(*(_edges(r["bounded"]) for r in ranks))
+    assert union == _edges(single["bounded"]) and len(union) > 100
+    crossing = 0
+    owner = np.load(folder / "owner.npy")
+    for t in range(STEPS):
+        steps = sorted(s for r in ranks for s in r["subgraphs"][t])
+        assert steps == single["subgraphs"][t]
+        crossing += sum(len(set(owner[list(m)])) > 1 for _, m in steps)
+    assert crossing > 0                              # some subgraphs span two parts
+    assert all(r["occurrence_bound"] == single["occurrence_bound"] == 10 for r in ranks)
+    assert _rel(ranks[0]["params"], single["params"]) < 1e-5
+    assert all(r["ledger"] == single["ledger"] and r["epsilon"] == single["epsilon"]
+               for r in ranks)
+    if world == 3:
+        return
+    for broken, threshold in (("noise", 1e-3), ("alone", 1e-5)):
+        spawn_local(_bounded_worker, world, str(folder), str(tmp_path), broken,
+                    start_method="fork")
+        got = [torch.load(tmp_path / f"bounded{r}.pt") for r in range(world)]
+        assert _rel(got[0]["params"], single["params"]) > threshold, broken
+        if broken == "alone":          # the bounded graph itself differs
+            assert set().union(*(_edges(r["bounded"]) for r in got)) != union

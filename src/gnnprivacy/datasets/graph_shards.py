@@ -36,6 +36,7 @@ import numpy as np
 from gnnprivacy._validation import check_int
 from gnnprivacy.datasets.shard_files import (PART_META, PartOf, StagedFolder, check_part_rows,
                                              load_array, read_meta)
+from gnnprivacy.datasets.shards import check_part_meta, check_world_size, write_part_meta
 from gnnprivacy.errors import InvalidParameterError
 
 __all__ = ["GraphShard", "open_graph_shard", "partition_graph_list"]
@@ -191,8 +192,6 @@ def partition_graph_list(graphs, out, *, num_parts: int, train=None, val=None, t
                     stage.save(f"{d}/{key}.npy", np.concatenate(chunk, axis=axis))
             part_nodes.append(int(sizes[ids].sum()))
             part_edges.append(int(esizes[ids].sum()))
-            stage.save_json(f"{d}/{PART_META}", {"partition_id": pid, "part": k,
-                                                 "num_graphs": int(ids.size)})
         ys = np.concatenate(flat["y"])
         meta = {"format_version": FORMAT_VERSION, "kind": "graphs", "partition_id": pid,
                 "num_graphs": g, "num_parts": parts, "num_train": int(train_mask.sum()),
@@ -203,6 +202,7 @@ def partition_graph_list(graphs, out, *, num_parts: int, train=None, val=None, t
                 "part_sizes": [int(c) for c in counts], "part_nodes": part_nodes,
                 "part_edges": part_edges, "masks": names,
                 **{f"num_{m[:-5]}": int(masks[m].sum()) for m in names}, "source": source}
+        write_part_meta(stage, meta)
         return stage.install(meta)
 
 
@@ -273,8 +273,6 @@ def open_graph_shard(path, part: int, *, world_size: int | None = None) -> Graph
         InvalidParameterError: no complete graph shards (the message names the file), another
             number of parts than ``world_size``, or ``part`` not one of them.
     """
-    from gnnprivacy.datasets.shards import check_part_meta, check_world_size
-
     folder = Path(path)
     meta = read_meta(folder, kind="graphs", keys=META_KEYS)
     where = folder / "meta.json"
@@ -293,22 +291,20 @@ def open_graph_shard(path, part: int, *, world_size: int | None = None) -> Graph
     check_part_meta(folder, meta, part)
     gk, nk, ek, n = (meta["part_sizes"][part], meta["part_nodes"][part],
                      meta["part_edges"][part], meta["num_graphs"])
-    arrays = {
-        "owner": load_array(folder, "owner.npy", kinds="iu", shape=(n,)),
-        "local": load_array(folder, "local.npy", kinds="iu", shape=(n,)),
-        "train_mask": load_array(folder, "train_mask.npy", kinds="b", shape=(n,)),
-        "graphs": load_array(folder, f"part{part}/graphs.npy", kinds="iu", shape=(gk,)),
-        "node_ptr": load_array(folder, f"part{part}/node_ptr.npy", kinds="iu", shape=(gk + 1,)),
-        "edge_ptr": load_array(folder, f"part{part}/edge_ptr.npy", kinds="iu", shape=(gk + 1,)),
-        "x": load_array(folder, f"part{part}/x.npy", kinds="f", shape=(nk, meta["num_features"])),
-        "edge_index": load_array(folder, f"part{part}/edge_index.npy", kinds="iu",
-                                 shape=(2, ek)),
-        "y": load_array(folder, f"part{part}/y.npy", kinds="iu", shape=(gk, None)
-                        if meta.get("y_shape") else (gk,))}
+    def load(rel, kinds, shape):
+        return load_array(folder, rel, kinds=kinds, shape=shape, meta=meta)
+
+    arrays = {"owner": load("owner.npy", "iu", (n,)), "local": load("local.npy", "iu", (n,)),
+              "train_mask": load("train_mask.npy", "b", (n,)),
+              "graphs": load(f"part{part}/graphs.npy", "iu", (gk,)),
+              "node_ptr": load(f"part{part}/node_ptr.npy", "iu", (gk + 1,)),
+              "edge_ptr": load(f"part{part}/edge_ptr.npy", "iu", (gk + 1,)),
+              "x": load(f"part{part}/x.npy", "f", (nk, meta["num_features"])),
+              "edge_index": load(f"part{part}/edge_index.npy", "iu", (2, ek)),
+              "y": load(f"part{part}/y.npy", "iu", (gk, None) if meta.get("y_shape") else (gk,))}
     if meta["edge_dim"]:
-        arrays["edge_attr"] = load_array(folder, f"part{part}/edge_attr.npy", kinds="f",
-                                         shape=(ek, meta["edge_dim"]))
-    masks = {m: load_array(folder, f"{m}.npy", kinds="b", shape=(n,)) for m in masks_listed}
+        arrays["edge_attr"] = load(f"part{part}/edge_attr.npy", "f", (ek, meta["edge_dim"]))
+    masks = {m: load(f"{m}.npy", "b", (n,)) for m in masks_listed}
     _check_graph_part(folder, meta, part, arrays)
     return GraphShard(meta=meta, part=part, masks=masks, **arrays)
 

@@ -35,8 +35,9 @@ import numpy as np
 from gnnprivacy._files import fsync_dir, read_regular
 from gnnprivacy.errors import InvalidParameterError, WriteFailedError
 
-__all__ = ["META", "NpyWriter", "PART_META", "PartOf", "StagedFolder", "load_array",
-           "check_part_rows", "read_json", "read_meta"]
+__all__ = ["META", "NpyWriter", "PART_META", "PartOf", "StagedFolder", "check_digest",
+           "check_part_rows", "content_digest", "load_array", "meta_digest", "read_json",
+           "read_meta"]
 
 META = "meta.json"
 PART_META = "part.json"
@@ -47,6 +48,59 @@ _MAX_JSON = 1 << 24
 #: the relative paths a partition may write (and so may delete when it replaces them)
 _OWN_NAME = re.compile(r"^(meta\.json|[a-z_]+\.npy|part\d+/[a-z_]+\.(npy|json))$")
 _CHUNK_BYTES = 1 << 26
+#: files up to this size are digested whole; larger ones at `_SAMPLES` blocks
+_WHOLE = 1 << 24
+_SAMPLES, _BLOCK = 256, 4096
+
+
+def content_digest(path: str | os.PathLike) -> str:
+    """sha256 of a file's size and bytes: all of them up to 16 MiB, else of 256 blocks of
+    4 KiB at fixed offsets spread over the file (a file copied from another partition, cut,
+    or overwritten differs there; 1 MiB read whatever the size)."""
+    import hashlib
+
+    path = Path(path)
+    size = path.stat().st_size
+    h = hashlib.sha256(str(size).encode())
+    with open(path, "rb") as fh:
+        if size <= _WHOLE:
+            h.update(fh.read())
+        else:
+            for i in range(_SAMPLES):
+                fh.seek((size - _BLOCK) * i // (_SAMPLES - 1))
+                h.update(fh.read(_BLOCK))
+    return h.hexdigest()[:32]
+
+
+def meta_digest(meta: dict) -> str:
+    """sha256 of ``meta.json``'s content (keys sorted; its ``files`` and ``digests`` lists
+    excepted): each ``part.json`` carries it, so an edited ``meta.json`` is refused."""
+    import hashlib
+
+    body = {k: v for k, v in meta.items() if k not in ("files", "digests")}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def check_digest(folder: Path, meta: dict, rel: str) -> None:
+    """``folder/rel`` has the digest ``meta.json`` recorded (folders without digests pass).
+
+    Raises:
+        InvalidParameterError: another content (a file from another partition, cut or
+            changed after the partition wrote it).
+    """
+    want = (meta.get("digests") or {}).get(rel)
+    if want is None:
+        return
+    try:
+        got = content_digest(folder / rel)
+    except OSError as exc:
+        raise InvalidParameterError("path", "complete shards",
+                                    f"{folder}/{rel}: {exc.strerror or exc}") from None
+    if got != want:
+        raise InvalidParameterError(
+            "path", "shards whose files are the ones the partition wrote",
+            f"{folder}/{rel}: another content than meta.json records (a file of another "
+            "partition, or changed since; partition again)")
 
 
 class PartOf:
@@ -232,8 +286,9 @@ class StagedFolder:
     def install(self, meta: dict) -> Path:
         """Write ``meta.json`` (with the list of written files) and put the staged files in
         place (module docstring); returns ``out``."""
-        meta = {**meta, "files": sorted(self.written + [META])}
         stage, out = self.stage, self.out
+        meta = {**meta, "files": sorted(self.written + [META]),
+                "digests": {rel: content_digest(stage / rel) for rel in sorted(self.written)}}
         with open(stage / META, "w", encoding="utf-8") as fh:
             fh.write(json.dumps(meta, indent=2) + "\n")
             fh.flush()
@@ -305,6 +360,15 @@ def read_meta(folder: str | os.PathLike, *, kind: str, keys: dict[str, type]) ->
     if not isinstance(meta, dict):
         raise InvalidParameterError("path", "a shard folder whose meta.json is a JSON object",
                                     f"{meta_file}: a JSON {type(meta).__name__}")
+    for key, ok in (("digests", lambda v: isinstance(v, dict) and all(
+                        isinstance(a, str) and isinstance(b, str) for a, b in v.items())),
+                    ("files", lambda v: isinstance(v, list) and all(isinstance(f, str)
+                                                                    for f in v)),
+                    ("partition_id", lambda v: isinstance(v, str)),
+                    ("kind", lambda v: isinstance(v, str))):
+        if key in meta and not ok(meta[key]):
+            raise InvalidParameterError("path", f"a meta.json whose {key!r} is as a partition "
+                                        "writes it", f"{meta_file}: {key} = {_short(meta[key])}")
     found = meta.get("kind", "nodes")
     if found != kind:
         raise InvalidParameterError("path", f"shards of {kind} (this folder holds shards of "
@@ -329,16 +393,20 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def load_array(folder: Path, rel: str, *, kinds: str, shape: tuple) -> np.ndarray:
+def load_array(folder: Path, rel: str, *, kinds: str, shape: tuple,
+               meta: dict | None = None) -> np.ndarray:
     """``folder/rel`` memory-mapped, of a dtype kind in ``kinds`` (``"iu"``, ``"b"``, ``"f"``)
-    and of ``shape`` (``None`` entries match any size).
+    and of ``shape`` (``None`` entries match any size), with the digest ``meta`` records.
 
     Raises:
-        InvalidParameterError: missing, unreadable, or of another dtype or shape (named).
+        InvalidParameterError: missing, unreadable, of another dtype or shape, or of
+            another content than the partition wrote (named).
     """
     path = folder / rel
     if not path.is_file():
         raise InvalidParameterError("path", "complete shards", f"{folder}: missing {rel}")
+    if meta is not None:
+        check_digest(folder, meta, rel)
     try:
         array = np.load(path, mmap_mode="r", allow_pickle=False)
     except Exception as exc:  # noqa: BLE001 - a damaged file of any kind gets one line

@@ -59,8 +59,9 @@ from pathlib import Path
 import numpy as np
 
 from gnnprivacy._validation import check_choice, check_int, check_probability
-from gnnprivacy.datasets.shard_files import (PART_META, PartOf, StagedFolder, check_part_rows,
-                                             load_array, read_json, read_meta)
+from gnnprivacy.datasets.shard_files import (PART_META, PartOf, StagedFolder, check_digest,
+                                             check_part_rows, load_array, meta_digest,
+                                             read_json, read_meta)
 from gnnprivacy.errors import InvalidParameterError
 
 FORMAT_VERSION = 1
@@ -92,6 +93,7 @@ class _Source:
     y: np.ndarray
     train_mask: np.ndarray | None
     masks: dict
+    symmetric: bool | None = None
 
 
 def _checked_data(data, train_fraction: float, seed: int):
@@ -141,7 +143,18 @@ def _source_from_folder(path) -> _Source:
     from gnnprivacy.datasets.stream import open_large_graph
 
     g = open_large_graph(path)   # CSR sorted by (target, source), deduplicated, no self-loop
-    return _Source(g.num_nodes, g.indptr, g.edge_index[0], g.x, g.y, None, {})
+    return _Source(g.num_nodes, g.indptr, g.edge_index[0], g.x, g.y, None, {},
+                   symmetric=True)   # generate_large_graph stores both directions
+
+
+def _is_symmetric(src: _Source) -> bool:
+    """Whether every edge ``j -> i`` comes with ``i -> j`` (what DP-GNN's bounding reads)."""
+    if src.symmetric is not None:
+        return src.symmetric
+    n = src.num_nodes
+    dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(np.asarray(src.indptr)))
+    forward = dst * n + np.asarray(src.indices, dtype=np.int64)   # sorted (CSR order)
+    return bool(np.array_equal(forward, np.sort(np.asarray(src.indices, np.int64) * n + dst)))
 
 
 def _chunks(n: int):
@@ -197,8 +210,7 @@ def _contiguous(n: int, parts: int) -> np.ndarray:
     return np.repeat(np.arange(parts, dtype=np.int32), np.diff(bounds))
 
 
-def _write_part(stage: StagedFolder, k: int, src: _Source, nodes: np.ndarray,
-                partition_id: str) -> int:
+def _write_part(stage: StagedFolder, k: int, src: _Source, nodes: np.ndarray) -> int:
     part = f"part{k}"
     stage.save(f"{part}/nodes.npy", nodes)
     starts = np.asarray(src.indptr[nodes], dtype=np.int64)
@@ -218,9 +230,6 @@ def _write_part(stage: StagedFolder, k: int, src: _Source, nodes: np.ndarray,
             pos = np.repeat(starts[lo:hi] - (np.cumsum(c) - c), c) + np.arange(int(c.sum()))
             out.write(src.indices[pos])
     stage.save(f"{part}/y.npy", y)
-    stage.save_json(f"{part}/{PART_META}", {"partition_id": partition_id, "part": k,
-                                            "num_nodes": int(nodes.size),
-                                            "num_edges": int(indptr[-1])})
     return int(indptr[-1])
 
 
@@ -304,7 +313,7 @@ def partition_graph(graph, out, *, num_parts: int, method: str = "auto", seed: i
         deg = _out_degree(src)
         stage.save("out_degree.npy", deg)
         partition_id = uuid.uuid4().hex
-        part_edges = [_write_part(stage, k, src, order[bounds[k]:bounds[k + 1]], partition_id)
+        part_edges = [_write_part(stage, k, src, order[bounds[k]:bounds[k + 1]])
                       for k in range(parts)]
         meta = {"format_version": FORMAT_VERSION, "kind": "nodes", "partition_id": partition_id,
                 "num_nodes": n, "num_edges": num_edges, "num_parts": parts, "method": method,
@@ -316,7 +325,9 @@ def partition_graph(graph, out, *, num_parts: int, method: str = "auto", seed: i
                 "part_sizes": [int(s) for s in sizes], "part_edges": part_edges,
                 "cut_edges": num_edges - _internal_edges(stage.stage, parts, owner),
                 "masks": masks, **{f"num_{m[:-5]}": int(src.masks[m].sum()) for m in masks},
+                "symmetric": _is_symmetric(src),
                 "source": name}
+        write_part_meta(stage, meta)
         return stage.install(meta)
 
 
@@ -367,18 +378,32 @@ def check_world_size(meta: dict, world_size: int | None, folder) -> None:
             f"{meta['num_parts']} ranks)", f"{meta['num_parts']} part(s) in {folder}")
 
 
+def write_part_meta(stage: StagedFolder, meta: dict) -> None:
+    """Every ``part{k}/part.json``: the partition's id, ``k`` and the digest of ``meta``."""
+    for k in range(int(meta["num_parts"])):
+        stage.save_json(f"part{k}/{PART_META}", {"partition_id": meta["partition_id"],
+                                                 "part": k, "meta_digest": meta_digest(meta)})
+
+
 def check_part_meta(folder: Path, meta: dict, part: int) -> None:
-    """``part{k}/part.json`` names the partition of ``meta.json`` and ``k`` (a part copied from
-    another partition is refused)."""
+    """``part{k}/part.json`` names the partition of ``meta.json`` and ``k``, and the digest of
+    this ``meta.json`` (a part copied from another partition, or an edited ``meta.json``, is
+    refused)."""
     pid = meta.get("partition_id")
     if pid is None:             # written before parts carried the partition's id
         return
-    info = read_json_in(folder, f"part{part}/{PART_META}")
+    rel = f"part{part}/{PART_META}"
+    info = read_json_in(folder, rel)
     if not isinstance(info, dict) or info.get("partition_id") != pid or info.get("part") != part:
         got = info.get("partition_id") if isinstance(info, dict) else info
         raise InvalidParameterError(
             "path", f"shards of one partition (part{part} comes from another one: its "
             f"{PART_META} names partition {str(got)[:12]}, meta.json {pid[:12]})", str(folder))
+    check_digest(folder, meta, rel)
+    if "meta_digest" in info and info["meta_digest"] != meta_digest(meta):
+        raise InvalidParameterError("path", "a meta.json as the partition wrote it",
+                                    f"{folder}/meta.json: edited since (its content differs "
+                                    f"from the digest in {rel})")
 
 
 def read_json_in(folder: Path, rel: str):
@@ -438,19 +463,18 @@ def open_shard(path, part: int, *, world_size: int | None = None) -> Shard:
     part = check_int("part", part, low=0, high=int(meta["num_parts"]) - 1)
     check_part_meta(folder, meta, part)
     n, n_k, e_k = meta["num_nodes"], meta["part_sizes"][part], meta["part_edges"][part]
-    arrays = {
-        "owner": load_array(folder, "owner.npy", kinds="iu", shape=(n,)),
-        "local": load_array(folder, "local.npy", kinds="iu", shape=(n,)),
-        "out_degree": load_array(folder, "out_degree.npy", kinds="iu", shape=(n,)),
-        "train_mask": load_array(folder, "train_mask.npy", kinds="b", shape=(n,)),
-        "nodes": load_array(folder, f"part{part}/nodes.npy", kinds="iu", shape=(n_k,)),
-        "x": load_array(folder, f"part{part}/x.npy", kinds="f",
-                        shape=(n_k, meta["num_features"])),
-        "y": load_array(folder, f"part{part}/y.npy", kinds="iu", shape=(n_k,)),
-        "indptr": load_array(folder, f"part{part}/indptr.npy", kinds="iu", shape=(n_k + 1,)),
-        "src": load_array(folder, f"part{part}/src.npy", kinds="iu", shape=(e_k,))}
-    masks = {m: load_array(folder, f"{m}.npy", kinds="b", shape=(n,))
-             for m in meta.get("masks", [])}
+    def load(rel, kinds, shape):
+        return load_array(folder, rel, kinds=kinds, shape=shape, meta=meta)
+
+    arrays = {"owner": load("owner.npy", "iu", (n,)), "local": load("local.npy", "iu", (n,)),
+              "out_degree": load("out_degree.npy", "iu", (n,)),
+              "train_mask": load("train_mask.npy", "b", (n,)),
+              "nodes": load(f"part{part}/nodes.npy", "iu", (n_k,)),
+              "x": load(f"part{part}/x.npy", "f", (n_k, meta["num_features"])),
+              "y": load(f"part{part}/y.npy", "iu", (n_k,)),
+              "indptr": load(f"part{part}/indptr.npy", "iu", (n_k + 1,)),
+              "src": load(f"part{part}/src.npy", "iu", (e_k,))}
+    masks = {m: load(f"{m}.npy", "b", (n,)) for m in meta.get("masks", [])}
     if arrays["x"].dtype != np.dtype(meta["feature_dtype"]):
         raise InvalidParameterError("path", "shards whose arrays match meta.json",
                                     f"{folder}/part{part}/x.npy: {arrays['x'].dtype}, "

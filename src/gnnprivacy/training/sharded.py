@@ -64,14 +64,15 @@ from gnnprivacy.training.distributed import (DistributedDPEngine, RankZeroCheckp
 from gnnprivacy.training.dp import make_optimizer
 from gnnprivacy.training.node_dp.heterpoisson import HeterPoissonTrainer
 from gnnprivacy.training.private.make_private import PrivateTraining
-from gnnprivacy.training.private.samplers import (HeterPoissonSubgraphs, NodeSubgraphs,
-                                                  SubgraphSampler)
+from gnnprivacy.training.private.samplers import HeterPoissonSubgraphs, NodeSubgraphs
 from gnnprivacy.datasets.graph_shards import open_graph_shard
 from gnnprivacy.training.sharded_graphs import ShardedGraphSampler
+from gnnprivacy.training.sharded_bounded import ShardedDegreeBoundedSubgraphs
 from gnnprivacy.training.sharded_parts import (ShardedRunError, _feature_norm, _Part,
-                                               collective_guard, exchange_rows, fetch_rows,
-                                               is_collective_failure, new_exchange, open_part,
-                                               rank_zero_seed, sample_part_stars)
+                                               _ShardedSubgraphs, collective_guard,
+                                               exchange_rows, fetch_rows, is_collective_failure,
+                                               new_exchange, open_part, rank_zero_seed,
+                                               sample_part_stars)
 
 __all__ = ["ShardedGraphSampler", "ShardedHeterPoissonSubgraphs", "ShardedHeterPoissonTrainer",
            "ShardedNodeSubgraphs", "fit_graph_classifier_sharded",
@@ -292,48 +293,6 @@ class ShardedHeterPoissonTrainer(RankZeroCheckpoints, HeterPoissonTrainer):
 
 
 # ---------------------------------------------------------------------- make_private
-class _ShardedSubgraphs(SubgraphSampler):
-    """What the sharded samplers of `make_private_sharded` share: set up from this rank's
-    `Shard` (the global sizes from its meta), the counter stream with rank 0's seed, batch
-    rows read from the part or fetched from their owners."""
-
-    sampling_stream = "counter"
-
-    def setup(self, data: Shard, *, model: torch.nn.Module | None = None,
-              generator: torch.Generator | None = None) -> None:
-        if not isinstance(data, Shard):
-            raise InvalidParameterError("shards", "a Shard (open_shard) or a shard folder",
-                                        type(data).__name__)
-        self._shard, self._part = data, _Part(data)
-        self.graph = Data()                  # no rank holds the graph
-        self.num_nodes = data.num_nodes
-        self.num_train = int(data.meta["num_train"])
-        self.train_nodes = self._part.cand    # this part's training nodes (global ids)
-        self.exchange_ = new_exchange()
-        self._fetched = (torch.zeros(0, dtype=torch.long), torch.zeros(0))
-
-    def _stream_seed(self, generator: torch.Generator) -> int:
-        return rank_zero_seed(generator)      # rank 0's stream (OS-seeded in secure mode)
-
-    def _edge_keys(self) -> list[str]:
-        return []
-
-    def _rows(self, nodes: Tensor) -> tuple[Tensor, Tensor]:
-        """Rows of this step's fetched features; labels of the part's own nodes, ``-1`` for
-        the others' (a loss reads the centres' labels, which are all own)."""
-        ids, x = self._fetched
-        part = self._part
-        owner = part.lookup("owner", nodes).long()
-        local = part.lookup("local", nodes).long()
-        mine = owner == rank_and_world()[0]
-        y = torch.full((nodes.numel(),), -1, dtype=part.y.dtype)
-        y[mine] = part.y[local[mine]]
-        return x[torch.searchsorted(ids, nodes)], y
-
-    def _fetch(self, ids: Tensor) -> None:
-        self._fetched = (ids, fetch_rows(self._part, ids, self.exchange_))
-
-
 class ShardedHeterPoissonSubgraphs(_ShardedSubgraphs, HeterPoissonSubgraphs):
     """`HeterPoissonSubgraphs` on this rank's part (``sampler="heterpoisson"`` of
     `make_private_sharded`): the rank's star sub-graphs of the global sample of the counter
@@ -384,7 +343,8 @@ class ShardedNodeSubgraphs(_ShardedSubgraphs, NodeSubgraphs):
 
 
 SHARDED_SAMPLERS = {"heterpoisson": ShardedHeterPoissonSubgraphs,
-                    "nodes": ShardedNodeSubgraphs, "graphs": ShardedGraphSampler}
+                    "nodes": ShardedNodeSubgraphs, "graphs": ShardedGraphSampler,
+                    "degree_bounded": ShardedDegreeBoundedSubgraphs}
 _SHARDED_TYPES = (_ShardedSubgraphs, ShardedGraphSampler)
 
 

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch import Tensor
+from torch_geometric.data import Data
 
 from gnnprivacy.datasets.shards import Shard, open_shard
 from gnnprivacy.errors import InvalidParameterError
@@ -30,6 +31,7 @@ from gnnprivacy.sampling.heter_poisson import STREAM_CENTRAL, STREAM_NEIGHBOR
 from gnnprivacy.sampling.star_batch import StarBatch
 from gnnprivacy.training.distributed import rank_and_world
 from gnnprivacy.training.node_dp.common import FeatureNorm
+from gnnprivacy.training.private.samplers import SubgraphSampler
 
 __all__ = ["ShardedRunError", "collective_guard", "exchange_rows", "fetch_rows",
            "is_collective_failure", "new_exchange", "open_part", "rank_zero_seed",
@@ -255,26 +257,74 @@ def new_exchange() -> dict[str, int]:
     return {"bytes_sent": 0, "remote_rows": 0, "remote_feature_bytes": 0, "steps": 0}
 
 
-def fetch_rows(part: _Part, ids: Tensor, exchange: dict[str, int]) -> Tensor:
-    """Raw feature rows of the global ``ids``: own rows from the part's map, the others'
-    fetched from their owners (`exchange_rows`; every rank calls it once per step). Adds
-    this step's traffic to ``exchange`` (`new_exchange`)."""
+def fetch_rows(part: _Part, ids: Tensor, exchange: dict[str, int], table=None) -> Tensor:
+    """Rows of the global ``ids`` in a per-node table (``table``: this part's ``(n_k, ...)``
+    rows; default its raw features): own rows read here, the others' fetched from their
+    owners (`exchange_rows`; every rank calls it as often as the others). Adds the traffic
+    to ``exchange`` (`new_exchange`; features also count as remote feature bytes and a
+    step)."""
     rank, world = rank_and_world()
-    shard = part.shard
+    features = table is None
+    table = part.shard.x if features else table
     owner = part.lookup("owner", ids).long()
     local = part.lookup("local", ids)
     mine = owner == rank
-    out = torch.empty((ids.numel(), int(shard.meta["num_features"])),
-                      dtype=torch.from_numpy(np.empty(0, dtype=shard.x.dtype)).dtype)
-    out[mine] = torch.from_numpy(np.asarray(shard.x[local[mine].numpy()]))
+    out = torch.empty((ids.numel(),) + tuple(table.shape[1:]),
+                      dtype=torch.from_numpy(np.empty(0, dtype=table.dtype)).dtype)
+    out[mine] = torch.from_numpy(np.asarray(table[local[mine].numpy()]))
     if world > 1:
         where = [(owner == p).nonzero().flatten() for p in range(world)]
         where[rank] = where[rank][:0]
-        rows, sent = exchange_rows([local[w] for w in where], shard.x)
+        rows, sent = exchange_rows([local[w] for w in where], table)
         out[torch.cat(where)] = rows
-        remote = int((~mine).sum())
         exchange["bytes_sent"] += sent
-        exchange["remote_rows"] += remote
-        exchange["remote_feature_bytes"] += remote * out.shape[1] * out.element_size()
-    exchange["steps"] += 1
+        if features:
+            remote = int((~mine).sum())
+            exchange["remote_rows"] += remote
+            exchange["remote_feature_bytes"] += (remote * int(np.prod(out.shape[1:]))
+                                                 * out.element_size())
+    if features:
+        exchange["steps"] += 1
     return out
+
+
+class _ShardedSubgraphs(SubgraphSampler):
+    """What the sharded samplers of `make_private_sharded` share: set up from this rank's
+    `Shard` (the global sizes from its meta), the counter stream with rank 0's seed, batch
+    rows read from the part or fetched from their owners."""
+
+    sampling_stream = "counter"
+
+    def setup(self, data: Shard, *, model: torch.nn.Module | None = None,
+              generator: torch.Generator | None = None) -> None:
+        if not isinstance(data, Shard):
+            raise InvalidParameterError("shards", "a Shard (open_shard) or a shard folder",
+                                        type(data).__name__)
+        self._shard, self._part = data, _Part(data)
+        self.graph = Data()                  # no rank holds the graph
+        self.num_nodes = data.num_nodes
+        self.num_train = int(data.meta["num_train"])
+        self.train_nodes = self._part.cand    # this part's training nodes (global ids)
+        self.exchange_ = new_exchange()
+        self._fetched = (torch.zeros(0, dtype=torch.long), torch.zeros(0))
+
+    def _stream_seed(self, generator: torch.Generator) -> int:
+        return rank_zero_seed(generator)      # rank 0's stream (OS-seeded in secure mode)
+
+    def _edge_keys(self) -> list[str]:
+        return []
+
+    def _rows(self, nodes: Tensor) -> tuple[Tensor, Tensor]:
+        """Rows of this step's fetched features; labels of the part's own nodes, ``-1`` for
+        the others' (a loss reads the centres' labels, which are all own)."""
+        ids, x = self._fetched
+        part = self._part
+        owner = part.lookup("owner", nodes).long()
+        local = part.lookup("local", nodes).long()
+        mine = owner == rank_and_world()[0]
+        y = torch.full((nodes.numel(),), -1, dtype=part.y.dtype)
+        y[mine] = part.y[local[mine]]
+        return x[torch.searchsorted(ids, nodes)], y
+
+    def _fetch(self, ids: Tensor) -> None:
+        self._fetched = (ids, fetch_rows(self._part, ids, self.exchange_))
