@@ -29,6 +29,8 @@ BOUNDED = "tests/sampling/test_degree_bounded.py"
 PRIVATE = "tests/training/private/test_make_private.py"
 ACCOUNTING = "tests/accounting/test_accountants.py"
 PINS = "tests/privacy_regression/test_pins.py"
+SHARDED = "tests/training/test_sharded_units.py tests/training/test_sharded_private.py"
+ROUNDS = "tests/datasets/test_shards_properties.py -k bounding"
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,26 @@ MUTANTS = [
     Mutant("occ-moore-minus-1", "occurrence",
            "gnnprivacy.training.private.samplers:occurrence_bound",
            "return 1 + max_degree * sum(", "return max_degree * sum(", PRIVATE),
+    # the sharded path (issue 47): the keyed samples, the bounding rounds, one noise draw
+    Mutant("rate-keyed-nodes-2q", "rate",
+           "gnnprivacy.training.private.samplers:NodeSubgraphs.sample",
+           "rng.uniform(STREAM_CENTRAL, self.train_nodes) < self._rate]",
+           "rng.uniform(STREAM_CENTRAL, self.train_nodes) < min(1.0, 2 * self._rate)]",
+           SHARDED),
+    Mutant("rate-keyed-bounded-2m", "rate",
+           "gnnprivacy.training.private.samplers:DegreeBoundedSubgraphs._seeds",
+           "u <= self._kth_key(u, self._m)", "u <= self._kth_key(u, 2 * self._m)", SHARDED),
+    Mutant("noise-sharded-every-rank", "noise",
+           "gnnprivacy.training.distributed:DistributedDPEngine.reduce_noised",
+           "if rank == self.noise_rank:", "if True:", SHARDED),
+    Mutant("occ-rounds-one-sided", "occurrence",
+           "gnnprivacy.sampling.bounded_rounds:PartRounds.incoming",
+           "agreed = self.prop[prop_rows] == sources[~full]",
+           "agreed = self.prop[prop_rows] >= -1", ROUNDS),
+    Mutant("occ-rounds-full-at-K+1", "occurrence",
+           "gnnprivacy.sampling.bounded_rounds:PartRounds.incoming",
+           "rows_k[self.count[rows_k] >= self.k]", "rows_k[self.count[rows_k] > self.k]",
+           ROUNDS),
     Mutant("occ-no-overlap-removal", "occurrence",
            "gnnprivacy.sampling.heter_poisson:HeterPoissonSampler.sample",
            "if self.enforce_no_overlap and centers.numel()",

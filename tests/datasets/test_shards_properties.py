@@ -216,7 +216,7 @@ def test_bounding_in_rounds_over_parts_is_the_sequential_pass(n, m, parts, k, fr
                                  is_train=lambda ids: train[ids], owner=lambda ids: owner[ids],
                                  part=p, rng=keyed, max_degree=k, bound_all_nodes=bound_all,
                                  num_nodes=n))
-    got = bounded_edges(pieces)
+    got = bounded_edges(pieces, max_rounds=2 * m + 2)      # each round decides an edge
     assert np.array_equal(got, want)
     degree = np.bincount(got[1], minlength=n)
     assert degree.max(initial=0) <= k                      # the bound holds
@@ -240,10 +240,11 @@ def test_broken_control_rounds_that_keep_one_sided_proposals_differ():
             mine = np.flatnonzero(self.prop >= 0)
             self.status[self._entry(mine, self.prop[mine])] = 1     # keep every proposal
             np.add.at(self.count, mine, 1)
+            self._fill(np.flatnonzero(self.count >= self.k))
 
     part = OneSided(np.arange(n), indptr, nbrs, is_train=lambda ids: train[ids],
                     owner=lambda ids: np.zeros_like(ids), part=0, rng=CounterRandom(1),
                     max_degree=2, bound_all_nodes=False, num_nodes=n)
-    got = bounded_edges([part], max_rounds=3)
+    got = bounded_edges([part], max_rounds=50)
     pairs = {frozenset(e) for e in got.T.tolist()}
     assert sum(0 in p for p in pairs) > 2                 # the centre got more than K = 2

@@ -58,7 +58,8 @@ def _graph_run(data, sampler, make, *, broken: str | None = None, dup=None,
         seen[pt.steps] = sorted(batch.g_id.tolist())
         opt.step()
     return {"params": {k: v.detach().clone() for k, v in model.state_dict().items()},
-            "ledger": pt.ledger, "epsilon": pt.epsilon, "steps": pt.steps, "seen": seen}
+            "ledger": pt.ledger, "epsilon": pt.epsilon, "steps": pt.steps, "seen": seen,
+            "stream_seed": (pt.sampler.stream_state() or (None,))[0]}
 
 
 def _add_graph(sampler, key: int, graph: Data) -> None:
@@ -93,6 +94,14 @@ def test_one_part_of_graph_shards_is_the_single_process_run(tmp_path):
     # control: the generator stream draws other graphs
     other = _graph_run(graphs, GraphSampler(), make_private, steps=5)
     assert other["seen"] != single["seen"]
+    # the keyed sample is the Poisson sample of rate q = 16 / 40: graph g is drawn at step t
+    # exactly when its key (seed, t, g) is below q
+    from gnnprivacy.sampling.counter_rng import CounterRandom
+
+    ids = torch.arange(40)
+    for t, drawn in enumerate(single["seen"]):
+        keyed = CounterRandom(single["stream_seed"], t).uniform(1, ids) < 16 / 40
+        assert drawn == ids[keyed].tolist()
 
 
 @pytest.mark.slow
@@ -259,6 +268,7 @@ def test_one_part_of_node_shards_is_the_single_process_degree_bounded_run(tmp_pa
     assert _edges(sharded["bounded"]) == _edges(single["bounded"])
     assert sharded["subgraphs"] == single["subgraphs"]
     assert sharded["ledger"] == single["ledger"] and sharded["occurrence_bound"] == 10
+    assert all(len(step) == BKW["batch_size"] for step in single["subgraphs"])   # m centres
     assert _rel(sharded["params"], single["params"]) < 1e-6
     # control: the generator stream bounds and samples otherwise
     other = _bounded_run(data, DegreeBoundedSubgraphs(max_degree=3), make_private, steps=5)

@@ -207,11 +207,18 @@ class PartRounds:
 def bounded_edges(parts: list[PartRounds], *, max_rounds: int = 1_000_000) -> np.ndarray:
     """Run the rounds of ``parts`` in one process (messages passed in memory) to the end;
     returns the kept edges as a ``(2, E)`` array of both directions, sorted by (target,
-    source), and sets each part's ``rounds``."""
+    source), and sets each part's ``rounds``.
+
+    Raises:
+        RuntimeError: the rounds did not end within ``max_rounds`` (each round decides the
+            globally smallest undecided edge within two, so ``2 E + 2`` always suffice).
+    """
     owner = parts[0]._owner
-    for _ in range(max_rounds):
+    for done in range(max_rounds + 1):
         if not sum(p.active() for p in parts):
             break
+        if done == max_rounds:
+            raise RuntimeError(f"the bounding rounds did not end in {max_rounds} rounds")
         out = [p.outgoing() for p in parts]
         tgt = np.concatenate([o[0] for o in out])
         src = np.concatenate([o[1] for o in out])
