@@ -100,13 +100,19 @@ def test_a_broken_shard_is_caught(tmp_path):
     np.save(folder / "part1" / "src.npy", src[1:])
     np.save(folder / "part1" / "indptr.npy", np.maximum(indptr - 1, 0))
     # open_shard itself refuses a part whose edges disagree with meta.json ...
-    with pytest.raises(InvalidParameterError, match="part1/src.npy"):
+    with pytest.raises(InvalidParameterError, match="part1/(src|indptr).npy"):
         open_shard(folder, 1)
-    # ... and with meta.json edited to agree, the completeness check catches the lost edge
+    # ... and with meta.json edited to agree (its digests dropped, or they refuse it too),
+    # the completeness check catches the lost edge
     meta = json.loads((folder / "meta.json").read_text())
     meta["part_edges"][1] -= 1
     meta["num_edges"] -= 1
+    meta.pop("digests")
     (folder / "meta.json").write_text(json.dumps(meta))
+    for k in range(2):
+        info = json.loads((folder / f"part{k}" / "part.json").read_text())
+        info.pop("meta_digest")
+        (folder / f"part{k}" / "part.json").write_text(json.dumps(info))
     open_shard(folder, 1)
     with pytest.raises(AssertionError):
         check_shards(folder, data.x.numpy(), data.y.numpy(), _clean(data.edge_index),
