@@ -1296,6 +1296,12 @@ CASES += [
         "shards_swapped_rows", "part0/x.npy", "another content"),
     api("train-sharded", "scored every non-training node, not train's test set", "sharded_test_set",
         "250 test nodes", "the same nodes as train", outcome="handled"),
+    api("partition", "GRAPH --out GRAPH --overwrite (its own source folder: its meta.json would "
+        "have been replaced)", "partition_into_source", "its meta.json is not one",
+        "source kept"),
+    cli("partition", "a file as GRAPH (README.md)", ["partition", "{tmp}/README.md", "--parts", "2", "--out",
+                                                   "{tmp}/s"], "'graph'", "README.md (a file)",
+        files={"README.md": "# notes"}),
 ]
 
 
@@ -1341,6 +1347,17 @@ def api_partition_full_disk(tmp: Path) -> str:
     assert done.exit_code == 1 and len(lines) == 1 and "Traceback" not in done.output
     left = [p.name for p in tmp.iterdir()]
     raise ValueError(lines[0] + ("; nothing left in the folder" if not left else f"; left {left}"))
+
+
+def api_partition_into_source(tmp: Path) -> str:
+    from gnnprivacy.datasets.stream import generate_large_graph
+
+    graph = generate_large_graph(tmp / "g", num_nodes=300, num_features=4, seed=0)
+    before = {p.name: p.read_bytes() for p in graph.iterdir()}
+    done = _cli(["partition", graph, "--parts", "2", "--out", graph, "--overwrite"])
+    after = {p.name: p.read_bytes() for p in graph.iterdir()}
+    raise ValueError(done.output.strip().splitlines()[-1]
+                     + ("; source kept" if after == before else "; source changed"))
 
 
 def _node_graph(**changes):

@@ -346,7 +346,7 @@ def partition(graph: Any, out: str, *, num_parts: int | None = None, parts: int 
                                    train_fraction=train_fraction, overwrite=overwrite)
         if os.sep in text or "/" in text or text.startswith((".", "~")) or path.exists():
             raise InvalidParameterError("graph", "a csbm-large graph folder or a dataset name",
-                                        f"{text} (no such folder)")
+                                        f"{text} ({'a file' if path.exists() else 'no such folder'})")
         from gnnprivacy.datasets.tu_graphs import list_graph_datasets, load_graph_dataset
 
         refuse({"train_fraction": train_fraction} if train_fraction is not None else {},

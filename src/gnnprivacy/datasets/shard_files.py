@@ -200,8 +200,10 @@ class StagedFolder:
                 continue
             try:
                 meta = read_json(meta_file)
-                files = meta.get("files") if isinstance(meta, dict) else None
-                if files is None and isinstance(meta, dict) and self._legacy is not None:
+                ours = isinstance(meta, dict) and isinstance(meta.get("num_parts"), int) \
+                    and isinstance(meta.get("part_sizes"), list)
+                files = meta.get("files") if ours else None
+                if files is None and ours and self._legacy is not None:
                     files = self._legacy(meta)
             except (InvalidParameterError, KeyError, TypeError, ValueError):
                 files = None
