@@ -330,3 +330,23 @@ def test_degree_bounded_shards_equal_one_process_and_broken_controls(tmp_path, w
         assert _rel(got[0]["params"], single["params"]) > threshold, broken
         if broken == "alone":          # the bounded graph itself differs
             assert set().union(*(_edges(r["bounded"]) for r in got)) != union
+
+
+def test_degree_bounded_refuses_the_partition_of_a_directed_graph(tmp_path):
+    from gnnprivacy.datasets.shards import open_shard, partition_graph
+    from gnnprivacy.errors import InvalidParameterError
+    from gnnprivacy.training.sharded_bounded import ShardedDegreeBoundedSubgraphs
+
+    data = _node_data()
+    directed = data.clone()
+    directed.edge_index = data.edge_index[:, data.edge_index[0] < data.edge_index[1]]
+    folder = partition_graph(directed, tmp_path / "d", num_parts=1)
+    assert open_shard(folder, 0).meta["symmetric"] is False
+    assert open_shard(partition_graph(data, tmp_path / "u", num_parts=1), 0).meta["symmetric"]
+    model = TwoHops()
+    with pytest.raises(InvalidParameterError, match="undirected graph"):
+        make_private_sharded(model, torch.optim.Adam(model.parameters()), str(folder),
+                             sampler=ShardedDegreeBoundedSubgraphs(max_degree=3), **BKW)
+    with pytest.raises(InvalidParameterError, match="shards of graphs"):   # node shards wanted
+        make_private_sharded(model, torch.optim.Adam(model.parameters()), str(folder),
+                             sampler="graphs", **BKW)
