@@ -6,8 +6,8 @@ Five parts (``--part``):
   training graphs at an expected batch of 64 graphs. The DP run draws its batches from
   ``pt.loader``; the same batches are replayed through a plain step (forward, cross-entropy,
   ``backward``, Adam). Both are timed from forward to update, in alternating rounds; medians
-  of wall and process CPU time (target: DP at most 1.5x). ``--linear-norms buckets`` forces
-  the per-size-class Linear norms instead of the chunked ones (to compare the two).
+  of wall and process CPU time (target: DP at most 1.5x). ``--linear-norms ghost`` or
+  ``materialised`` forces one form of the Linear norms instead of the cost model's choice.
 * ``phases``: where the CPU time of each step goes, phase by phase, in the DP loop and the
   plain loop on the same batches (forward, backward, the per-graph gradients, the clipped
   sum, noise, the loop guard's check, the update).
@@ -83,9 +83,10 @@ def _pair(args, steps: int):
 
 
 def part_step(args) -> None:
-    if args.linear_norms == "buckets":         # the engine's earlier form, for comparison
+    if args.linear_norms != "auto":            # one form for every Linear, to compare
         from gnnprivacy.training.dp import flat_rules
-        flat_rules.CHUNKED_MAX_WEIGHT = 0
+        keep = args.linear_norms == "materialised"
+        flat_rules.keep_materialised = lambda segs, p, q: keep
     pt, (model, opt), (plain, plain_opt) = _pair(args, args.steps + 3)
     dp, base, graphs, rows = [], [], [], []
     for batch in pt.loader:                    # alternate: one DP step, then the same batch
@@ -115,7 +116,7 @@ def _without_guard_after(pt, checked: int) -> None:
         guard.trace = None
 
     guard.begin = begin_then_stop
-    guard.check = lambda layout: check(layout) if draws[0] <= checked else None
+    guard.check = lambda layout, calls=(): check(layout, calls) if draws[0] <= checked else None
 
 
 def _bare_products(model, batch) -> float:
@@ -124,10 +125,10 @@ def _bare_products(model, batch) -> float:
     ``model.convs`` on ``batch``'s rows, random inputs of each layer's shape, summed."""
     from torch_geometric.nn.dense.linear import Linear as PygLinear
 
-    from gnnprivacy.training.dp.segments import segment_chunks
+    from gnnprivacy.training.dp.segments import Segments
 
-    chunks = segment_chunks(batch.batch, batch.num_graphs)
-    k, w = chunks.num_chunks, chunks.width
+    chunks = Segments(batch.batch, batch.num_graphs).chunks(0)
+    k, w = int(chunks.owner.numel()), chunks.width
     total = 0.0
     for layer in model.convs.modules():
         if isinstance(layer, (nn.Linear, PygLinear)):
@@ -312,9 +313,11 @@ def main() -> None:
     ap.add_argument("--models", type=int, default=8)
     ap.add_argument("--mia-epsilons", default="none,1",
                     help="settings of the membership part ('none': non-private)")
-    ap.add_argument("--linear-norms", choices=("auto", "buckets"), default="auto",
-                    help="step part: 'buckets' forces the per-size-class Linear norms "
-                         "(the form before the chunked one) to compare the two")
+    ap.add_argument("--linear-norms", choices=("auto", "ghost", "materialised"),
+                    default="auto",
+                    help="step part: every Linear's per-graph norms in one form (ghost: Gram "
+                         "and the scaled-rows product; materialised: per-graph gradients and "
+                         "c @ G) instead of the cost model's choice, to compare")
     ap.add_argument("--json", default=None, help="also write the table's numbers here")
     args = ap.parse_args()
     {"step": part_step, "phases": part_phases, "floor": part_floor, "table": part_table,

@@ -1489,6 +1489,476 @@ def api_sharded_test_set(tmp: Path) -> str:
     same = record["info"]["num_test"] == test and "as gnnprivacy train" in record["info"]["test_nodes"]
     return done.output + ("; the same nodes as train" if same else "")
 
+# -- issue 45: graph tasks, saved models, make_private's conventions (the partition and shards
+# rows are the sharded work's) -------------------------------------------------------------------
+TG = ["train", "--task", "graph", "--method", "graph", "--dataset", "cox2", "--epochs", "1",
+      "--hidden", "8", "-q", "--runs-dir", "{tmp}/runs", "--data-root", "{tmp}/data"]
+OWN_MODULE = ("import torch\nfrom torch_geometric.nn import GCNConv\n\n\n"
+              "class Net(torch.nn.Module):\n    def __init__(self, in_channels, classes):\n"
+              "        super().__init__()\n        self.conv = GCNConv(in_channels, classes)\n\n"
+              "    def forward(self, x, edge_index):\n        return self.conv(x, edge_index)\n")
+CASES += [
+    # 1. files destroyed
+    api("saved models", "gp.save_model(m, '<run>.model.pt') over a run's model (was replaced "
+        "silently)", "save_model_over_run_model", "existing saved model", "force=True"),
+    # 2. options silently ignored on graph tasks
+    cli("graph task", "--split public (was ignored, and recorded as used)", TG + ["--split", "public"],
+        "split", "unset with --task graph", setup="cox2_root"),
+    api("graph task", "--train-frac 0.3 --test-frac 0.5 (was ignored, and recorded as used)",
+        "graph_fractions", "fractions 0.3 / 0.2 / 0.5", "141 / 93 / 233 graphs", outcome="handled"),
+    cli("graph task", "--dataset-args foo=1 (was ignored, and recorded as used)",
+        TG + ["--dataset-args", "foo=1"], "dataset_args", "unset with --task graph", setup="cox2_root"),
+    api("graph task", "a sweep with base: {task: graph, train_frac: 0.2} (was ignored, and recorded "
+        "as used)", "sweep_graph_train_frac", "train fraction 0.2: 93 of 467 graphs", outcome="handled"),
+    # 3. bad graph data
+    api("graph data (make_private graphs)", "NaN features in one graph", "graphs_nan_one",
+        "graph 5: x", "1 NaN"),
+    api("graph data (make_private graphs)", "NaN features in every graph (every parameter NaN, an "
+        "epsilon reported)", "graphs_nan_all", "graph 0: x", "finite node features"),
+    api("graph data (make_private graphs)", "a graph whose feature width differs (a torch.cat "
+        "traceback)", "graphs_width", "graph 3: x", "4 features per node, as graph 0"),
+    api("graph data (make_private graphs)", "a 0-d y (an IndexError)", "graphs_0d_y", "graph 2: y",
+        "one label row per graph"),
+    api("graph data (make_private graphs)", "a float edge_index", "graphs_float_edges",
+        "graph 4: edge_index", "integer"),
+    cli("graph task", "one class only (accuracy 1.0)", TG, "at least 2 classes",
+        setup="cox2_one_class"),
+    cli("graph task", "a truncated COX2_A.txt (13 graphs read, 0 test graphs, 'test accuracy nan')",
+        TG, "COX2_A.txt is damaged", "restore the original TU files", setup="cox2_truncated"),
+    # 5. misleading errors
+    api("make_private (graphs)", "input graphs with a self-loop on every node, GCN + mean-pool (was "
+        "refused: 'the loop mixes subgraphs')", "self_loops_gcn", "3 steps", outcome="handled"),
+    api("make_private", "make_private twice on one model (was: 'the batch is not from pt.loader')",
+        "mp_twice", "no open make_private uses", ".close()"),
+    api("make_private", "a full-graph forward with gradients between the draw and the step (was: "
+        "'the batch did not reach the model')", "mp_full_forward", "other data than the batch",
+        "after optimizer.step()"),
+    api("train", "gp.train('cox2', method='gcn') (was: 'cox2 is not a dataset')", "cox2_gcn",
+        "graph-classification method for 'cox2'", "dpsgd-graph"),
+    api("saved models", "gp.load_model(path, imports='m') (iterated the string's characters)",
+        "load_model_imports_str", "imports", "m (ModuleNotFoundError"),
+    # 6. one saved-model story
+    api("saved models", "a gp.save_model file read by gp.load (was refused: 'format "
+        "gnnprivacy-model/1')", "load_user_model", "SavedModel", "predict rows 150", outcome="handled"),
+    api("saved models", "gp.load_model(path).predict(data) (had no predict)", "load_model_predict",
+        "predict rows 150", outcome="handled"),
+    cli("saved models", "gnnprivacy predict on the .model.pt of train --task graph (was refused)",
+        ["predict", "{tmp}/g.model.pt", "--data-root", "{tmp}/data"], "graph,prediction,logit_0",
+        setup="graph_model", outcome="handled"),
+    api("saved models", "gp.train('cox2', method='dpsgd-graph', task='graph').predict() "
+        "(AttributeError)", "graph_run_predict", "rows 467", outcome="handled"),
+    # 7. conventions
+    cli("assess", "assess own.pt --import mymodels45, run beside mymodels45.py (needed "
+        "PYTHONPATH=.)", ["assess", "own.pt", "--import", "mymodels45", "--no-link-stealing", "-q"],
+        "In plain words", setup="own_model_module", outcome="handled"),
+    api("make_private", "make_private(..., num_workers=2) (a TypeError)", "mp_num_workers",
+        "num_workers", "not a torch DataLoader"),
+    api("make_private", "reduction='sum' with the default loss_reduction='mean' (passed silently)",
+        "mp_sum_loss", "reduced with 'sum'", "loss_reduction='sum'"),
+    api("make_private", "clip_grad_norm_ before optimizer.step() (passed silently)", "mp_clip",
+        "clip_grad_norm_", "max_grad_norm"),
+    # fresh probes of the same surfaces
+    api("make_private (graphs)", "GATConv(edge_dim) on graphs with a self-loop on every node (its "
+        "edge features were clipped in the wrong graphs)", "gat_self_loops",
+        "equal to the naive loop", outcome="handled"),
+    api("make_private (graphs)", "graphs whose x requires grad (was: 'a tensor outside the model "
+        "receives a gradient')", "graphs_x_requires_grad", "2 steps", outcome="handled"),
+    api("make_private (graphs)", "a dict of graphs by name (a KeyError)", "graphs_dict",
+        "a PyG Dataset or a list of Data graphs"),
+    cli("assess", "a saved model whose forward takes no edge_index (a TypeError traceback)",
+        ["assess", "{tmp}/lin.pt", "--no-link-stealing", "-q"], "model(data.x, data.edge_index)",
+        setup="linear_model"),
+    api("saved models", "a hand-edited built-in model file without 'fitted' (a KeyError "
+        "traceback)", "builtin_model_without_fitted", "a complete gnnprivacy-model/1 file"),
+    api("saved models", "a graph model's predict on graphs of another width (a matmul error)",
+        "graph_predict_width", "38 features per node", "5 features"),
+    api("graph task", "gp.train(a Data, method='dpsgd-graph') (an AttributeError)",
+        "graph_method_on_user_data", "a graph dataset's name", "sampler='graphs'"),
+]
+
+
+def _cox2() -> Path:
+    root = shared_datasets().parent / "datasets"
+    if not (root / "COX2" / "raw").is_dir():
+        pytest.skip("needs the shared datasets (COX2)")
+    return root / "COX2"
+
+
+def setup_cox2_root(tmp: Path) -> None:
+    (tmp / "data").mkdir()
+    (tmp / "data" / "COX2").symlink_to(_cox2())
+
+
+def _cox2_copy(tmp: Path) -> Path:
+    import shutil
+
+    shutil.copytree(_cox2(), tmp / "data" / "COX2")
+    return tmp / "data" / "COX2" / "raw"
+
+
+def setup_cox2_one_class(tmp: Path) -> None:
+    labels = _cox2_copy(tmp) / "COX2_graph_labels.txt"
+    labels.write_text("".join("1\n" for _ in labels.read_text().split()))
+
+
+def setup_cox2_truncated(tmp: Path) -> None:
+    edges = _cox2_copy(tmp) / "COX2_A.txt"
+    edges.write_bytes(edges.read_bytes()[: edges.stat().st_size // 50])
+
+
+def setup_graph_model(tmp: Path) -> None:
+    setup_cox2_root(tmp)
+    result = _train_user_graph(tmp)
+    result.save(str(tmp / "g.model.pt"))
+
+
+def _train_user_graph(tmp: Path, method: str = "graph"):
+    import gnnprivacy as gp
+
+    if not (tmp / "data").exists():
+        setup_cox2_root(tmp)
+    return gp.train("cox2", method=method, task="graph", epochs=1, hidden=8,
+                    data_root=str(tmp / "data"))
+
+
+def setup_own_model_module(tmp: Path) -> None:
+    import importlib
+    import sys
+
+    import gnnprivacy as gp
+
+    (tmp / "mymodels45.py").write_text(OWN_MODULE)
+    sys.path.insert(0, str(tmp))
+    try:
+        module = importlib.import_module("mymodels45")
+        gp.save_model(module.Net(32, 4), tmp / "own.pt", init={"in_channels": 32, "classes": 4},
+                      dataset={"name": "csbm", "num_nodes": 150})
+    finally:
+        sys.path.remove(str(tmp))
+        sys.modules.pop("mymodels45", None)
+
+
+def setup_linear_model(tmp: Path) -> None:
+    import torch
+
+    import gnnprivacy as gp
+
+    gp.save_model(torch.nn.Linear(32, 2), tmp / "lin.pt", init={"in_features": 32, "out_features": 2},
+                  dataset={"name": "csbm", "num_nodes": 150})
+
+
+def api_save_model_over_run_model(tmp: Path) -> str:
+    import gnnprivacy as gp
+
+    setup_cox2_root(tmp)
+    result = _train_user_graph(tmp)
+    path = result.save(str(tmp / "run.model.pt"))
+    before = path.read_bytes()
+    try:
+        gp.save_model(result.model, path, init=result.model.init_args)
+    finally:
+        assert path.read_bytes() == before
+    return ""
+
+
+def api_graph_fractions(tmp: Path) -> str:
+    from click.testing import CliRunner
+
+    from gnnprivacy.cli import main
+
+    setup_cox2_root(tmp)
+    args = [a.replace("{tmp}", str(tmp)) for a in TG]
+    out = CliRunner().invoke(main, args + ["--train-frac", "0.3", "--test-frac", "0.5"])
+    assert out.exit_code == 0, out.output
+    split = json.loads(next((tmp / "runs").glob("*.json")).read_text())["split"]
+    f, n = split["fractions"], split["sizes"]
+    return (f"fractions {f['train']:g} / {f['val']:g} / {f['test']:g}: {n['train']} / "
+            f"{n['val']} / {n['test']} graphs")
+
+
+def api_sweep_graph_train_frac(tmp: Path) -> str:
+    from gnnprivacy.experiments.sweep import load_sweep, run_sweep
+
+    setup_cox2_root(tmp)
+    (tmp / "s.yaml").write_text("name: g\nbase: {task: graph, dataset: cox2, method: graph, "
+                                f"train_frac: 0.2, epochs: 1, hidden: 8, data_root: {tmp / 'data'}}}\n"
+                                "grid: {lr: [0.01]}\n")
+    run_sweep(load_sweep(tmp / "s.yaml"), runs_dir=tmp / "runs", workers=1)
+    record = json.loads(next((tmp / "runs").glob("*.json")).read_text())
+    sizes = record["split"]["sizes"]
+    return (f"train fraction {record['split']['fractions']['train']:g}: {sizes['train']} of "
+            f"{record['split']['num_nodes']} graphs")
+
+
+def _mp_graphs(mutate=None, *, width=4, model=None, steps=2, loss=None, after_backward=None):
+    """make_private(sampler='graphs') on 12 small ring graphs (``mutate``-d), then its loop."""
+    import torch
+    from torch.nn import functional as F
+    from torch_geometric.data import Data
+
+    import gnnprivacy as gp
+    from gnnprivacy.training.graph_classification import GraphClassifier
+
+    gen = torch.Generator().manual_seed(0)
+    graphs = []
+    for i in range(12):
+        k = 3 + i % 4
+        ring = torch.arange(k)
+        ei = torch.stack([torch.cat([ring, (ring + 1) % k]), torch.cat([(ring + 1) % k, ring])])
+        graphs.append(Data(x=torch.randn(k, width, generator=gen), edge_index=ei,
+                           y=torch.tensor([i % 2])))
+    if mutate is not None:
+        graphs = mutate(graphs)
+    torch.manual_seed(0)
+    model = model if model is not None else GraphClassifier(width, 2, hidden=4, layers=1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    pt = gp.make_private(model, opt, graphs, sampler="graphs", noise_multiplier=1.0, steps=steps,
+                         seed=0)
+    try:
+        for b in pt.loader:
+            opt.zero_grad()
+            out = model(b.x, b.edge_index, b.batch)
+            (loss or F.cross_entropy)(out, b.y).backward()
+            if after_backward is not None:
+                after_backward(model)
+            opt.step()
+    finally:
+        pt.close()
+    return f"{pt.steps} steps"
+
+
+def _nan_x(graphs, which):
+    for i in which:
+        graphs[i].x = graphs[i].x.clone()
+        graphs[i].x[0, 1] = float("nan")
+    return graphs
+
+
+def api_graphs_nan_one(tmp: Path) -> str:
+    return _mp_graphs(lambda gs: _nan_x(gs, [5]))
+
+
+def api_graphs_nan_all(tmp: Path) -> str:
+    return _mp_graphs(lambda gs: _nan_x(gs, range(len(gs))))
+
+
+def api_graphs_width(tmp: Path) -> str:
+    import torch
+
+    def widen(gs):
+        gs[3].x = torch.randn(gs[3].num_nodes, 6)
+        return gs
+    return _mp_graphs(widen)
+
+
+def api_graphs_0d_y(tmp: Path) -> str:
+    import torch
+
+    def scalar(gs):
+        gs[2].y = torch.tensor(1)
+        return gs
+    return _mp_graphs(scalar)
+
+
+def api_graphs_float_edges(tmp: Path) -> str:
+    def floated(gs):
+        gs[4].edge_index = gs[4].edge_index.float()
+        return gs
+    return _mp_graphs(floated)
+
+
+def api_self_loops_gcn(tmp: Path) -> str:
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+    from torch_geometric.nn import GCNConv, global_mean_pool
+    from torch_geometric.utils import add_self_loops
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.c2, self.head = GCNConv(4, 8), GCNConv(8, 8), nn.Linear(8, 2)
+
+        def forward(self, x, edge_index, batch):
+            h = F.relu(self.c2(F.relu(self.c1(x, edge_index)), edge_index))
+            return self.head(global_mean_pool(h, batch))
+
+    def loops(gs):
+        for g in gs:
+            g.edge_index = add_self_loops(g.edge_index, num_nodes=g.num_nodes)[0]
+        return gs
+    torch.manual_seed(0)
+    return _mp_graphs(loops, model=Net(), steps=3)
+
+
+def _mp_nodes():
+    import torch
+    from torch_geometric.nn import GCNConv
+
+    import gnnprivacy as gp
+
+    data = gp.load_dataset("csbm", num_nodes=200)
+    torch.manual_seed(0)
+    model = GCNConv(data.num_features, int(data.y.max()) + 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    return data, model, opt, gp.make_private(model, opt, data, sampler="nodes",
+                                             noise_multiplier=1.0, steps=2, seed=0)
+
+
+def _node_loop(data, model, opt, pt, *, loss=None, between=None):
+    from torch.nn import functional as F
+
+    try:
+        for b in pt.loader:
+            opt.zero_grad()
+            out = model(b.x, b.edge_index)[b.center]
+            (loss or F.cross_entropy)(out, b.y[b.center]).backward()
+            if between is not None:
+                between(model)
+            opt.step()
+    finally:
+        pt.close()
+    return ""
+
+
+def api_mp_twice(tmp: Path) -> str:
+    import torch
+
+    import gnnprivacy as gp
+
+    data, model, opt, pt = _mp_nodes()
+    try:
+        gp.make_private(model, torch.optim.SGD(model.parameters(), lr=0.1), data, sampler="nodes",
+                        noise_multiplier=1.0, steps=2)
+    finally:
+        pt.close()
+    return ""
+
+
+def api_mp_full_forward(tmp: Path) -> str:
+    data, model, opt, pt = _mp_nodes()
+    return _node_loop(data, model, opt, pt,
+                      between=lambda m: m(data.x.clone(), data.edge_index.clone()))
+
+
+def api_cox2_gcn(tmp: Path) -> str:
+    import gnnprivacy as gp
+
+    gp.train("cox2", method="gcn")
+    return ""
+
+
+def api_load_model_imports_str(tmp: Path) -> str:
+    import torch
+
+    import gnnprivacy as gp
+
+    path = gp.save_model(torch.nn.Linear(2, 2), tmp / "lin.pt", init={"in_features": 2,
+                                                                      "out_features": 2})
+    gp.load_model(path, imports="m")
+    return ""
+
+
+def _saved_gcn(tmp: Path):
+    from torch_geometric.nn import GCNConv
+
+    import gnnprivacy as gp
+
+    data = gp.load_dataset("csbm", num_nodes=150)
+    path = gp.save_model(GCNConv(data.num_features, 4), tmp / "gcn.pt",
+                         init={"in_channels": data.num_features, "out_channels": 4})
+    return data, path
+
+
+def api_load_user_model(tmp: Path) -> str:
+    import gnnprivacy as gp
+
+    data, path = _saved_gcn(tmp)
+    loaded = gp.load(str(path))
+    return f"{type(loaded).__name__} predict rows {loaded.predict(data).shape[0]}"
+
+
+def api_load_model_predict(tmp: Path) -> str:
+    import gnnprivacy as gp
+
+    data, path = _saved_gcn(tmp)
+    return f"predict rows {gp.load_model(path).predict(data).shape[0]}"
+
+
+def api_graph_run_predict(tmp: Path) -> str:
+    return f"rows {_train_user_graph(tmp, 'dpsgd-graph').predict().shape[0]}"
+
+
+def api_mp_num_workers(tmp: Path) -> str:
+    import torch
+    from torch_geometric.nn import GCNConv
+
+    import gnnprivacy as gp
+
+    data = gp.load_dataset("csbm", num_nodes=200)
+    model = GCNConv(data.num_features, 4)
+    gp.make_private(model, torch.optim.SGD(model.parameters(), lr=0.1), data, sampler="nodes",
+                    epsilon=1.0, num_workers=2)
+    return ""
+
+
+def api_mp_sum_loss(tmp: Path) -> str:
+    from torch.nn import functional as F
+
+    return _node_loop(*_mp_nodes(), loss=lambda out, y: F.cross_entropy(out, y, reduction="sum"))
+
+
+def api_mp_clip(tmp: Path) -> str:
+    import torch
+
+    return _node_loop(*_mp_nodes(),
+                      between=lambda m: torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0))
+
+
+def api_gat_self_loops(tmp: Path) -> str:
+    from tests.training.private.test_self_loops import _gat_matches_naive, _graphs, _looped
+
+    same = _gat_matches_naive(_looped(_graphs(edge_attr=True), every=True))
+    return "equal to the naive loop" if same else "NOT equal to the naive loop"
+
+
+def api_graphs_x_requires_grad(tmp: Path) -> str:
+    def grad(gs):
+        gs[1].x = gs[1].x.clone().requires_grad_(True)
+        return gs
+    return _mp_graphs(grad)
+
+
+def api_graphs_dict(tmp: Path) -> str:
+    return _mp_graphs(lambda gs: {f"g{i}": g for i, g in enumerate(gs)})
+
+
+def api_builtin_model_without_fitted(tmp: Path) -> str:
+    import torch
+
+    import gnnprivacy as gp
+
+    torch.save({"format": "gnnprivacy-model/1", "record": "{}", "method": "gcn"},
+               tmp / "x.model.pt")
+    gp.load(str(tmp / "x.model.pt"))
+    return ""
+
+
+def api_graph_method_on_user_data(tmp: Path) -> str:
+    import gnnprivacy as gp
+
+    gp.train(gp.load_dataset("csbm", num_nodes=120), method="dpsgd-graph")
+    return ""
+
+
+def api_graph_predict_width(tmp: Path) -> str:
+    import torch
+    from torch_geometric.data import Data
+
+    result = _train_user_graph(tmp)
+    result.predict([Data(x=torch.randn(3, 5), edge_index=torch.zeros(2, 0, dtype=torch.long))])
+    return ""
+
 
 def run_case(case: Case, tmp: Path) -> tuple[bool, str]:
     """Run ``case`` in the scratch folder ``tmp``; returns ``(failed, message)``.

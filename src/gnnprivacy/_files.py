@@ -257,7 +257,7 @@ def check_output_file(path: str | os.PathLike, *, name: str, force: bool = False
         kind = owned_file_kind(target)
         if kind is not None and not force:
             raise InvalidParameterError(name, f"a path that is not an existing {kind} (writing would "
-                                        "destroy it; pass --force to replace it)", str(path))
+                                        "destroy it; pass --force, or force=True in Python, to replace it)", str(path))
         import warnings
 
         warnings.warn(f"{name}: replacing the existing file {path}"

@@ -129,7 +129,9 @@ class TrainResult:
 
     def predict(self, data: Any = None, nodes: Any = None):
         """Logits ``[num_nodes, num_classes]`` of the trained model on ``data``, or the rows
-        of ``nodes``.
+        of ``nodes``; for a graph task (``task == "graph"``) logits ``[num_graphs,
+        num_classes]`` of the graphs of ``data`` (a list of ``Data``, a PyG ``Dataset``, a
+        ``GraphSet``; default: every graph of the run's dataset), ``nodes`` then graph indices.
 
         Args:
             data: the graph to predict on (default: the training graph; required for a model
@@ -148,6 +150,11 @@ class TrainResult:
 
         if self.model is None:
             raise RuntimeError(f"method {self.record.method!r} keeps no model to predict with")
+        if self.task == "graph":      # the graph task's classifier: one row per graph
+            from gnnprivacy.training.predict import module_logits
+
+            return module_logits(self.model, self.data if data is None else data, nodes,
+                                 level="graph")
         if data is not None and data is not self.data and not hasattr(self.model,
                                                                       "predict_logits"):
             raise InvalidParameterError(
@@ -160,6 +167,12 @@ class TrainResult:
             raise InvalidParameterError("data", "the graph to predict on (a loaded model keeps "
                                         "no graph)", None)
         return node_logits(self.model, graph, nodes)
+
+    @property
+    def task(self) -> str:
+        """``"graph"`` for a graph-classification run (``--task graph``: `predict` gives one
+        row of logits per graph), else ``"node"``."""
+        return "graph" if (self.record.info or {}).get("task") == "graph" else "node"
 
     @property
     def num_features(self) -> int | None:
@@ -186,6 +199,10 @@ class TrainResult:
 
         target = path if path is not None else f"{self.record.run_id}.model.pt"
         check_output_file(target, name="path", force=force, create_folder=True)
+        if self.task == "graph":
+            from gnnprivacy.method.runner import graph_model_writer
+
+            return graph_model_writer(self.record, self.model, self.data)(target)
         return save_model_file(target, trainer=self.model, data=self.data,
                                method=self.record.method, record=self.record.to_dict())
 
@@ -393,10 +410,17 @@ def partition(graph: Any, out: str, *, num_parts: int | None = None, parts: int 
                            train_fraction=train_fraction, overwrite=overwrite)
 
 
-def load(path: str) -> TrainResult:
-    """A model saved by `TrainResult.save` or ``gnnprivacy train`` (``<run_id>.model.pt``
-    beside its record), as a `TrainResult` whose ``predict(data)`` gives the same
-    predictions as the trained model.
+def load(path: str, *, imports: str | tuple[str, ...] | list[str] = ()):
+    """Any model file the library writes, with ``predict``: the one loader.
+
+    * a model saved by ``gnnprivacy train`` or `TrainResult.save` (``<run_id>.model.pt``
+      beside its record; node methods and the graph task): a `TrainResult` whose
+      ``predict(data)`` gives the same predictions as the trained model (one row per node,
+      or per graph for the graph task);
+    * a model saved by `gnnprivacy.save_model`: a
+      `gnnprivacy.training.user_model.SavedModel` (``.model``, ``.privacy``,
+      ``.epsilon``, ``.predict(data)``); its class must be imported, or named in
+      ``imports`` (the file never chooses what is imported).
 
     Raises:
         InvalidParameterError: not a saved model (the message names the file).
@@ -405,11 +429,34 @@ def load(path: str) -> TrainResult:
 
     from gnnprivacy.records.record import RunRecord, _decode
     from gnnprivacy.training.persist import load_model_file
+    from gnnprivacy.training.user_model import USER_FORMAT, load_model, model_file_format
 
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidParameterError("path", "the path of a saved model (<run_id>.model.pt)", path)
+    if model_file_format(path) == USER_FORMAT:
+        # the graph task's classifier: the library's own module, trusted as any import
+        saved = load_model(path, imports=("gnnprivacy.training.graph_classification",
+                                          *_names(imports)))
+        if saved.run is None:
+            return saved
+        return TrainResult(record=_run_record(saved.run, path), model=saved.model, data=None)
     model, record = load_model_file(path)
     return TrainResult(record=RunRecord(**_decode(record)), model=model, data=None)
+
+
+def _names(imports) -> tuple:
+    return (imports,) if isinstance(imports, str) else tuple(imports)
+
+
+def _run_record(run: dict, path):
+    """The run record a saved model carries, or a one-line error naming the file."""
+    from gnnprivacy.records.record import RunRecord, _decode
+
+    try:
+        return RunRecord(**_decode(run))
+    except (TypeError, ValueError) as exc:
+        raise InvalidParameterError("path", "a saved model with a complete run record",
+                                    f"{path} ({type(exc).__name__}: {exc})") from None
 
 
 def assess(model: Any, data: Any = None, **options: Any) -> dict[str, Any]:

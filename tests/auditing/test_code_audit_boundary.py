@@ -107,13 +107,14 @@ def plant(bug, path, monkeypatch):
                                                        for g in groups], **kw))
         clipped = PrivateTraining._clipped_sums
 
-        def rows_clip(self, layout, scale):
-            c = self.max_grad_norm
+        def rows_clip(self, layout, scale):     # make_private clips with the engine's groups
+            c, groups = self.max_grad_norm, self.engine.groups
             self.max_grad_norm = 4 * c
+            self.engine.groups = [ClipGroup(g.names, 4 * g.clip_norm) for g in groups]
             try:
                 return clipped(self, layout, scale)
             finally:
-                self.max_grad_norm = c
+                self.max_grad_norm, self.engine.groups = c, groups
 
         monkeypatch.setattr(PrivateTraining, "_clipped_sums", rows_clip)
     elif bug == "unnoised_parameter":
@@ -140,6 +141,7 @@ def plant(bug, path, monkeypatch):
             acc, self.engine.accountant = self.engine.accountant, None
             self.engine.release(self._zero_sums(), 0)
             self.engine.accountant = acc
+            self.guard.after_step()    # as the library's own steps do (else the guard refuses)
             close(self)
 
         monkeypatch.setattr(base_module.NodeDPTrainer, "_run", run_and_one_more)
@@ -206,7 +208,8 @@ def audit_path(path, data, seed=0):
         from gnnprivacy.auditing.code import audit_method_code
 
         return audit_method_code(path, "graph", {"epsilon": 4.0, "seed": seed,
-                                                 **PARAMS[path]}, data=data, seed=seed)
+                                                 **PARAMS[path]}, data=data, seed=seed,
+                                 publication=False)   # its own tests: test_publication.py
     n_train = int(data.train_mask.sum())
 
     def train():

@@ -21,16 +21,26 @@ from dataclasses import dataclass
 import pytest
 
 #: the code audit as a killer: its honest-path tests fail when the audit flags a mutant
-AUDIT = ["tests/auditing/test_code_audit_boundary.py", "-k",
-         "flagged_by_its_check and none or per_tensor"]
+#: (every shipped path, publication and fresh-noise checks included)
+AUDIT = ["tests/auditing/test_code_audit_boundary.py", "tests/auditing/test_every_path_audited.py",
+         "-k", "flagged_by_its_check and none or per_tensor or every_check_is_made"]
 DP = "tests/training/dp/test_dp_clipping.py tests/training/dp/test_dp_engine.py"
 SAMPLING = "tests/sampling/test_heter_poisson.py tests/sampling/test_minibatch_samplers.py"
 BOUNDED = "tests/sampling/test_degree_bounded.py"
 PRIVATE = "tests/training/private/test_make_private.py"
+SEGMENTS = "tests/training/dp/test_segments.py"
 ACCOUNTING = "tests/accounting/test_accountants.py"
 PINS = "tests/privacy_regression/test_pins.py"
 SHARDED = "tests/training/test_sharded_units.py tests/training/test_sharded_private.py"
 ROUNDS = "tests/datasets/test_shards_properties.py -k bounding"
+STATE = "tests/training/private/test_state_between_steps.py"
+GROUPS = "tests/training/private/test_graph_groups.py"
+EVERY = "tests/auditing/test_every_path_audited.py::test_every_check_is_made_and_passes_on_every_path"
+
+
+def on_path(path: str) -> str:
+    """The honest audit test of one shipped path (`audit_paths.PATHS`) as a killer."""
+    return f"{EVERY}[{path}]"
 
 
 @dataclass(frozen=True)
@@ -39,7 +49,7 @@ class Mutant:
 
     Attributes:
         id: short name; area: clip | noise | rate | steps | ledger | occurrence.
-        tests: the pytest paths expected to kill it (space-separated).
+        tests: the pytest paths (or node ids) expected to kill it (space-separated).
         note: why a survivor survives (empty for a mutant that must be killed).
     """
 
@@ -56,21 +66,34 @@ MUTANTS = [
     # ------------------------------------------------------------------ clip
     Mutant("clip-factor-2C", "clip", "gnnprivacy.training.dp.clipping:clip_factors",
            "torch.where(norms > c,", "torch.where(norms > 2 * c,", DP),
-    Mutant("clip-groups-2C", "clip", "gnnprivacy.training.dp.clipping:clip_and_sum",
-           "clip_factors(group_norms[k], group.clip_norm)",
-           "clip_factors(group_norms[k], 2 * group.clip_norm)", DP),
+    Mutant("clip-groups-2C", "clip", "gnnprivacy.training.dp.clipping:clip_contributions",
+           "clip_factors(norms, group.clip_norm)",
+           "clip_factors(norms, 2 * group.clip_norm)", DP + " " + PRIVATE),
     Mutant("clip-eff-max", "clip", "gnnprivacy.training.dp.clipping:effective_clip_norm",
            "math.sqrt(sum(g.clip_norm ** 2 for g in groups))",
            "max(g.clip_norm for g in groups)", DP),
-    Mutant("clip-rows-2C", "clip",
-           "gnnprivacy.training.private.make_private:PrivateTraining._clipped_sums",
-           "clipping.clip_factors(total.sqrt(), self.max_grad_norm)",
-           "clipping.clip_factors(total.sqrt(), 2 * self.max_grad_norm)", PRIVATE),
-    Mutant("clip-diag-norms", "clip", "gnnprivacy.training.dp.clipping:clip_and_sum",
-           "total_sq = total_sq + sq", "total_sq = sq", DP,
+    Mutant("clip-rows-mean-scale", "clip",
+           "gnnprivacy.training.private.make_private:PrivateTraining._checked_sums",
+           'scale = float(layout.num_subgraphs) if self.loss_reduction == "mean" else 1.0',
+           "scale = 1.0", PRIVATE),
+    Mutant("clip-diag-norms", "clip", "gnnprivacy.training.dp.clipping:clip_contributions",
+           "total = sq if total is None else total + sq", "total = sq", DP,
            note="equivalent for the release: the total norms are a diagnostic (the clipped "
                 "sums use the per-group factors); a test of the reported norms with "
                 "several groups would kill it"),
+    Mutant("clip-gram-pairs", "clip", "gnnprivacy.training.dp.segments:GramNorms._compute",
+           "out.index_add_(1, pairs.owner, cross, alpha=2)",
+           "out.index_add_(1, pairs.owner, cross, alpha=0)", SEGMENTS + " " + PRIVATE),
+    Mutant("clip-chunk-norms-quarter", "clip", "gnnprivacy.training.dp.segments:_chunked_norms",
+           "weight = _chunk_grads(a, d, chunks, ordered=False).square().sum(1)",
+           "weight = _chunk_grads(a, d, chunks, ordered=False).square().sum(1) / 4",
+           SEGMENTS + " " + PRIVATE),
+    Mutant("clip-bookkeeping-unscaled", "clip",
+           "gnnprivacy.training.dp.flat_rules:_scaled_product",
+           "return (d * c_rows).t() @ a", "return d.t() @ a", PRIVATE),
+    Mutant("clip-bookkeeping-unscaled-narrow", "clip",
+           "gnnprivacy.training.dp.flat_rules:_scaled_product",
+           "return ((a * c_rows).t() @ d).t()", "return (a.t() @ d).t()", PRIVATE),
     # ------------------------------------------------------------------ noise
     Mutant("noise-std-reported-half", "noise",
            "gnnprivacy.training.dp.engine:DPEngine.noise_std",
@@ -155,6 +178,65 @@ MUTANTS = [
            "gnnprivacy.sampling.heter_poisson:HeterPoissonSampler.sample",
            "if self.enforce_no_overlap and centers.numel()",
            "if False and self.enforce_no_overlap and centers.numel()", SAMPLING),
+    # ------------------------------------------------------------------ issue 43's classes
+    Mutant("occ-graph-drawn-twice", "occurrence",
+           "gnnprivacy.training.private.graph_sampler:GraphSampler._nodes_batch",
+           "return self.collate(nodes)", "return self.collate(torch.cat([nodes, nodes[:1]]))",
+           on_path("make_private:graphs")),
+    Mutant("publish-norm-user-loop", "publication",
+           "gnnprivacy.training.private.make_private:PrivateTraining.step",
+           "self.engine.release(sums, layout.num_subgraphs)",
+           "self.engine.release(sums, layout.num_subgraphs); print('clipped norm', "
+           "sum(float(v.double().square().sum()) for v in sums.values()) ** 0.5)",
+           on_path("make_private:nodes")),
+    Mutant("publish-norm-trainer", "publication",
+           "gnnprivacy.training.dp.engine:DPEngine.clipped",
+           "clipped = clip_and_sum(self.capture, losses, self.groups, row_mask=row_mask)",
+           "clipped = clip_and_sum(self.capture, losses, self.groups, row_mask=row_mask); "
+           "__import__('logging').getLogger('gnnprivacy').info('clipped norm %s', "
+           "sum(float(v.double().square().sum()) for v in clipped.sums.values()))",
+           on_path("method:dpgnn")),
+    Mutant("noise-reused", "noise", "gnnprivacy.training.dp.engine:DPEngine.add_noise",
+           "generator=self.generator,", "generator=self.generator.manual_seed(1),",
+           on_path("method:dpgnn")),
+    Mutant("noise-event-other", "noise",
+           "gnnprivacy.training.private.make_private:PrivateTraining.__init__",
+           "self.event = self.plan.event_factory(self.noise_multiplier)",
+           "self.event = self.plan.event_factory(2 * self.noise_multiplier)",
+           on_path("make_private:nodes")),
+    Mutant("rate-event-all-nodes", "rate",
+           "gnnprivacy.training.private.samplers:NodeSubgraphs.plan",
+           "_privacy.dpsgd_event_factory(sample_rate=q)",
+           "_privacy.dpsgd_event_factory(sample_rate=min(1.0, m / self.num_nodes))",
+           on_path("make_private:nodes")),
+    Mutant("clip-loss-scale", "clip",
+           "gnnprivacy.training.dp.clipping:clip_contributions",
+           "sq = sq * (scale * scale)", "sq = sq",
+           f"{PRIVATE} {on_path('make_private:heterpoisson')}"),
+    Mutant("resume-one-fewer", "resume",
+           "gnnprivacy.training.private.make_private:PrivateTraining.load_state_dict",
+           "self.accountant.compose(self.event, done)",
+           "self.accountant.compose(self.event, done - 1)",
+           "tests/auditing/test_fresh_noise_and_resume.py::"
+           "test_an_honest_resume_passes_as_one_run"),
+    Mutant("guard-kept-tensor", "guard",
+           "gnnprivacy.training.private.guards:LoopGuard._check_kept",
+           "if before.get(key) != value:", "if False:", STATE),
+    Mutant("guard-between-steps", "guard",
+           "gnnprivacy.training.private.guards:LoopGuard._since_step",
+           "if state != before:", "if False:", STATE),
+    Mutant("guard-custom-function", "guard",
+           "gnnprivacy.training.private.guards:_custom_function",
+           "if isinstance(node, torch.autograd.function.BackwardCFunction):", "if False:",
+           STATE),
+    Mutant("guard-cut-loop", "guard", "gnnprivacy.training.private.guards:LoopGuard.stop",
+           "self.trace.cut = self.trace.cut or cut", "self.trace.cut = False", STATE),
+    Mutant("units-duplicates-silent", "units",
+           "gnnprivacy.training.private.graph_sampler:GraphSampler._set_groups",
+           "if loose:", "if False:", GROUPS),
+    Mutant("units-group-noise", "units",
+           "gnnprivacy.training.private.graph_sampler:GraphSampler.plan",
+           "noise_scale=float(k)", "noise_scale=1.0", GROUPS),
 ]
 
 
@@ -221,6 +303,9 @@ def test_every_mutant_applies_to_the_current_source(mutant):
 QUICK = [("clip-groups-2C", "dpgnn"), ("noise-one-param", "heterpoisson"),
          ("ledger-skip-first", "dpmlp"), ("rate-nodes-plan-2q", "dpmlp"),
          ("noise-std-reported-half", "dpmlp")]
+#: issue 43's classes the code audit kills, each on the shipped path of its killer
+QUICK_PATHS = [(m.id, m.tests.split()[-1].split("[")[1][:-1]) for m in MUTANTS
+               if m.tests.split()[-1].startswith(EVERY)]
 
 
 @pytest.mark.parametrize("mutant_id, path", QUICK)
@@ -234,3 +319,33 @@ def test_quick_mutants_are_killed_by_the_code_audit(mutant_id, path):
     with applied(by_id(mutant_id)):
         result = audit_path(path, data)
     assert result.violation, result.summary()
+
+
+@pytest.mark.parametrize("mutant_id, path", QUICK_PATHS)
+def test_issue_43_mutants_are_killed_by_the_audit_of_their_path(mutant_id, path):
+    """Each of issue 43's classes the code audit covers (a graph drawn twice, a published
+    norm, a reused draw, an event under another noise, the rate over all nodes, the loss
+    scale), in-process: the audit of the path it breaks flags it."""
+    from audit_paths import audit
+
+    with applied(by_id(mutant_id)):
+        result = audit(path)
+    assert result.violation, result.summary()
+
+
+SLOW_KILLS = [m for m in MUTANTS if m.area in ("guard", "units", "resume")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutant", SLOW_KILLS, ids=lambda m: m.id)
+def test_guard_unit_and_resume_mutants_are_killed_by_their_tests(mutant):
+    """Issue 43's loop-guard, unit and resume mutants: their tests fail under each (one
+    process per mutant, as tools/mutation_test.py runs them)."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, str(root / "tools" / "mutation_test.py"),
+                           "--apply", mutant.id, "--", *mutant.tests.split()],
+                          cwd=root, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode != 0, f"{mutant.id} survived {mutant.tests}: {proc.stdout[-500:]}"

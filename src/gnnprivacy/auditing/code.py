@@ -26,15 +26,26 @@ audit flags the run when it exceeds the epsilon the run reported.
 Beside the canaries, every engine's boundary is observed
 (`gnnprivacy.training.dp.audit_observer`) and checked against the accountant's event and
 ledger (`gnnprivacy.auditing.outside`): the executed sampling rate against the event's
-rate, the parameter updates against the ledger's step count, the engine's clipped sum
-against per-subgraph gradients recomputed independently, each parameter's noise against the
-std the event accounts for, and the subgraphs' node occurrences against the event's
-occurrence bound. A failed check is listed in ``details["failed_checks"]`` and flags the
-run.
+rate, the parameter updates against the ledger's step count (a resumed run together with
+the run that wrote its checkpoint), the engine's clipped sum against per-subgraph gradients
+recomputed independently, each parameter's noise against the std the event accounts for,
+the noise of every release against every other's (a reused or correlated draw), and the
+units' occurrences against the event's occurrence bound, with each batch's rows against the
+data its membership names. A failed check is listed in ``details["failed_checks"]`` and
+flags the run. Every shipped path has each check made (``tests/auditing/
+test_every_path_audited.py`` enumerates them).
 
-What it cannot see: releases outside the engine (GAP's aggregation hops are composed as
-recorded, not measured), a wrong per-subgraph sum on steps after the replayed ones, and
-batches whose membership it cannot read (those checks report ``checked: False``).
+When the audit knows the data (``audit_method_code``, or ``code_audit(train, data=...)``),
+it also checks what the run *publishes* (`gnnprivacy.auditing.publication`): the run is
+repeated on a counterfactual copy of the data with every noisy release replayed from the
+first run, and every published value that changed (a record field, a log line, a
+checkpoint, a model file) must be named in ``privacy["unaccounted"]``.
+
+What it cannot see: releases outside the engine are replayed but not measured (GAP's
+aggregation hops are composed as recorded), a wrong per-subgraph sum on steps after the
+replayed ones, batches whose membership it cannot read (fixed-shape device batches: those
+checks report ``checked: False``), and more than one rank of a sharded run (one rank is the
+single-process release).
 """
 
 from __future__ import annotations
@@ -83,6 +94,11 @@ def measure_engine(hook, *, confidence: float) -> dict[str, Any]:
         return {**out, "measured": False, "note": "no canary was sampled: the clip is unmeasured"}
     c_hat = float((counts * y[:, :m]).sum()) / ksq
     c_lo = c_hat - _z(confidence) * sigma_hi / math.sqrt(ksq)
+    if c_lo <= 0:
+        return {**out, "measured": False, "clip": c_hat,
+                "note": "the canaries' clipped contribution is not bounded away from 0 at "
+                        "this confidence (too much noise for the canaries sampled): more "
+                        "canaries or steps measure it"}
     sizes = torch.tensor(hook.batch_sizes, dtype=torch.float64)
     mean = float(sizes.mean())
     spread = float(sizes.std()) if sizes.numel() > 1 else 0.0
@@ -167,7 +183,7 @@ def _loader_batches_noted():
     def wrap(sample):
         def noted(self, *args, **kwargs):
             batch = sample(self, *args, **kwargs)
-            audit_hooks.note_batch(batch)
+            audit_hooks.note_batch(batch, self)
             return batch
         return noted
 
@@ -189,7 +205,7 @@ def _loader_batches_noted():
 def code_audit(train, *, epsilon_claimed: float | None = None, delta: float | None = None,
                seed: int = 0, confidence: float = 0.999, num_canaries: int = 1024,
                num_noise: int = 256, canary_scale: float = 10.0, method: str = "custom",
-               dataset: str = ""):
+               dataset: str = "", data=None, _published=None):
     """Run ``train()`` (any code that trains through `DPEngine`
     or `gnnprivacy.make_private`) under canaries and audit what it released.
 
@@ -200,6 +216,10 @@ def code_audit(train, *, epsilon_claimed: float | None = None, delta: float | No
         confidence: one-sided confidence of each estimated parameter's end.
         num_canaries, num_noise, canary_scale: the canary block
             (`CodeAuditSession`).
+        data: the private data, when ``train`` takes it (``train(data)`` returning a dict
+            of everything the run publishes: ``pt.privacy``, state dicts ...); the run is
+            then made twice more for the publication check
+            (`gnnprivacy.auditing.publication`; ``details["publication"]``).
 
     Returns:
         `AuditResult` (mode ``"code"``); ``violation`` when
@@ -217,8 +237,9 @@ def code_audit(train, *, epsilon_claimed: float | None = None, delta: float | No
     t0 = time.perf_counter()
     session = CodeAuditSession(seed=seed, num_canaries=num_canaries, num_noise=num_noise,
                                canary_scale=canary_scale)
+    run = train if data is None else (lambda: train(data))
     with session.active(), _loader_batches_noted():
-        outcome = train() or {}
+        outcome = run() or {}
     if not session.engines:
         raise InvalidParameterError("train", "training through the DP engine (a noisy step of "
                                     "a private engine)", "no engine observed")
@@ -228,20 +249,40 @@ def code_audit(train, *, epsilon_claimed: float | None = None, delta: float | No
     bound = executed_epsilon(session.engines, measurements, delta=delta)
     steps = sum(len(h.observed) for h in session.engines)
     checks, failed = boundary_checks(session.engines)
+    published = None
+    if data is not None or _published is not None:
+        from gnnprivacy.auditing.publication import publication_check
+
+        published = (publication_check(train, data) if _published is None
+                     else publication_check(*_published))
+        if published.get("checked") and not published["passed"]:
+            failed = failed + [f"publication ({published['detail']})"]
     return AuditResult(method, dataset, "code", claim, bound, None, steps, confidence, delta,
                        seconds=time.perf_counter() - t0,
-                       details={"engines": measurements, "run": outcome, "checks": checks,
-                                "failed_checks": failed,
+                       details={"engines": measurements, "run": _summary(outcome),
+                                "checks": checks, "failed_checks": failed,
+                                "publication": published,
                                 "note": "epsilon_lower_bound: the method's accountant at the "
                                         "executed noise, clip and sampling rate measured from "
                                         "canaries in every noisy update (each at its "
                                         f"{confidence:.1%} one-sided confidence end)"})
 
 
+def _summary(outcome: dict) -> dict:
+    """The plain values of what ``train`` returned (the epsilon, delta, metrics), for the
+    audit's details; tensors and state dicts are left out."""
+    return {k: v for k, v in outcome.items() if isinstance(v, (int, float, str, type(None)))}
+
+
 def audit_method_code(method: str, dataset: str, values: dict, *, data=None, seed: int = 0,
-                      **kw):
+                      publication: bool = True, **kw):
     """`code_audit` of a registered method, trained by the runner (the code path of
-    ``gnnprivacy train``) with ``values``; the claim is the epsilon the run reports."""
+    ``gnnprivacy train``) with ``values``; the claim is the epsilon the run reports.
+
+    With ``publication`` (default), the run is also made twice more as ``gnnprivacy train``
+    makes it, writing its record, model file and checkpoints, on the data and on a
+    counterfactual copy, for the publication check (`gnnprivacy.auditing.publication`); the
+    data are loaded from ``dataset`` when not given."""
     from gnnprivacy.method.runner import run
 
     def train():
@@ -249,4 +290,100 @@ def audit_method_code(method: str, dataset: str, values: dict, *, data=None, see
         return {"epsilon": record.epsilon, "delta": record.delta,
                 "test_accuracy": record.metrics.get("test_accuracy")}
 
-    return code_audit(train, seed=seed, method=method, dataset=dataset, **kw)
+    published = None
+    if publication:
+        if data is None:
+            from gnnprivacy.method.config import resolve_config
+            from gnnprivacy.method.data import load_run_data
+
+            data = load_run_data(resolve_config({"method": method, "dataset": dataset,
+                                                 **values})[0])
+        published = (published_run(method, dataset, values), data)
+    return code_audit(train, seed=seed, method=method, dataset=dataset,
+                      _published=published, **kw)
+
+
+def published_run(method: str, dataset: str, values: dict):
+    """``train(data)`` for the publication check: one run through the runner with its
+    files written (into a fresh folder), returning what it published: the record, the
+    content of every file it wrote, its log lines and progress."""
+    import tempfile
+    from pathlib import Path
+
+    from gnnprivacy.method.runner import run
+
+    def train(data) -> dict:
+        with tempfile.TemporaryDirectory(prefix="gp-publication-") as folder:
+            lines, bars = [], []
+
+            def progress(description, total):
+                bar = {"description": description, "total": total, "updates": []}
+                bars.append(bar)
+                return type("Bar", (), {"update": lambda self, n=1: bar["updates"].append(n)})()
+
+            record = run({"method": method, "dataset": dataset, **values, "runs_dir": folder},
+                         data=data, run_id="audit", log=lines.append, progress=progress)
+            return published_outputs({"record": record.to_dict(), "log": lines,
+                                      "progress": bars}, folder)
+
+    return train
+
+
+def published_outputs(out: dict, folder: str, *others: str) -> dict:
+    """``out`` with ``"files"``: the content of every file under ``folder`` (a run's
+    outputs), in comparable form; the paths of ``folder`` and ``others`` (temporary folders
+    that differ between two runs) replaced in every string, and a record's file checksums
+    dropped (the files themselves are compared)."""
+    from pathlib import Path
+
+    files = {str(p.relative_to(folder)): _file_content(p)
+             for p in sorted(Path(folder).rglob("*")) if p.is_file()}
+    return _scrubbed({**out, "files": files}, (folder, *others))
+
+
+def _file_content(path):
+    """What a written file holds, in comparable form (JSON parsed, tensors loaded)."""
+    import json
+
+    from gnnprivacy.training.checkpoint import read_weights_only
+
+    if path.suffix == ".json":
+        return _json_strings(json.loads(path.read_text()))
+    if path.suffix in (".pt", ".ckpt"):
+        return _json_strings(read_weights_only(path, name="file", expected="a saved tensor file"))
+    if path.suffix == ".npz":
+        import numpy as np
+
+        with np.load(path) as z:
+            return {k: z[k].tolist() for k in z.files}
+    return path.read_bytes()
+
+
+def _json_strings(value):
+    """``value`` with the JSON documents it holds as strings (a saved model's record)
+    parsed, so their wall-clock fields are skipped like the record's."""
+    import json
+
+    if isinstance(value, dict):
+        return {k: _json_strings(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_strings(v) for v in value]
+    if isinstance(value, str) and value[:1] in "{[":
+        try:
+            return _json_strings(json.loads(value))
+        except ValueError:
+            return value
+    return value
+
+
+def _scrubbed(value, folders: tuple[str, ...]):
+    if isinstance(value, dict):
+        return {k: (sorted(v) if k == "files" and all(isinstance(x, dict) and "sha256" in x
+                                                      for x in v.values())
+                    else _scrubbed(v, folders)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_scrubbed(v, folders) for v in value]
+    if isinstance(value, str):
+        for k, folder in enumerate(folders):
+            value = value.replace(folder, f"<folder {k}>")
+    return value

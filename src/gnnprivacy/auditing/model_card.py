@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from gnnprivacy.auditing.card_progress import stage
 from gnnprivacy.errors import InvalidParameterError
 
 __all__ = ["assess_model", "assess_models", "is_model", "claim_of", "model_logits",
@@ -81,16 +82,10 @@ def is_model(obj) -> bool:
 
 
 def _expected_features(module: torch.nn.Module) -> int | None:
-    """Input feature size of the first layer that states one (``in_channels``,
-    ``in_features``); ``None`` when unknown or lazy."""
-    for sub in module.modules():
-        for attr in ("in_channels", "in_features"):
-            size = getattr(sub, attr, None)
-            if isinstance(size, int) and size > 0:
-                return size
-            if isinstance(size, tuple) and size and all(isinstance(v, int) for v in size):
-                return size[0] if size[0] > 0 else None
-    return None
+    """`gnnprivacy.training.predict.expected_features` (the card and predict share it)."""
+    from gnnprivacy.training.predict import expected_features
+
+    return expected_features(module)
 
 
 def model_logits(model, data) -> torch.Tensor:
@@ -115,7 +110,7 @@ def model_logits(model, data) -> torch.Tensor:
         try:
             with torch.no_grad():
                 out = model(data.x, data.edge_index)
-        except RuntimeError as exc:
+        except (RuntimeError, TypeError, IndexError, ValueError) as exc:
             raise InvalidParameterError(
                 "model", "a model that runs as model(data.x, data.edge_index) on this graph",
                 f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from exc
@@ -317,6 +312,7 @@ def link_stealing_section(post: np.ndarray, data, *, seed: int = 0, pairs: int =
     neg = np.asarray(neg)
     ps = PairSet(np.concatenate([pos_u, neg[:, 0]]), np.concatenate([pos_w, neg[:, 1]]),
                  np.concatenate([np.ones(pos_u.size, int), np.zeros(len(neg), int)]))
+    stage(f"link stealing: He et al. Attack-0 on {len(ps)} node pairs")
     outcome = run_he_attack(0, NodeView(target=post), ps, seed=seed)
     m = outcome.metrics
     ci = bootstrap_ci(outcome.scores, outcome.labels, n_boot=n_boot, metric=rank_auc,
@@ -325,6 +321,7 @@ def link_stealing_section(post: np.ndarray, data, *, seed: int = 0, pairs: int =
            "auc": m["auc"], "tpr_at_1pct_fpr": m["tpr_at_1pct_fpr"], "pairs": int(len(ps)),
            "auc_ci95": [ci["low"], ci["high"]]}
     if n_hop is not None:
+        stage(f"link stealing: linked pairs against pairs {n_hop} hops apart")
         nh = auc_vs_nhop(post, ei, n, n_hop, metric="correlation", seed=seed)
         out.update(auc_vs_nhop=nh["auc_vs_nhop"], n_hop=n_hop,
                    nhop_pairs=int(nh["nhop_pairs"]))
@@ -332,6 +329,9 @@ def link_stealing_section(post: np.ndarray, data, *, seed: int = 0, pairs: int =
         from gnnprivacy.attacks.link_stealing.knowledge import knowledge_attacks
 
         kw = {} if known_frac is None else {"known_frac": known_frac}
+        stage("link stealing: He et al. Attack-" + ", ".join(str(a) for a in attacks)
+              + " (the attacker knows node features or part of the graph; each trains a "
+              "classifier on pairs)")
         out["variants"] = knowledge_attacks(post, data, ps, attacks=tuple(attacks), seed=seed,
                                             n_boot=n_boot, **kw)
     return out
@@ -377,9 +377,11 @@ def posterior_sections(model, data, *, members=None, nonmembers=None, seed: int 
     (shared by `assess_model` and the built-in card of a record): ``membership`` (threshold
     attacks), ``link_stealing`` (with the attacker-knowledge ``link_attacks``) and
     ``utility``; ``logits`` as well, for the callers."""
+    stage("the model's predictions on the whole graph")
     logits = model_logits(model, data)
     members = data.train_mask if members is None else members
     nonmembers = data.test_mask if nonmembers is None else nonmembers
+    stage("membership: loss and confidence thresholds, members against non-members")
     out: dict[str, Any] = {"logits": logits, "membership": membership_sections(
         logits, data.y, members, nonmembers, seed=seed)}
     if link_stealing:
@@ -637,8 +639,11 @@ def assess_model(model, data, *, train_fn=None, privacy=None, members=None, nonm
         privacy = model
     claimed = claim_of(privacy)
     label = name or type(_unwrap(model)).__name__
+    cls = type(_unwrap(model))
     card: dict[str, Any] = {"run_id": label, "method": label, "dataset": inp.name,
-                            "claimed": claimed}
+                            "claimed": claimed,
+                            "subject": {"kind": "model", "named": name is not None,
+                                        "class": f"{cls.__module__}.{cls.__qualname__}"}}
     if inp.unit == "graph":
         logits = inp.logits(model)
         m, nm = _member_masks(*inp.defaults(members, nonmembers), inp.n, "graph")
@@ -661,6 +666,7 @@ def assess_model(model, data, *, train_fn=None, privacy=None, members=None, nonm
     loss = -torch.nn.functional.cross_entropy(logits, inp.y, reduction="none").numpy()
     scores_of = {"loss_threshold": (loss[m], loss[nm])}
     if train_fn is not None and shadows:
+        stage(f"membership: LiRA, training {shadows} shadow models with train_fn")
         lira, released = lira_section(train_fn, inp, logits, m | nm, m,
                                       shadows=shadows, seed=seed,
                                       fixed_variance=fixed_variance, progress=progress)
@@ -668,6 +674,7 @@ def assess_model(model, data, *, train_fn=None, privacy=None, members=None, nonm
         if released is not None:
             scores_of["lira_released_model"] = released
     if train_fn is not None and code_audit:
+        stage("code audit: one run of train_fn with gradient canaries")
         audit = _code_audit(train_fn, inp.audit_input(m), seed, claimed)
         card["audit" if "mode" in audit else "code_audit"] = audit
     _empirical(card, scores_of, delta=claimed["delta"], seed=seed, unit=inp.unit)

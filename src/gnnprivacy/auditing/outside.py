@@ -11,7 +11,8 @@ event and ledger, never with the engine's own expectation:
    test at false-alarm rate ``alpha``.
 2. ``releases``: the optimizer steps on the model's parameters against the ledger's count of
    the engine's event; a step with no engine sum behind it, and parameters that moved after
-   the last observed step, fail it.
+   the last observed step, fail it. A resumed run is judged with the run that wrote its
+   checkpoint: the ledger holds both halves' steps, no more, no fewer.
 3. ``clip``: the engine's pre-noise sum against the per-subgraph gradients recomputed
    independently and clipped per group at the reported norms (relative tolerance 1e-3).
 4. ``noise``: per parameter, the released gradient times the expected batch minus the
@@ -21,8 +22,12 @@ event and ledger, never with the engine's own expectation:
    ``alpha``).
 5. ``occurrence``: the most subgraphs one node lay in, per step (and, for DP-GNN's fixed
    rows, over the run), against the bound the event assumes: 1 for Poisson-sampled
-   nodes, ``K + 1`` for DP-GNN, for HeterPoisson 1 for a centre (with overlap removal) and
-   the accounted out-degree ``D`` otherwise.
+   nodes and whole graphs, ``K + 1`` for DP-GNN, for HeterPoisson 1 for a centre (with
+   overlap removal) and the accounted out-degree ``D`` otherwise. The engine must have
+   clipped as many subgraphs as the membership names, and a loader batch's rows must carry
+   the training data at the ids it names (`audit_observer.rows_disagree`).
+6. ``fresh_noise``: no two releases share or correlate their noise (`fresh_noise_check`):
+   a reused draw is caught whatever its variance.
 
 A check that could not be made (nothing observed) reports ``checked: False`` and does not
 fail; `gnnprivacy.auditing.code.code_audit` lists every failed check and flags the run.
@@ -35,8 +40,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["boundary_checks", "clip_check", "event_noise_std", "noise_check",
-           "occurrence_check", "rate_check", "release_check"]
+__all__ = ["boundary_checks", "clip_check", "event_noise_std", "fresh_noise_check",
+           "noise_check", "occurrence_check", "rate_check", "release_check"]
 
 #: false-alarm rate of each statistical check
 ALPHA = 1e-3
@@ -65,7 +70,7 @@ def rate_check(observer, event, *, alpha: float = ALPHA) -> dict[str, Any]:
     q = (inner.batch_size / inner.num_train if isinstance(inner, DpGnnDpEvent)
          else step_sampling(event)[0])
     steps = len(members)
-    centers = torch.cat([m.centers for m in members])
+    centers = torch.cat([torch.unique(m.centers) for m in members])   # units per step
     out: dict[str, Any] = {"checked": True, "event_rate": q, "steps": steps}
     if centers.numel() == 0:
         return {**out, "passed": True, "units_seen": 0}
@@ -73,8 +78,14 @@ def rate_check(observer, event, *, alpha: float = ALPHA) -> dict[str, Any]:
     seen = counts[counts > 0].double()
     units, total = int(seen.numel()), float(seen.sum())
     out.update(units_seen=units, memberships=int(total))
-    if int(counts.max()) > steps:
-        return {**out, "passed": False, "detail": "a unit is a centre twice in one step"}
+    for t, m in enumerate(members):
+        ids, times = torch.unique(m.centers, return_counts=True)
+        limit = getattr(observer.engine, "occurrence_bound", 1)
+        if times.numel() and int(times.max()) > limit:
+            unit = int(ids[times.argmax()])
+            return {**out, "passed": False,
+                    "detail": f"step {t}: unit {unit} is the unit of {int(times.max())} "
+                              f"subgraphs (sampled once, it may enter {limit})"}
     if q >= 1.0:
         return {**out, "passed": True, "executed_rate": 1.0}
     p_seen = 1.0 - (1.0 - q) ** steps
@@ -104,6 +115,10 @@ def occurrence_check(observer, event) -> dict[str, Any]:
     members = [m for m in observer.members if m is not None]
     if not members:
         return {"checked": False, "why": "batch membership not observed"}
+    faults = getattr(observer, "row_faults", [])
+    if faults:
+        return {"checked": True, "passed": False, "detail": faults[0],
+                "faulty_steps": len(faults)}
     inner = _inner(event)
     worst = {"count": 0, "node": None, "step": None}
     bad = None
@@ -141,8 +156,9 @@ def occurrence_check(observer, event) -> dict[str, Any]:
                 "node": worst["node"], "passed": bad is None,
                 **({"detail": bad} if bad else {})}
     if isinstance(inner, (dp_event.PoissonSampledDpEvent, dp_event.GaussianDpEvent)):
-        return {"checked": True, "bound": 1, "max_per_step": worst["count"],
-                "node": worst["node"], "passed": worst["count"] <= 1}
+        bound = getattr(observer.engine, "occurrence_bound", 1)
+        return {"checked": True, "bound": bound, "max_per_step": worst["count"],
+                "node": worst["node"], "passed": worst["count"] <= bound}
     return {"checked": False, "why": f"no occurrence bound for {type(inner).__name__}"}
 
 
@@ -164,9 +180,10 @@ def clip_check(observer, *, tolerance: float = CLIP_TOLERANCE) -> dict[str, Any]
             "engine_norm": worst["engine_norm"], "tolerance": tolerance, "passed": passed}
 
 
-def event_noise_std(event, clip_norm: float) -> float | None:
+def event_noise_std(event, clip_norm: float, occurrence: int = 1) -> float | None:
     """The noise std on the clipped sum that ``event`` accounts for at clip norm
-    ``clip_norm`` (``None`` for an event without one Gaussian noise multiplier)."""
+    ``clip_norm`` (``None`` for an event without one Gaussian noise multiplier); a Gaussian
+    event's sensitivity is ``occurrence`` clip norms (the subgraphs one unit may enter)."""
     from dp_accounting import dp_event
 
     from gnnprivacy.accounting.events import DpGnnDpEvent, HeterPoissonDpEvent
@@ -174,8 +191,10 @@ def event_noise_std(event, clip_norm: float) -> float | None:
     inner = _inner(event)
     if isinstance(inner, dp_event.PoissonSampledDpEvent):
         inner = _inner(inner.event)
-    if isinstance(inner, (HeterPoissonDpEvent, dp_event.GaussianDpEvent)):
+    if isinstance(inner, HeterPoissonDpEvent):
         return float(inner.noise_multiplier) * clip_norm
+    if isinstance(inner, dp_event.GaussianDpEvent):
+        return float(inner.noise_multiplier) * clip_norm * occurrence
     if isinstance(inner, DpGnnDpEvent):      # sigma = lambda 2 (K + 1) C
         return float(inner.noise_multiplier) * 2 * (inner.max_degree + 1) * clip_norm
     return None
@@ -187,7 +206,8 @@ def noise_check(observer, *, alpha: float = ALPHA) -> dict[str, Any]:
     from scipy.stats import chi2
 
     engine = observer.engine
-    accounted = event_noise_std(engine.step_event, engine.clip_norm)
+    accounted = event_noise_std(engine.step_event, engine.clip_norm,
+                                getattr(engine, "occurrence_bound", 1))
     std = engine.noise_std if accounted is None else accounted
     if observer.unnoised:
         return {"checked": True, "passed": False, "noise_std": std,
@@ -209,8 +229,66 @@ def noise_check(observer, *, alpha: float = ALPHA) -> dict[str, Any]:
             "passed": not failed, **({"detail": f"noise std off on {failed}"} if failed else {})}
 
 
-def release_check(observers, accountant) -> dict[str, Any]:
-    """Check 2 for the engines sharing ``accountant`` (see the module docstring)."""
+#: two releases whose noise at the kept coordinates is this close (relative) reused it
+REUSE_TOLERANCE = 1e-6
+
+
+def fresh_noise_check(observer, *, alpha: float = ALPHA) -> dict[str, Any]:
+    """Check 6 (see the module docstring): every release's noise is a fresh draw.
+
+    The noise of each release is read at fixed coordinates of every parameter (the
+    released gradient times the expected batch, minus the pre-noise sum). Two releases
+    whose noise on a parameter of at least 16 kept coordinates is equal (to
+    `REUSE_TOLERANCE`) reused a draw; and the correlation of any two releases' noise, over
+    all kept coordinates (``k``), must stay below ``z / sqrt(k)``, the two-sided normal end
+    at false-alarm rate ``alpha`` split over the pairs (a correlated draw, e.g. half of the
+    previous step's noise carried over, gives ``0.4`` or more against ``0.1`` for
+    ``k = 2,048`` and 50 steps)."""
+    from scipy.stats import norm
+
+    samples = [s for s in observer.noise_samples if s]
+    if len(samples) < 2:
+        return {"checked": False, "why": "fewer than two releases with their noise observed "
+                                         "(or update_clamp is set)"}
+    names = sorted(set.intersection(*(set(s) for s in samples)))
+    out: dict[str, Any] = {"checked": True, "releases": len(samples)}
+    for name in names:
+        block = torch.stack([s[name] for s in samples])
+        if block.shape[1] < 16:
+            continue
+        gap = torch.cdist(block, block)
+        size = block.norm(dim=1)
+        near = gap <= REUSE_TOLERANCE * (size[:, None] + size[None, :])
+        near.fill_diagonal_(False)
+        if bool(near.any()):
+            s, t = (int(i) for i in near.nonzero()[0])
+            return {**out, "passed": False,
+                    "detail": f"releases {s} and {t} carry the same noise on {name}"}
+    rows = torch.stack([torch.cat([s[n] for n in names]) for s in samples])
+    k, steps = rows.shape[1], rows.shape[0]
+    unit = rows / rows.norm(dim=1, keepdim=True).clamp_min(1e-300)
+    corr = unit @ unit.T
+    corr.fill_diagonal_(0.0)
+    pairs = steps * (steps - 1) / 2
+    threshold = float(norm.ppf(1 - alpha / (2 * pairs))) / math.sqrt(k)
+    worst = float(corr.abs().max())
+    s, t = divmod(int(corr.abs().argmax()), steps)
+    out.update(coordinates=k, max_correlation=worst, threshold=threshold, false_alarm=alpha,
+               passed=worst <= threshold)
+    if worst > threshold:
+        out["detail"] = (f"the noise of releases {s} and {t} is correlated ({worst:.3f} > "
+                         f"{threshold:.3f})")
+    return out
+
+
+def release_check(observers, accountant, saved=()) -> dict[str, Any]:
+    """Check 2 for the engines sharing ``accountant`` (see the module docstring).
+
+    A run resumed from a checkpoint carries the steps of the run that wrote it: the ledger
+    must then hold the releases observed here plus the steps the checkpoint claims, the
+    resume must have composed exactly those, and the claim must be what the writing run
+    had executed when it wrote the checkpoint (``saved``: ``(claimed, executed)`` of every
+    checkpoint written under this audit)."""
     events = []
     for o in observers:
         if not any(o.engine.step_event == e for e in events):
@@ -218,13 +296,28 @@ def release_check(observers, accountant) -> dict[str, Any]:
     ledger = sum(entry.count for entry in accountant.ledger.entries
                  if any(entry.event == e for e in events))
     releases = sum(o.releases for o in observers)
+    resumes = [r for o in observers for r in getattr(o, "resumes", ())]
+    carried = sum(claimed for claimed, _ in resumes)
     moved = any(o.changed_after_last for o in observers)
     detail = []
-    if releases != ledger:
-        detail.append(f"{releases} parameter updates released, {ledger} in the ledger")
+    for claimed, composed in resumes:
+        if composed != claimed:
+            detail.append(f"a resume composed {composed} steps for a checkpoint of {claimed}")
+    bad_saves = [(c, e) for c, e in saved if c != e]
+    if bad_saves:
+        detail.append(f"a checkpoint claims {bad_saves[0][0]} executed steps after "
+                      f"{bad_saves[0][1]}")
+    if resumes and not any(claimed in {c for c, e in saved if c == e}
+                           for claimed, _ in resumes):
+        return {"checked": False, "why": "resumed from a checkpoint that was not written "
+                                         "under this audit (audit both halves in one run)"}
+    if releases + carried != ledger:
+        detail.append(f"{releases} parameter updates released"
+                      + (f" and {carried} carried by a resume" if resumes else "")
+                      + f", {ledger} in the ledger")
     if moved:
         detail.append("parameters changed after the last observed update")
-    return {"checked": True, "releases": releases, "ledger_steps": ledger,
+    return {"checked": True, "releases": releases, "carried": carried, "ledger_steps": ledger,
             "moved_after_last": moved, "passed": not detail,
             **({"detail": "; ".join(detail)} if detail else {})}
 
@@ -235,14 +328,16 @@ def boundary_checks(hooks) -> tuple[list[dict], list[str]]:
     by_acc: dict[int, list] = {}
     for hook in hooks:
         by_acc.setdefault(id(hook.engine.accountant), []).append(hook)
+    saved = [s for hook in hooks for s in getattr(hook.observer, "saves", ())]
     releases = {id(acc_hooks[0].engine.accountant): release_check(
-        [h.observer for h in acc_hooks], acc_hooks[0].engine.accountant)
+        [h.observer for h in acc_hooks], acc_hooks[0].engine.accountant, saved)
         for acc_hooks in by_acc.values()}
     for i, hook in enumerate(hooks):
         obs, event = hook.observer, hook.engine.step_event
         checks = {"sampling_rate": rate_check(obs, event), "releases":
                   releases[id(hook.engine.accountant)], "clip": clip_check(obs),
-                  "noise": noise_check(obs), "occurrence": occurrence_check(obs, event)}
+                  "noise": noise_check(obs), "fresh_noise": fresh_noise_check(obs),
+                  "occurrence": occurrence_check(obs, event)}
         per_engine.append(checks)
         failed += [f"engine {i}: {name}" + (f" ({c['detail']})" if c.get("detail") else "")
                    for name, c in checks.items() if c.get("checked") and not c["passed"]]

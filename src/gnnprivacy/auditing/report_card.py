@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from gnnprivacy.auditing.card_progress import stage
+
 __all__ = ["report_card", "card_to_markdown", "card_to_html", "cards_to_html",
            "comparison_to_markdown", "comparison_to_html", "retrain_from_record", "save_card",
            "load_cards", "saved_models_card", "saved_dataset"]
@@ -156,6 +158,7 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
     from gnnprivacy.training.user_model import USER_FORMAT, model_file_format
 
     record_path, tuning = None, None
+    stage("reading the record")
     if not isinstance(record, RunRecord):
         record_path = Path(record)
         if record_path.suffix == ".pt" and model_file_format(record_path) == USER_FORMAT:
@@ -201,12 +204,14 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
 
         run_params = {k: v for k, v in values.items()
                       if k not in ("method", "dataset", "data_root")}
+        stage(f"audit: the mechanism of {record.method}, {audit_runs} runs per world")
         res = audit(record.method, record.dataset, data_root=root, params=run_params,
                     runs=audit_runs, seed=seed)
         card["audit"] = {k: res.to_dict()[k] for k in (
             "mode", "epsilon_claimed", "epsilon_lower_bound", "epsilon_estimate_gdp", "runs",
             "confidence", "violation")}
         if res.mode != "exact":
+            stage("membership: an attacker who watches the noisy gradients")
             g = gradient_observation_attack(record.method, record.dataset, data_root=root,
                                             params=run_params, runs=min(audit_runs, 10_000),
                                             seed=seed, n_boot=100)
@@ -222,6 +227,7 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
     if lira_models:
         from gnnprivacy.attacks.membership import run_membership
 
+        stage(f"membership: LiRA, training {lira_models} models")
         mia = run_membership(record.method, record.dataset, data_root=root,
                              num_models=lira_models, params=method_params, seed=seed,
                              query=lira_query, fixed_variance=lira_fixed_variance, game=lira_game)
@@ -234,6 +240,7 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
     if link_stealing and covers_edges:
         from gnnprivacy.auditing.model_card import posterior_sections
 
+        stage("loading the model and its graph")
         data, model, where = _model_and_data(record, record_path, data_root)
         sections = posterior_sections(model, data, seed=seed)
         card["link_stealing"] = {**sections["link_stealing"], "model": where}
@@ -245,6 +252,7 @@ def report_card(record, *, data_root: str | None = None, audit_runs: int = 10_00
 
             cfg, _ = resolve_config({**values, **({"data_root": data_root} if data_root else {})})
             data = load_run_data(cfg)
+        stage("utility: training the non-private GCN baseline on the same split")
         base = _baseline(record, data, seed=seed)
         card["utility"]["baseline"] = base
         acc = card["utility"]["test_accuracy"]
@@ -382,27 +390,51 @@ def _rows(card: dict) -> list[tuple[str, str]]:
     return rows
 
 
+def _subject(card: dict) -> tuple[str, str]:
+    """``(label, name)`` of what the card assesses: a run (``Run``), or a model assessed as
+    released (``Model``, with its class and how it got its name)."""
+    subject = card.get("subject") or {}
+    if subject.get("kind") != "model":
+        return "Run", ""
+    how = ("" if subject.get("named") else
+           "; named after its class: gp.assess(..., name=...) names it")
+    return "Model", (f" (class {subject.get('class', '?')}, assessed as released: not a "
+                     f"gnnprivacy run{how})")
+
+
 def card_to_markdown(card: dict) -> str:
-    """The card as a Markdown section (a comparison of several models: see
-    `comparison_to_markdown`)."""
+    """The card as a Markdown section: what it assesses, the verdicts in plain words
+    (`gnnprivacy.auditing.card_verdicts.card_verdicts`), then the numbers (a comparison of
+    several models: see `comparison_to_markdown`)."""
+    from gnnprivacy.auditing.card_verdicts import card_verdicts
+
     if "cards" in card:
         return comparison_to_markdown(card)
+    label, about = _subject(card)
     lines = [f"## Privacy report card: {card['method']} on {card['dataset']}", "",
-             f"Run `{card['run_id']}`", "", "| | |", "|---|---|"]
+             f"{label} `{card['run_id']}`{about}", "", "In plain words:", ""]
+    lines += [f"- **{q}** {a}" for q, a in card_verdicts(card)]
+    lines += ["", "| | |", "|---|---|"]
     lines += [f"| {k} | {v.replace('|', '/')} |" for k, v in _rows(card)]
     return "\n".join(lines) + "\n"
 
 
 def card_to_html(card: dict) -> str:
-    """The card as an HTML fragment (a ``<section>`` with a two-column table; a comparison
-    of several models: see `comparison_to_html`)."""
+    """The card as an HTML fragment (a ``<section>``: the verdicts in plain words, then a
+    two-column table; a comparison of several models: see `comparison_to_html`)."""
+    from gnnprivacy.auditing.card_verdicts import card_verdicts
+
     if "cards" in card:
         return comparison_to_html(card)
+    label, about = _subject(card)
+    verdicts = "".join(f"<li><strong>{html.escape(q)}</strong> {html.escape(a)}</li>"
+                       for q, a in card_verdicts(card))
     body = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
                    for k, v in _rows(card))
     return (f"<section class=\"report-card\"><h2>Privacy report card: "
             f"{html.escape(card['method'])} on {html.escape(card['dataset'])}</h2>"
-            f"<p>Run <code>{html.escape(card['run_id'])}</code></p><table>{body}</table>"
+            f"<p>{label} <code>{html.escape(card['run_id'])}</code>{html.escape(about)}</p>"
+            f"<ul class=\"verdicts\">{verdicts}</ul><table>{body}</table>"
             f"{_roc_svg(card)}</section>")
 
 
@@ -614,6 +646,7 @@ def saved_models_card(paths, *, data_root=None, seed: int = 0, link_stealing: bo
 
     # the built-in graph task's classifier: the library's own module, trusted as any import
     imports = ("gnnprivacy.training.graph_classification", *imports)
+    stage(f"loading {len(paths)} saved model(s) and the dataset they name")
     saved = [load_model(p, imports=imports) for p in paths]
     for path, s in zip(paths, saved):
         if not s.dataset:

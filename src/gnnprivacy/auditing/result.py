@@ -83,6 +83,9 @@ class AuditResult:
         """The code audit's boundary checks: how many were made and passed, and each failure."""
         checks = [c for per in self.details.get("checks", []) for c in per.values()
                   if c.get("checked")]
+        published = self.details.get("publication")
+        if published and published.get("checked"):       # what the run publishes
+            checks.append(published)
         over = self.epsilon_lower_bound > self.epsilon_claimed + 1e-9
         if not checks:
             return "  ** EXCEEDS THE CLAIM **" if over else ""

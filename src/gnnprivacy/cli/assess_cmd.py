@@ -28,6 +28,8 @@ import json
 
 import click
 
+from gnnprivacy.cli.options import import_option, importable_from_cwd
+
 
 @click.command("assess")
 @click.argument("records", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False),
@@ -50,23 +52,51 @@ import click
               help="A saved user model: He et al.'s attacker-knowledge link-stealing variants "
                    "beside Attack-0 (2: node features, 3: part of the graph, 6: both; empty: "
                    "Attack-0 only).")
-@click.option("--import", "imports", multiple=True, metavar="MODULE",
-              help="Import MODULE first (repeatable): the module defining a saved user model's "
-                   "class; a model file never chooses what is imported.")
+@import_option
 @click.option("--no-baseline", is_flag=True, help="Skip the non-private baseline.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "html"]), default="text",
               show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the card as JSON.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="Do not print the stages on stderr as they run.")
 @click.option("--no-save", is_flag=True,
               help="Do not keep the card beside the record (RUNS/cards/<run_id>.json, where "
                    "`gnnprivacy report` shows it as a section).")
 def assess_command(records, data_root, audit_runs, lira_models, lira_query,
                    lira_per_node_variance, lira_game, no_link_stealing, link_attacks, imports,
-                   no_baseline, seed, fmt, as_json, no_save) -> None:
-    """Privacy report card: claimed epsilon (unit, relation, scope), audited epsilon,
-    membership-inference and link-stealing AUCs, utility against a non-private baseline.
-    Several models saved by gp.save_model with one dataset: one card comparing them."""
+                   no_baseline, seed, fmt, as_json, quiet, no_save) -> None:
+    """Privacy report card: a verdict per question in plain words, then the evidence:
+    claimed epsilon (unit, relation, scope), audited epsilon, membership-inference and
+    link-stealing AUCs, utility against a non-private baseline. Several models saved by
+    gp.save_model with one dataset: one card comparing them. Each stage is printed on
+    stderr as it runs (-q: not)."""
+    import contextlib
+
+    printer = None if quiet else _stage_printer()
+    if printer is not None:            # before the imports: they take seconds on a busy machine
+        printer("loading torch, PyG and the library")
+    from gnnprivacy.auditing.card_progress import reporting
+
+    with reporting(printer) if printer is not None else contextlib.nullcontext():
+        _assess(records, data_root, audit_runs, lira_models, lira_query,
+                lira_per_node_variance, lira_game, no_link_stealing, link_attacks, imports,
+                no_baseline, seed, fmt, as_json, no_save)
+
+
+def _stage_printer():
+    import time
+
+    start = time.perf_counter()
+
+    def report(text: str) -> None:
+        click.echo(f"assess [{time.perf_counter() - start:5.1f} s] {text}", err=True)
+    return report
+
+
+def _assess(records, data_root, audit_runs, lira_models, lira_query, lira_per_node_variance,
+            lira_game, no_link_stealing, link_attacks, imports, no_baseline, seed, fmt,
+            as_json, no_save) -> None:
     from pathlib import Path
 
     from gnnprivacy.auditing.report_card import report_card, save_card, saved_models_card
@@ -75,6 +105,7 @@ def assess_command(records, data_root, audit_runs, lira_models, lira_query,
     from gnnprivacy.training.persist import FORMAT
     from gnnprivacy.training.user_model import USER_FORMAT, model_file_format
 
+    imports = importable_from_cwd(imports)
     formats = [model_file_format(r) if not r.endswith(".json") else None for r in records]
     if len(records) > 1 or formats[0] == USER_FORMAT:
         if any(f != USER_FORMAT for f in formats):
@@ -121,6 +152,11 @@ def _echo(card: dict, fmt: str, as_json: bool) -> None:
     from gnnprivacy.auditing.report_card import card_to_html, card_to_markdown
 
     if as_json:
+        from gnnprivacy.auditing.card_verdicts import card_verdicts
+
+        if "cards" not in card:          # the verdicts in plain words, as the text shows them
+            card = {**card, "verdicts": [{"question": q, "answer": a}
+                                         for q, a in card_verdicts(card)]}
         click.echo(json.dumps(card, indent=2, default=str))
     elif fmt == "html":
         click.echo(card_to_html(card))

@@ -77,3 +77,27 @@ def merge_aliases(options: dict[str, Any]) -> dict[str, Any]:
                                        "give it once")
             out[name] = value
     return out
+
+
+def import_option(command):
+    """``--import MODULE`` (repeatable): the module defining a saved user model's class."""
+    return click.option(
+        "--import", "imports", multiple=True, metavar="MODULE",
+        help="Import MODULE first (repeatable; found in the current folder too, as `python -m` "
+             "finds it): the module defining a saved user model's class; a model file never "
+             "chooses what is imported.")(command)
+
+
+def importable_from_cwd(imports) -> tuple[str, ...]:
+    """``imports`` unchanged, with the current folder on ``sys.path`` when any is given: the
+    console script, unlike ``python -m``, does not put it there, so ``--import mymodels`` run
+    beside ``mymodels.py`` would not find it (appended: an installed module of the same name
+    still wins)."""
+    import os
+    import sys
+
+    if imports:
+        here = os.getcwd()
+        if not any(os.path.abspath(p or os.curdir) == here for p in sys.path):
+            sys.path.append(here)
+    return tuple(imports)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import click
 
+from gnnprivacy.cli.options import import_option, importable_from_cwd
+
 
 def read_node_file(path: str, num_nodes: int):
     """Node ids from a file: one per line, or the first column of a CSV (a non-numeric
@@ -47,7 +49,7 @@ def read_node_file(path: str, num_nodes: int):
 
 def load_prediction_graph(record, dataset: str | None, data_root: str | None):
     """The graph to predict on: the record's dataset and split, or another dataset with
-    every node a query node."""
+    every node a query node; for a graph task's record the graph set (every graph)."""
     import torch
 
     from gnnprivacy.method.config import RUN_FIELDS, resolve_config
@@ -63,12 +65,40 @@ def load_prediction_graph(record, dataset: str | None, data_root: str | None):
         values.update(dataset=name, dataset_args="")
     config, _ = resolve_config(values)
     data = load_run_data(config)
+    if config.task == "graph":
+        return data
     if name != record.dataset:
         n = int(data.num_nodes)
         data.train_mask = torch.zeros(n, dtype=torch.bool)
         data.val_mask = torch.zeros(n, dtype=torch.bool)
         data.test_mask = torch.ones(n, dtype=torch.bool)
     return data
+
+
+def _level(result) -> str:
+    return getattr(result, "level", None) or getattr(result, "task", "node")
+
+
+def _prediction_data(result, dataset: str | None, data_root: str | None):
+    """``(data, rows)``: what to predict on and its number of rows (nodes, or graphs). A run's
+    model: `load_prediction_graph`; a model saved by ``gp.save_model``: ``--dataset`` (every
+    node or graph a query) or the dataset the file names."""
+    from gnnprivacy.training.predict import as_graph_list
+
+    if hasattr(result, "record"):
+        data = load_prediction_graph(result.record, dataset, data_root)
+    else:
+        from gnnprivacy.auditing.report_card import saved_dataset
+        from gnnprivacy.errors import InvalidParameterError
+
+        named = ({"name": dataset, **({"task": "graph"} if result.level == "graph" else {})}
+                 if dataset else result.dataset)
+        if not named:
+            raise InvalidParameterError("--dataset", "the dataset to predict on (the model "
+                                        "file names none)", None)
+        data = saved_dataset(named, data_root)
+    graphs = as_graph_list(data)
+    return data, len(graphs) if graphs is not None else int(data.num_nodes)
 
 
 @click.command("predict")
@@ -83,8 +113,10 @@ def load_prediction_graph(record, dataset: str | None, data_root: str | None):
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="CSV to write (default: stdout).")
 @click.option("--force", is_flag=True, help="let -o replace an existing run record, model or checkpoint")
-def predict_command(model, dataset, data_root, nodes_file, output, force) -> None:
-    """Predictions of a saved model (node, predicted class, one logit column per class)."""
+@import_option
+def predict_command(model, dataset, data_root, nodes_file, output, force, imports) -> None:
+    """Predictions of a saved model, any the library writes (node, predicted class, one logit
+    column per class; a graph classifier: one row per graph)."""
     import io
 
     import gnnprivacy as gp
@@ -95,16 +127,16 @@ def predict_command(model, dataset, data_root, nodes_file, output, force) -> Non
             from gnnprivacy._files import check_output_file
 
             check_output_file(output, name="-o/--output", force=force, reads=(model, nodes_file))
-        result = gp.load(model)
-        data = load_prediction_graph(result.record, dataset, data_root)
-        nodes = None if nodes_file is None else read_node_file(nodes_file,
-                                                               int(data.num_nodes))
+        result = gp.load(model, imports=importable_from_cwd(imports))
+        data, rows_of = _prediction_data(result, dataset, data_root)
+        nodes = None if nodes_file is None else read_node_file(nodes_file, rows_of)
         logits = result.predict(data, nodes)
     except (GnnPrivacyError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
-    ids = range(int(data.num_nodes)) if nodes is None else nodes.tolist()
+    unit = "graph" if _level(result) == "graph" else "node"
+    ids = range(rows_of) if nodes is None else nodes.tolist()
     buffer = io.StringIO()
-    buffer.write("node,prediction," + ",".join(f"logit_{c}" for c in range(logits.shape[1]))
+    buffer.write(f"{unit},prediction," + ",".join(f"logit_{c}" for c in range(logits.shape[1]))
                  + "\n")
     for node, row in zip(ids, logits.tolist()):
         best = max(range(len(row)), key=row.__getitem__)

@@ -175,11 +175,13 @@ class Split:
 
 
 def resolve_fractions(train_frac: float | None = None, val_frac: float | None = None,
-                      test_frac: float | None = None) -> tuple[float, float, float]:
+                      test_frac: float | None = None, *,
+                      default_train: float = DEFAULT_FRACTIONS[0]) -> tuple[float, float, float]:
     """Fill in missing fractions and validate them.
 
-    Rules: all ``None`` -> 0.5 / 0.25 / 0.25. ``train_frac`` ``None`` -> the remainder if
-    both others are given, else 0.5. Then the missing ones among val/test share the
+    Rules: all ``None`` -> 0.5 / 0.25 / 0.25 (``default_train`` and half the rest each; the
+    graph task's split passes 0.8). ``train_frac`` ``None`` -> the remainder if
+    both others are given, else ``default_train``. Then the missing ones among val/test share the
     remainder ``1 - given`` equally (so ``train_frac=0.8, test_frac=0.2`` gives val 0).
 
     Raises:
@@ -194,7 +196,7 @@ def resolve_fractions(train_frac: float | None = None, val_frac: float | None = 
             raise InvalidParameterError(_FRACTION_NAMES, expected, received)
     tr, va, te = (None if v is None else float(v) for v in received)
     if tr is None:
-        tr = 1.0 - va - te if va is not None and te is not None else DEFAULT_FRACTIONS[0]
+        tr = 1.0 - va - te if va is not None and te is not None else default_train
     missing = [i for i, v in enumerate((va, te)) if v is None]
     given = tr + sum(v for v in (va, te) if v is not None)
     fill = max(0.0, 1.0 - given) / len(missing) if missing else 0.0

@@ -114,7 +114,8 @@ class GraphSet:
 def stratified_graph_split(labels, *, seed: int, dataset: str,
                            fractions: tuple[float, float, float] = FRACTIONS):
     """A stratified split of graph indices: each class is permuted by
-    ``split_rng(seed, dataset)`` and cut by ``fractions`` (``round``, train first).
+    ``split_rng(seed, dataset)`` and cut by ``fractions`` (``round``, train first; with the
+    protocol's 80/10/10 the test part is the rest of the class, else ``round(test * size)``).
 
     Returns:
         A `gnnprivacy.datasets.splits.Split` (kind ``"random"``, ``num_nodes`` = graphs).
@@ -123,36 +124,50 @@ def stratified_graph_split(labels, *, seed: int, dataset: str,
 
     labels = np.asarray(labels)
     rng = split_rng(seed, dataset)
+    whole = all(abs(a - b) < 1e-9 for a, b in zip(fractions, FRACTIONS))  # test: the rest
     parts: list[list[int]] = [[], [], []]
     for c in np.unique(labels):
         members = rng.permutation(np.flatnonzero(labels == c))
-        n_tr = round(fractions[0] * members.size)
-        n_va = round(fractions[1] * members.size)
+        n_tr = min(round(fractions[0] * members.size), members.size)
+        n_va = min(round(fractions[1] * members.size), members.size - n_tr)
+        n_te = (members.size - n_tr - n_va if whole
+                else min(round(fractions[2] * members.size), members.size - n_tr - n_va))
         parts[0] += members[:n_tr].tolist()
         parts[1] += members[n_tr:n_tr + n_va].tolist()
-        parts[2] += members[n_tr + n_va:].tolist()
+        parts[2] += members[n_tr + n_va:n_tr + n_va + n_te].tolist()
     return Split(kind="random", seed=seed, train_idx=parts[0], val_idx=parts[1],
                  test_idx=parts[2], train_frac=fractions[0], val_frac=fractions[1],
-                 test_frac=1.0 - fractions[0] - fractions[1], num_nodes=labels.size,
-                 dataset=dataset)
+                 test_frac=fractions[2] if not whole else 1.0 - fractions[0] - fractions[1],
+                 num_nodes=labels.size, dataset=dataset)
 
 
 def load_graph_dataset(name: str, *, root: str | os.PathLike | None = None, seed: int = 0,
-                       cache_dir: str | os.PathLike | None = None) -> GraphSet:
+                       cache_dir: str | os.PathLike | None = None,
+                       train_frac: float | None = None, val_frac: float | None = None,
+                       test_frac: float | None = None) -> GraphSet:
     """Load TU dataset ``name`` as a `GraphSet` with the stratified split of ``seed``.
+
+    Args:
+        train_frac, val_frac, test_frac: the split's fractions of every class (default 0.8 /
+            0.1 / 0.1; missing ones as `gnnprivacy.datasets.splits.resolve_fractions`, the
+            training default 0.8).
 
     Raises:
         UnknownNameError: not a graph dataset (the message lists them).
         DatasetNotFoundError: raw files missing (named, with the root).
+        CorruptDatasetError: the raw files disagree with what was read from them (a
+            truncated ``_A.txt`` ...), naming the file.
     """
     import torch
 
     from gnnprivacy._validation import check_int
     from gnnprivacy.datasets.paths import LoadContext, resolve_cache, resolve_root
     from gnnprivacy.datasets.pyg_cache import PygSource, load_pyg_dataset
+    from gnnprivacy.datasets.splits import resolve_fractions
 
     folder, files = _entry(name)
     seed = check_int("seed", seed, low=0)
+    fractions = resolve_fractions(train_frac, val_frac, test_frac, default_train=FRACTIONS[0])
     key = name.lower()
     ctx = LoadContext(name=key, root=resolve_root(root), cache=resolve_cache(cache_dir),
                       download=False)
@@ -165,6 +180,7 @@ def load_graph_dataset(name: str, *, root: str | os.PathLike | None = None, seed
     # the cache entry that tu_merged builds (same raw files and PyG call): built once
     dataset = load_pyg_dataset(ctx, PygSource(subdir=folder, required=files[:len(_TU_FILES)],
                                               factory=factory))
+    _check_raw_counts(ctx.root.path / folder, folder, files, dataset)
     graphs = []
     for g in dataset:
         x = g.x.to(torch.float32)
@@ -176,8 +192,57 @@ def load_graph_dataset(name: str, *, root: str | os.PathLike | None = None, seed
     if not graphs:
         raise InvalidParameterError("dataset", "a graph dataset with graphs", name)
     labels = np.array([int(g.y[0]) for g in graphs])
-    split = stratified_graph_split(labels, seed=seed, dataset=key)
+    split = stratified_graph_split(labels, seed=seed, dataset=key, fractions=fractions)
     edge_dim = int(graphs[0].edge_attr.shape[1]) if getattr(graphs[0], "edge_attr", None) \
         is not None else 0
     return GraphSet(key, graphs, split, int(labels.max()) + 1, int(graphs[0].x.shape[1]),
                     edge_dim)
+
+
+def _lines(path) -> int:
+    with open(path, "rb") as fh:
+        return sum(1 for line in fh if line.strip())
+
+
+def _why_fewer(base, folder: str, listed: int) -> str:
+    """Why PyG read fewer graphs than listed: its TU reader counts graphs up to the last one
+    with an edge, so trailing graphs without edges are dropped; else a truncated or edited
+    ``_A.txt``."""
+    try:
+        indicator = np.loadtxt(base / f"raw/{folder}_graph_indicator.txt", dtype=np.int64, ndmin=1)
+        edges = np.loadtxt(base / f"raw/{folder}_A.txt", delimiter=",", dtype=np.int64, ndmin=2)
+        edges = edges[edges[:, 0] != edges[:, 1]]            # PyG drops self-loops first
+        last = int(indicator[edges[:, 0].max() - 1]) if edges.size else 0
+    except (OSError, ValueError, IndexError):
+        last = None
+    if last is not None and last < listed:
+        return (f"graphs {last + 1}..{listed} have no edges besides self-loops, and PyG's TU "
+                "reader drops self-loops and then every graph after the last one with an "
+                "edge: list those graphs before it, or give each an edge")
+    return f"a truncated or edited {folder}_A.txt?"
+
+
+def _check_raw_counts(base, folder: str, files: tuple[str, ...], dataset) -> None:
+    """The graphs and nodes PyG read agree with the raw files' own counts (one line per graph
+    in ``_graph_labels.txt``, one per node in ``_graph_indicator.txt``); PyG reads a truncated
+    ``_A.txt`` without a word (COX2 cut to 2% of its edges gave 13 graphs). The first file
+    that does not parse is named, else the two counts.
+
+    Raises:
+        CorruptDatasetError: naming the file.
+    """
+    from gnnprivacy.datasets.validate import find_corrupt
+    from gnnprivacy.errors import CorruptDatasetError
+
+    graphs, nodes = len(dataset), sum(int(g.num_nodes) for g in dataset)
+    want_graphs = _lines(base / f"raw/{folder}_graph_labels.txt")
+    want_nodes = _lines(base / f"raw/{folder}_graph_indicator.txt")
+    if (graphs, nodes) == (want_graphs, want_nodes):
+        return
+    bad = find_corrupt(base, files)
+    where = (f"{base / bad[0]} is damaged ({bad[1]})" if bad is not None else
+             f"its raw files disagree: {folder}_graph_labels.txt lists {want_graphs} graphs and "
+             f"{folder}_graph_indicator.txt {want_nodes} nodes, but {graphs} graphs of {nodes} "
+             f"nodes were read ({_why_fewer(base, folder, want_graphs)})")
+    raise CorruptDatasetError(f"graph dataset {folder} under {base}: {where}; restore the "
+                              "original TU files")

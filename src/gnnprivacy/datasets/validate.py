@@ -216,3 +216,177 @@ def validate_data(data, *, task: str = "node_classification") -> None:
         raise _bad("y[train_mask]", "at least 2 classes among the training labels (a one-class "
                    "classifier reports a meaningless accuracy)",
                    f"only class {int(train_classes[0])} in {int(masks['train_mask'].sum())} training nodes")
+
+
+# -- lists of graphs (graph-level tasks) ---------------------------------------------------------
+
+def _graph_bad(i: int, what: str, expected: str, received) -> InvalidParameterError:
+    return InvalidParameterError(f"graph {i}: {what}", expected, received, where="dataset")
+
+
+def _shape(lead, rest: tuple) -> str:
+    return "[" + ", ".join(str(v) for v in (lead, *rest)) + "]"
+
+
+def _kind(t) -> str:
+    return "floating-point" if t.is_floating_point() else (
+        "bool" if str(t.dtype) == "torch.bool" else "complex" if t.is_complex() else "integer")
+
+
+def validate_graphs(graphs, *, classification: bool = False, labels: bool = True) -> None:
+    """Refuse a list of graphs that no graph-level method can train on honestly, naming the
+    first bad graph (its index in the list) and what is wrong with it.
+
+    Every graph: a ``torch_geometric.data.Data`` with dense tensors (`check_storage`); ``x`` a
+    2-D tensor with at least one node and one feature, of one width and one dtype over all
+    graphs, finite when floating-point (integer features, e.g. atom types for an embedding,
+    are kept as they are); ``edge_index`` an integer ``[2, E]`` tensor with ids in
+    ``[0, num_nodes)`` of its own graph (an empty ``torch.zeros(2, 0, dtype=torch.long)`` for a
+    graph without edges); ``y`` one label row (shape ``[1]`` or ``[1, k]``), of one kind and
+    shape over all graphs, finite when floating-point (a regression target), ``>= 0`` when
+    integer (class ids); ``edge_attr`` on every graph or none, one row per edge, one width,
+    finite.
+
+    Args:
+        graphs: a sequence of graphs (already a list; `GraphSampler` and the TU loader build it).
+        classification: the labels must be integer class ids (the built-in graph task).
+        labels: check ``y`` (``False``: graphs to predict on, which need none).
+
+    Raises:
+        InvalidParameterError: ``dataset: parameter 'graph i: x' must be ...; received ...``.
+    """
+    import torch
+    from torch_geometric.data import Data
+
+    first: dict = {}
+    for i, g in enumerate(graphs):
+        if not isinstance(g, Data):
+            raise InvalidParameterError("dataset", "a sequence of torch_geometric Data graphs",
+                                        f"item {i} of type {type(g).__name__}")
+        try:
+            check_storage(g)
+        except InvalidParameterError as exc:
+            raise _graph_bad(i, exc.name, exc.expected, exc.received) from None
+        x = getattr(g, "x", None)
+        if not isinstance(x, torch.Tensor):
+            raise _graph_bad(i, "x", "node features (give featureless graphs constant or degree "
+                             "features first, e.g. torch_geometric.transforms.Constant() or "
+                             "OneHotDegree(max_degree))", type(x).__name__)
+        if x.dim() != 2 or x.shape[0] == 0 or x.shape[1] == 0:
+            raise _graph_bad(i, "x", "a 2-D tensor [num_nodes, num_features] with at least one "
+                             "node and one feature", f"shape {tuple(x.shape)}")
+        if x.is_complex() or x.dtype == torch.bool:
+            raise _graph_bad(i, "x", "real-valued features (floating-point, or integer ids for "
+                             "an embedding)", str(x.dtype))
+        n = int(x.shape[0])
+        if "x" not in first:
+            first["x"] = (int(x.shape[1]), x.dtype)
+        elif int(x.shape[1]) != first["x"][0]:
+            raise _graph_bad(i, "x", f"{first['x'][0]} features per node, as graph 0",
+                             f"{int(x.shape[1])} features")
+        elif x.is_floating_point() != first["x"][1].is_floating_point:
+            raise _graph_bad(i, "x", f"{_kind(torch.empty(0, dtype=first['x'][1]))} features, as "
+                             "graph 0 (batches concatenate the graphs' features)", str(x.dtype))
+        if x.is_floating_point():
+            finite = torch.isfinite(x)
+            if not bool(finite.all()):
+                n_nan = int(torch.isnan(x).sum())
+                raise _graph_bad(i, "x", "finite node features (no NaN or inf)",
+                                 f"{n_nan} NaN and {int((~finite).sum()) - n_nan} infinite "
+                                 f"entries in {int((~finite).any(1).sum())} of {n} nodes")
+        ei = getattr(g, "edge_index", None)
+        if not isinstance(ei, torch.Tensor):
+            raise _graph_bad(i, "edge_index", "an integer tensor [2, num_edges] (a graph without "
+                             "edges: torch.zeros(2, 0, dtype=torch.long))", type(ei).__name__)
+        if ei.dim() != 2 or ei.shape[0] != 2:
+            raise _graph_bad(i, "edge_index", "shape [2, num_edges]", f"shape {tuple(ei.shape)}")
+        if _kind(ei) != "integer":
+            raise _graph_bad(i, "edge_index", "an integer tensor (e.g. edge_index.long())",
+                             str(ei.dtype))
+        if ei.numel() and (int(ei.min()) < 0 or int(ei.max()) >= n):
+            raise _graph_bad(i, "edge_index", f"node ids in [0, {n}) of its own graph (local ids; "
+                             "an id past its nodes would join the next graph of a batch)",
+                             f"ids {int(ei.min())}..{int(ei.max())}")
+        if labels:
+            _check_graph_label(i, getattr(g, "y", None), first, classification)
+        ea = getattr(g, "edge_attr", None)
+        if i == 0:
+            first["edge_attr"] = ea is not None
+        elif (ea is not None) != first["edge_attr"]:
+            raise _graph_bad(i, "edge_attr", "edge_attr on every graph or on none (graph 0 "
+                             f"{'has' if first['edge_attr'] else 'has none'})",
+                             "none" if ea is None else "edge_attr")
+        if ea is None:
+            continue
+        if not isinstance(ea, torch.Tensor) or ea.dim() == 0 or ea.shape[0] != ei.shape[1]:
+            raise _graph_bad(i, "edge_attr", f"one row per edge ({int(ei.shape[1])} rows)",
+                             f"shape {tuple(ea.shape)}" if isinstance(ea, torch.Tensor)
+                             else type(ea).__name__)
+        if "edge_attr_shape" not in first:
+            first["edge_attr_shape"] = (tuple(ea.shape[1:]), ea.is_floating_point())
+        elif (tuple(ea.shape[1:]), ea.is_floating_point()) != first["edge_attr_shape"]:
+            raise _graph_bad(i, "edge_attr", "edge features of shape "
+                             f"{_shape('E', first['edge_attr_shape'][0])} and kind as graph 0",
+                             f"shape {tuple(ea.shape)}, {ea.dtype}")
+        if ea.is_floating_point() and not bool(torch.isfinite(ea).all()):
+            bad = ~torch.isfinite(ea.reshape(ea.shape[0], -1))
+            raise _graph_bad(i, "edge_attr", "finite edge features (no NaN or inf)",
+                             f"{int(bad.any(1).sum())} of {int(ea.shape[0])} edges with a "
+                             "non-finite value")
+
+
+def _check_graph_label(i: int, y, first: dict, classification: bool) -> None:
+    """Graph ``i``'s label ``y``: one row, of graph 0's kind and shape (`validate_graphs`)."""
+    import torch
+
+    if not isinstance(y, torch.Tensor):
+        raise _graph_bad(i, "y", "a label tensor of shape [1] (one label per graph)",
+                         type(y).__name__)
+    if y.dim() == 0 or y.shape[0] != 1 or y.numel() == 0:
+        raise _graph_bad(i, "y", "one label row per graph (shape [1] or [1, k], e.g. "
+                         "y.view(1); a label per node belongs to the node samplers)",
+                         f"shape {tuple(y.shape)}")
+    kind = _kind(y)
+    if kind in ("bool", "complex") or (classification and kind != "integer"):
+        raise _graph_bad(i, "y", "integer class labels (e.g. y.long())" if classification
+                         else "integer class labels or a floating-point target", str(y.dtype))
+    if "y" not in first:
+        first["y"] = (kind, tuple(y.shape[1:]))
+    elif (kind, tuple(y.shape[1:])) != first["y"]:
+        raise _graph_bad(i, "y", f"{first['y'][0]} labels of shape {_shape(1, first['y'][1])}"
+                         ", as graph 0", f"{kind} labels of shape {tuple(y.shape)}")
+    if kind == "integer" and int(y.min()) < 0:
+        raise _graph_bad(i, "y", "class labels >= 0", int(y.min()))
+    if kind == "floating-point" and not bool(torch.isfinite(y).all()):
+        raise _graph_bad(i, "y", "a finite target (no NaN or inf)", y.tolist())
+
+
+def validate_graph_set(gset) -> None:
+    """Refuse a graph-classification dataset with its split (a
+    `gnnprivacy.datasets.tu_graphs.GraphSet`) that no method can train and score honestly:
+    every graph as `validate_graphs` (integer class labels), at least 2 training graphs of
+    at least 2 classes, and at least one test graph.
+
+    Raises:
+        InvalidParameterError: naming the graph, or the split with its sizes and fractions.
+    """
+    import torch
+
+    validate_graphs(gset.graphs, classification=True)
+    sizes = {part: len(getattr(gset.split, f"{part}_idx")) for part in ("train", "val", "test")}
+    fracs = tuple(round(float(f), 4) for f in (gset.split.train_frac, gset.split.val_frac,
+                                                gset.split.test_frac))
+    hint = (f" (a stratified split of {len(gset.graphs)} graphs with train/val/test fractions "
+            f"{fracs}; change --train-frac/--val-frac/--test-frac)")
+    if sizes["train"] < 2:
+        raise InvalidParameterError("train graphs", "at least 2 training graphs" + hint,
+                                    f"{sizes['train']} graphs")
+    if sizes["test"] < 1:
+        raise InvalidParameterError("test graphs", "a non-empty test set" + hint, "0 graphs")
+    labels = torch.tensor([int(gset.graphs[int(i)].y.view(-1)[0]) for i in gset.split.train_idx])
+    classes = torch.unique(labels)
+    if classes.numel() < 2:
+        raise InvalidParameterError(
+            "y of the training graphs", "at least 2 classes (a one-class classifier reports a "
+            "meaningless accuracy)", f"only class {int(classes[0])} in {sizes['train']} "
+            "training graphs")

@@ -136,11 +136,43 @@ def resolve_config(values: dict[str, Any]):
             "dpsgd-graph, graph)", task)
     if task == "graph":
         run_values.update(task="graph", dataset=run_values.get("dataset", "").lower())
+        _check_graph_task(run_values)
+    else:
+        _check_node_dataset(run_values.get("dataset", RunConfig.dataset), spec.name)
     config = RunConfig(**run_values)
     method_values = {k: v for k, v in values.items() if k in param_names}
     _check_sizes(method_values)
     params = spec.make_params(method_values)
     return config, params
+
+
+def _check_graph_task(values: dict[str, Any]) -> None:
+    """Refuse the run settings a graph task cannot use (they would be recorded as if used):
+    a split other than the stratified random one, dataset arguments (the TU datasets take
+    none), a device other than the CPU (the graph task trains there)."""
+    split = values.get("split")
+    if split not in (None, "random"):
+        raise InvalidParameterError(
+            "split", "'random' or unset with --task graph (the graph datasets have one split: "
+            "stratified by class, its sizes set by --train-frac/--val-frac/--test-frac)", split)
+    if values.get("dataset_args"):
+        raise InvalidParameterError("dataset_args", "unset with --task graph (the TU graph "
+                                    "datasets take no arguments)", values["dataset_args"])
+    if values.get("device", "cpu") != "cpu":
+        raise InvalidParameterError("device", "'cpu' with --task graph (the graph task trains "
+                                    "on the CPU)", values["device"])
+
+
+def _check_node_dataset(dataset: Any, method: str) -> None:
+    """A graph-classification dataset named for a node method: say which methods take it
+    (instead of "not a dataset")."""
+    from gnnprivacy.datasets.tu_graphs import list_graph_datasets
+
+    if isinstance(dataset, str) and dataset.lower() in list_graph_datasets():
+        raise InvalidParameterError(
+            "method", f"a graph-classification method for {dataset.lower()!r}, a dataset of "
+            "graphs (method='dpsgd-graph' or 'graph', CLI: --task graph --method dpsgd-graph)",
+            method)
 
 
 #: the largest value of each size setting (any method): beyond them a run would exhaust memory

@@ -37,7 +37,8 @@ def load_run_data(config):
 
         return load_graph_dataset(config.dataset, root=config.data_root,
                                   seed=config.seed if config.split_seed is None
-                                  else config.split_seed)
+                                  else config.split_seed, train_frac=config.train_frac,
+                                  val_frac=config.val_frac, test_frac=config.test_frac)
     if config.split_seed is not None and split_kind(config) == "public":
         raise InvalidParameterError(
             "split_seed", f"unset with the public split of {config.dataset} (its nodes are fixed; "

@@ -16,7 +16,7 @@ from typing import Any
 
 from gnnprivacy.datasets.splits import split_warnings
 from gnnprivacy._files import atomic_write, check_writable_dir
-from gnnprivacy.datasets.validate import validate_data
+from gnnprivacy.datasets.validate import validate_data, validate_graph_set
 from gnnprivacy.errors import InvalidParameterError, WriteFailedError
 from gnnprivacy.method.config import config_to_dict, resolve_config
 from gnnprivacy.method.context import MethodResult, RunContext
@@ -69,6 +69,11 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
     config, params = resolve_config(values)
     spec = get_method(config.method)
     ckpt = check_run_outputs(config, params, spec, save=save)
+    if data is not None and spec.task == "graph":
+        raise InvalidParameterError(
+            "data", f"a graph dataset's name for {spec.name!r} (the graph task trains on a TU "
+            "graph dataset; your own list of graphs: gp.make_private(model, optimizer, graphs, "
+            "sampler='graphs') in your loop)", type(data).__name__)
     if data is None:
         data = load_run_data(config)
     else:
@@ -81,6 +86,8 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
         info = {**(info or {}), "user_data": True}
     if spec.task == "node":
         validate_data(data)  # NaN/inf, shapes, masks, empty split, < 2 training classes
+    else:
+        validate_graph_set(data)   # every graph, and the split (graphs, classes, test set)
     notes = split_warnings(data.split) if spec.task == "node" else []  # < 500 training nodes
     for note in notes:
         (log or (lambda m: None))(f"warning: {note}")
@@ -180,18 +187,8 @@ def _model_companion(record: RunRecord, model, data, config,
 def _graph_model_companion(record: RunRecord, model, data, model_path: str | None
                            ) -> dict[str, Callable]:
     """A graph task's classifier (`GraphClassifier`) is kept as a saved user model
-    (`gnnprivacy.training.user_model.save_model`: class path, ``init``, weights, the claim and
-    the graph dataset with its split seed), the file ``gnnprivacy assess`` reads weights-only."""
-    from gnnprivacy.training.user_model import save_model
-
-    claim = ({**{k: v for k, v in record.privacy.items() if k != "ledger"},
-              "epsilon": record.epsilon, "delta": record.delta}
-             if record.privacy.get("private") else None)
-    dataset = {"name": record.dataset, "task": "graph", "seed": int(data.split.seed)}
-
-    def write(path):
-        return save_model(model, path, privacy=claim, init=model.init_args, dataset=dataset)
-
+    (`graph_model_writer`), the file ``gnnprivacy assess`` and ``gnnprivacy.load`` read."""
+    write = graph_model_writer(record, model, data)
     if model_path:
         record.info["model_file"] = str(Path(model_path))
         write(model_path)
@@ -199,6 +196,28 @@ def _graph_model_companion(record: RunRecord, model, data, model_path: str | Non
     name = f"{record.run_id}.model.pt"
     record.info["model_file"] = name
     return {name: write}
+
+
+def graph_model_writer(record: RunRecord, model, data) -> Callable:
+    """``write(path)`` of a graph task's classifier: a saved user model
+    (`gnnprivacy.training.user_model.save_model`: class path, ``init``, weights, the claim,
+    the graph dataset with its split, and the run record, read weights-only). The caller has
+    checked the path (``--save-model --force``, `TrainResult.save`)."""
+    from gnnprivacy.training.user_model import save_model
+
+    claim = ({**{k: v for k, v in record.privacy.items() if k != "ledger"},
+              "epsilon": record.epsilon, "delta": record.delta}
+             if record.privacy.get("private") else None)
+    split = data.split
+    dataset = {"name": record.dataset, "task": "graph", "seed": int(split.seed)}
+    given = {k: record.config.get(k) for k in ("train_frac", "val_frac", "test_frac")}
+    dataset.update({k: v for k, v in given.items() if v is not None})
+
+    def write(path):
+        return save_model(model, path, privacy=claim, init=model.init_args, dataset=dataset,
+                          force=True, run_record={**record.to_dict(), "info": {
+                              **record.info, "model_file": Path(path).name}})
+    return write
 
 
 def check_executed_ledger(result: MethodResult, *, target: float | None, what: str) -> None:

@@ -19,7 +19,7 @@ symmetric normalisation would make row ``v`` depend on 2-hop degrees (spec 002 �
 With ``indexed_input=True`` (what the DP-GNN trainer uses) the first encoder layer is an
 `IndexedLinear`: ``x[S_v] W_1ᵀ`` is computed as ``(x W_1ᵀ)[S_v]`` over distinct nodes,
 so the ``(B, K+1, d)`` block of gathered features never exists (same function, same
-parameters; its DP-engine rule lives in `gnnprivacy.training.dp.rules`).
+parameters; its DP-engine rule lives in `gnnprivacy.training.dp.flat_rules`).
 
 Evaluation (`OneLayerGCN.forward_full`) uses the whole graph with no degree limit:
 ``logits = Dec(Â_full Enc(X) Θ_agg)`` (inference setting 1; not covered by the guarantee).
@@ -66,7 +66,7 @@ class IndexedLinear(nn.Linear):
     ``(x[u] Wᵀ + b)`` over the distinct ids ``u`` (or all of ``x`` when the batch has more
     occurrences than ``x`` has rows), then gathered. Padding ids ``-1`` read row 0: the
     caller masks those slots. The DP engine's ghost rule for this layer
-    (`gnnprivacy.training.dp.rules`) needs the per-subgraph Gram matrices of the
+    (`gnnprivacy.training.dp.flat_rules`) needs the per-subgraph Gram matrices of the
     input rows; `cache_grams` precomputes them once for fixed subgraphs.
     """
 
@@ -163,7 +163,7 @@ class OneLayerGCN(nn.Module):
         indexed_input: make the first encoder layer an `IndexedLinear`, which
             never materialises the ``(B, K+1, d)`` gathered features (same function, same
             parameters; much less memory and time for large ``d``). The DP engine then
-            needs the rule registered by `gnnprivacy.training.dp.rules`.
+            needs the rule registered by `gnnprivacy.training.dp.flat_rules`.
 
     Example:
         >>> import torch

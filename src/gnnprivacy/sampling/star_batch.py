@@ -29,12 +29,15 @@ class StarBatch:
         periph_nodes: (E_b,) int64 peripheral node ids.
         periph_subgraph: (E_b,) int64 index into ``centers``, non-decreasing.
         num_subgraphs: ``B`` (kept explicitly so an empty batch is unambiguous).
+        node_ids: for a batch renumbered into the rows of a feature slice (a sharded step),
+            the graph's node id of each local id; ``None`` when the ids are the graph's.
     """
 
     centers: Tensor
     periph_nodes: Tensor
     periph_subgraph: Tensor
     num_subgraphs: int
+    node_ids: Tensor | None = None
 
     def __post_init__(self) -> None:
         if self.centers.shape != (self.num_subgraphs,):

@@ -46,9 +46,8 @@ from torch_geometric.data import Data
 
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.sampling import poisson_node_batch
-from gnnprivacy.training.dp.clipping import clip_and_sum
 from gnnprivacy.training.dp.engine import DPEngine, StepInfo, make_optimizer
-from gnnprivacy.training.dp.noise import flatten, noised_flat, unflatten
+from gnnprivacy.training.dp.noise import flatten, unflatten
 from gnnprivacy.training import _privacy
 from gnnprivacy.training.node_dp.common import FeatureNorm, is_inductive
 from gnnprivacy.sampling.star_batch import StarBatch
@@ -134,10 +133,7 @@ class DistributedDPEngine(DPEngine):
 
     def noisy_sum(self, closure: Callable[[], Tensor], *,
                   row_mask: Tensor | None = None) -> tuple[dict[str, Tensor], int]:
-        with self.capture.recording():
-            losses = closure()
-        clipped = clip_and_sum(self.capture, losses, self.groups, row_mask=row_mask)
-        return self.reduce_noised(clipped.sums, clipped.num_subgraphs)
+        return self.reduce_noised(*self.clipped(closure, row_mask=row_mask))
 
     def release(self, clipped_sums: dict[str, Tensor], num_subgraphs: int) -> StepInfo:
         """`DPEngine.release` for this rank's clipped sums (the user-loop path of
@@ -150,12 +146,11 @@ class DistributedDPEngine(DPEngine):
         """This rank's clipped sums, plus the one noise draw where this is ``noise_rank``,
         summed over the ranks (one ``all_reduce``); with the global number of subgraphs."""
         rank, world = rank_and_world()
+        if world == 1:   # the single-process release, which a running code audit observes
+            return self._noised(clipped_sums, num_subgraphs), num_subgraphs
         sums = clipped_sums
         if rank == self.noise_rank:
-            sums = noised_flat(sums, self.noise_std, generator=self.generator,
-                               secure=self.secure_mode)
-        if world == 1:
-            return sums, num_subgraphs
+            sums = self.add_noise(sums)
         values = flatten(sums)
         count = torch.tensor([float(num_subgraphs)], dtype=values.dtype, device=values.device)
         flat = torch.cat([values, count])       # a new tensor: the caller's sums stay as they are

@@ -78,6 +78,7 @@ def noisy_aggregate(x: Tensor, edge_index: Tensor, *, hops: int, noise_std: floa
     """``[x̄⁽⁰⁾, …, x̄⁽ᴷ⁾]``: row-normalised inputs and ``K`` noisy sum-aggregations (self
     included), each normalised (``noise_std = 0``: exact aggregation; ``secure_mode``: the
     noise from the OS CSPRNG, ``generator`` unused)."""
+    from gnnprivacy.training.dp.audit_hooks import released
     from gnnprivacy.training.dp.noise import gaussian_noise
 
     n = x.size(0)
@@ -87,7 +88,9 @@ def noisy_aggregate(x: Tensor, edge_index: Tensor, *, hops: int, noise_std: floa
         prev = out[-1]
         agg = prev.clone().index_add_(0, dst, prev[src])
         if noise_std > 0:
-            agg = agg + gaussian_noise(agg, noise_std, generator=generator, secure=secure_mode)
+            agg = released("aggregation", agg + gaussian_noise(agg, noise_std,
+                                                               generator=generator,
+                                                               secure=secure_mode))
         out.append(F.normalize(agg, dim=1))
     assert all(t.size(0) == n for t in out)
     return out
@@ -118,6 +121,23 @@ def gap_privacy_plan(params, *, num_train: int, num_nodes: int) -> dict:
             "aggregation_sensitivity": gap_sensitivity(kw["max_degree"], kw["accounting"]),
             "true_sensitivity": true_sensitivity(kw["max_degree"]),
             "accounting": kw["accounting"]}
+
+
+def _node_batches(inputs: Tensor, y: Tensor, train: Tensor, batch_size: int):
+    """The library's Poisson node sampler (`NodeSubgraphs`, DP-MLP's) over the rows of
+    ``inputs`` listed in ``train``, at rate ``batch_size / len(train)`` (GAP's ``q``): each
+    batch carries its node ids, so the code audit reads which nodes a step trained on."""
+    from torch_geometric.data import Data
+
+    from gnnprivacy.training.private.samplers import NodeSubgraphs
+
+    mask = torch.zeros(inputs.shape[0], dtype=torch.bool)
+    mask[train] = True
+    sampler = NodeSubgraphs()
+    sampler.setup(Data(x=inputs, y=y, edge_index=torch.zeros(2, 0, dtype=torch.long),
+                       train_mask=mask))
+    sampler.plan(batch_size=batch_size)
+    return sampler
 
 
 def _fixed_shape_batches(train: Tensor, q: float, device: torch.device):
@@ -204,7 +224,6 @@ class GAPTrainer(EstimatorParams):
     # ------------------------------------------------------------------ fit
     def _dp_train(self, model: nn.Module, inputs: Tensor, y: Tensor, train: Tensor, q: float,
                   steps: int, gens: dict, phase: str) -> int:
-        from gnnprivacy.sampling import poisson_node_batch
         from gnnprivacy.training.dp import DPEngine, make_optimizer
 
         dev = self.device_
@@ -220,11 +239,12 @@ class GAPTrainer(EstimatorParams):
         if fixed is not None:          # the GPU path: no host sync in a step
             sample, rows = _on_device(gens, "sample", dev), train.to(dev)
             inputs, y = inputs.to(dev), y.to(dev)
+        batches = None if fixed is not None else _node_batches(
+            inputs, y, train, min(self.batch_size, int(train.numel())))
         for _ in range(steps):
             if fixed is None:
-                nodes = poisson_node_batch(train, rate=q, generator=gens["sample"])
-                engine.step(lambda nodes=nodes: F.cross_entropy(model(inputs[nodes]), y[nodes],
-                                                                reduction="none"))
+                b = batches.sample(gens["sample"])
+                engine.step(lambda b=b: F.cross_entropy(model(b.x), b.y, reduction="none"))
             else:
                 index, valid = fixed.sample(sample)
                 nodes, weight = rows[index], valid.to(inputs.dtype)

@@ -255,17 +255,41 @@ def load_model_file(path: str | Path) -> tuple[Any, dict]:
                              "(tensors and plain values only)")
     if not isinstance(blob, dict) or blob.get("format") != FORMAT:
         raise InvalidParameterError("path", f"a saved model of format {FORMAT}", str(path))
-    record = json.loads(blob["record"])
-    fitted = json.loads(blob["fitted"])
-    tensors = blob["tensors"]
-    name = blob["trainer"]
-    if name == "Predictions":
-        return Predictions(tensors["logits"], blob["method"]), record
-    if name not in _TRAINERS:
+    try:
+        record, fitted = json.loads(blob["record"]), json.loads(blob["fitted"])
+        tensors, name, params = blob["tensors"], blob["trainer"], json.loads(blob["params"])
+        if not (isinstance(record, dict) and isinstance(fitted, dict)
+                and isinstance(tensors, dict) and isinstance(params, dict)):
+            raise TypeError("record, fitted, params and tensors must be mappings")
+        if name == "Predictions":
+            logits = tensors["logits"]
+            if not (isinstance(logits, torch.Tensor) and logits.dim() == 2
+                    and logits.is_floating_point() and bool(torch.isfinite(logits).all())):
+                raise ValueError("logits must be a finite [num_nodes, num_classes] tensor")
+            return Predictions(logits, blob["method"]), record
+    except (KeyError, TypeError, ValueError, RecursionError) as exc:
+        raise InvalidParameterError("path", f"a complete {FORMAT} file",
+                                    f"{path} ({type(exc).__name__}: {exc})") from None
+    from gnnprivacy.training.user_model import check_finite_weights
+
+    check_finite_weights(tensors, path)
+    if not isinstance(name, str) or name not in _TRAINERS:
         raise InvalidParameterError("trainer", f"one of {sorted(_TRAINERS)}", name)
+    cls = getattr(_trainer_module(_TRAINERS[name][0]), name)
+    try:
+        trainer = cls(**params)
+        _rebuild(trainer, name, fitted, tensors)
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise InvalidParameterError("path", f"a {FORMAT} file whose parameters, sizes and "
+                                    f"weights build {name}",
+                                    f"{path} ({type(exc).__name__}: {first[:200]})") from None
+    return trainer, record
+
+
+def _rebuild(trainer, name: str, fitted: dict, tensors: dict) -> None:
+    """The fitted state of ``trainer`` (built from its parameters) from a saved file."""
     module, modules, extra, build = _TRAINERS[name]
-    cls = getattr(_trainer_module(module), name)
-    trainer = cls(**json.loads(blob["params"]))
     trainer.num_classes_ = fitted["num_classes"]
     if "feature_norm" in fitted:
         trainer.feature_norm_ = _norm_from(fitted["feature_norm"])
@@ -287,4 +311,3 @@ def load_model_file(path: str | Path) -> tuple[Any, dict]:
     for key in ("epsilon_", "delta_"):
         if key in fitted:
             setattr(trainer, key, float(fitted[key]))
-    return trainer, record

@@ -7,7 +7,8 @@ import inspect
 import torch
 from torch import Tensor
 
-__all__ = ["check_nodes", "node_logits", "prepare_prediction_graph"]
+__all__ = ["as_graph_list", "check_nodes", "expected_features", "module_logits", "node_logits",
+           "prepare_prediction_graph"]
 
 
 def node_logits(model, data, nodes: Tensor | None = None) -> Tensor:
@@ -141,3 +142,125 @@ def prepare_prediction_graph(data, *, num_features: int | None):
     if getattr(out, "val_mask", None) is None:
         out.val_mask = torch.zeros(n, dtype=torch.bool)
     return out
+
+
+def as_graph_list(data) -> list | None:
+    """The graphs of ``data`` when it holds several (a list or tuple of ``Data``, a PyG
+    ``Dataset``, a `gnnprivacy.datasets.tu_graphs.GraphSet`: every graph), else ``None``."""
+    from torch_geometric.data import Data, Dataset
+
+    if hasattr(data, "graphs") and hasattr(data, "split") and hasattr(data, "subset"):
+        return list(data.graphs)
+    if isinstance(data, Dataset):
+        return [data[i] for i in range(len(data))]
+    if isinstance(data, (list, tuple)):
+        return list(data)
+    if isinstance(data, Data):
+        return None
+    return None
+
+
+def expected_features(module: torch.nn.Module) -> int | None:
+    """Input feature size of the first layer that states one (``in_channels``,
+    ``in_features``); ``None`` when unknown or lazy."""
+    for sub in module.modules():
+        for attr in ("in_channels", "in_features"):
+            size = getattr(sub, attr, None)
+            if isinstance(size, int) and size > 0:
+                return size
+            if isinstance(size, tuple) and size and all(isinstance(v, int) for v in size):
+                return size[0] if size[0] > 0 else None
+    return None
+
+
+def _check_width(model: torch.nn.Module, width: int, unit: str) -> None:
+    from gnnprivacy.errors import InvalidParameterError
+
+    want = expected_features(model)
+    if want is not None and width != want:
+        raise InvalidParameterError("data", f"{unit} with {want} features per node (what the "
+                                    "model was trained on)", f"{width} features")
+
+
+def _float_dtype(model: torch.nn.Module) -> torch.dtype:
+    return next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+
+
+def module_logits(model: torch.nn.Module, data, rows=None, *, level: str = "node") -> Tensor:
+    """Logits of a plain ``nn.Module`` (a saved user model, the graph task's classifier), in
+    evaluation mode without gradients (its mode is restored).
+
+    * ``level="node"``: ``model(x, edge_index)`` on the graph ``data`` (checked and converted
+      as `prepare_prediction_graph`), one row per node;
+    * ``level="graph"``: ``model(x, edge_index, batch[, edge_attr])`` on the graphs of
+      ``data`` (a list of ``Data``, a PyG ``Dataset``, a ``GraphSet``; one ``Data`` is one
+      graph), one row per graph, each graph checked (`validate_graphs`, labels not needed).
+
+    ``rows``: node ids (graph indices) or a boolean mask of the rows to return.
+
+    Raises:
+        InvalidParameterError: no data, data the model cannot use, or an output that is not
+            one row of finite logits per node (graph).
+    """
+    import copy
+
+    from gnnprivacy.errors import InvalidParameterError
+
+    if data is None:
+        raise InvalidParameterError(
+            "data", "the " + ("graphs" if level == "graph" else "graph") + " to predict on (a "
+            "loaded model keeps no data)", None)
+    graphs = as_graph_list(data)
+    if level != "graph" and graphs is not None:
+        if len(graphs) != 1:
+            raise InvalidParameterError("data", "one graph (torch_geometric Data) for a node "
+                                        "model", f"{len(graphs)} graphs")
+        data, graphs = graphs[0], None
+    if level == "graph":
+        from gnnprivacy.datasets.validate import validate_graphs
+        from gnnprivacy.training.graph_classification import graph_logits
+
+        graphs = [data] if graphs is None else graphs
+        if not graphs:
+            raise InvalidParameterError("data", "at least one graph to predict on", "none")
+        validate_graphs(graphs, labels=False)
+        _check_width(model, int(graphs[0].x.shape[1]), "graphs")
+        dtype = _float_dtype(model)
+        ready = []
+        for g in graphs:
+            g = copy.copy(g)
+            if g.x.is_floating_point():
+                g.x = g.x.to(dtype)
+            g.edge_index = g.edge_index.long()
+            ready.append(g)
+        try:
+            out = graph_logits(model, ready)
+        except (RuntimeError, TypeError, IndexError) as exc:
+            raise InvalidParameterError(
+                "data", "graphs the model runs on (model(x, edge_index, batch[, edge_attr]))",
+                f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+        return _checked_rows(out, len(ready), "graph", rows)
+    graph = prepare_prediction_graph(data, num_features=expected_features(model))
+    was = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            out = model(graph.x.to(_float_dtype(model)), graph.edge_index)
+    except (RuntimeError, TypeError, IndexError) as exc:
+        raise InvalidParameterError(
+            "data", "a graph the model runs on (model(x, edge_index))",
+            f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+    finally:
+        model.train(was)
+    return _checked_rows(out, int(graph.num_nodes), "node", rows)
+
+
+def _checked_rows(out, count: int, unit: str, rows) -> Tensor:
+    from gnnprivacy.errors import InvalidParameterError
+
+    if not isinstance(out, Tensor) or out.dim() != 2 or int(out.shape[0]) != count:
+        got = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
+        raise InvalidParameterError("model", f"an output of one row of logits per {unit} "
+                                    f"(shape [{count}, num_classes])", got)
+    out = out.detach()
+    return out if rows is None else out[check_nodes(rows, count)]

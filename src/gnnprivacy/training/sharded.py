@@ -190,7 +190,7 @@ class ShardedHeterPoissonTrainer(RankZeroCheckpoints, HeterPoissonTrainer):
             x_sub = self._features(part, ids).to(dev)
             self._step_now += 1
             batch = StarBatch(batch.centers.to(dev), batch.periph_nodes.to(dev),
-                              batch.periph_subgraph.to(dev), batch.num_subgraphs)
+                              batch.periph_subgraph.to(dev), batch.num_subgraphs, ids)
             y_c = y_c.to(dev)
             return lambda: F.cross_entropy(model(x_sub, batch), y_c, reduction="none")
 

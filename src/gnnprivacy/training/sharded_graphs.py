@@ -64,7 +64,8 @@ class ShardedGraphSampler(GraphSampler):
         node_ptr = torch.from_numpy(np.asarray(data.node_ptr, dtype=np.int64).copy())
         edge_ptr = torch.from_numpy(np.asarray(data.edge_ptr, dtype=np.int64).copy())
         r = torch.from_numpy(rows)
-        self.num_train = data.num_train
+        self.num_train = self.num_graphs = data.num_train
+        self._group_of, self.group_size = None, 1       # the unit is one graph
         self.train_nodes = torch.from_numpy(index[rows])    # keys: training-list indices
         self._ptr, self._eptr = node_ptr[r], edge_ptr[r]     # the training graphs' starts
         self._sizes = node_ptr[r + 1] - node_ptr[r]

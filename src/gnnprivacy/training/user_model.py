@@ -28,6 +28,7 @@ from __future__ import annotations
 import importlib
 import io
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,15 +45,17 @@ USER_FORMAT = "gnnprivacy-user-model/1"
 
 @dataclass
 class SavedModel:
-    """A user model read back by `load_model`.
+    """A user model read back by `load_model` (or `gnnprivacy.load`).
 
     Attributes:
         model: the rebuilt ``nn.Module`` in evaluation mode, with the saved weights.
         privacy: the claim saved with it (``epsilon``, ``delta``, ``unit`` ...), or ``None``
             for a non-private model.
-        dataset: the dataset it was trained on (``{"name": ..., **load_dataset options}``),
-            or ``None``.
+        dataset: the dataset it was trained on (``{"name": ..., **load_dataset options}``;
+            ``"task": "graph"`` for a graph classifier), or ``None``.
         class_path: ``"module:QualName"`` of the model class.
+        run: the run record of a built-in run that wrote the file (the graph task's
+            classifier), else ``None``.
     """
 
     model: nn.Module
@@ -60,6 +63,39 @@ class SavedModel:
     dataset: dict | None = None
     class_path: str = ""
     info: dict = field(default_factory=dict)
+    run: dict | None = None
+
+    @property
+    def epsilon(self) -> float:
+        """The claimed epsilon (``inf`` without a claim)."""
+        return float((self.privacy or {}).get("epsilon", math.inf))
+
+    @property
+    def delta(self) -> float | None:
+        """The claimed delta (``None`` without a claim)."""
+        value = (self.privacy or {}).get("delta")
+        return None if value is None else float(value)
+
+    @property
+    def level(self) -> str:
+        """``"graph"`` for a graph classifier (saved with a graph dataset, or a
+        ``GraphClassifier``), else ``"node"``."""
+        from gnnprivacy.training.graph_classification import GraphClassifier
+
+        task = (self.dataset or {}).get("task")
+        return "graph" if task == "graph" or isinstance(self.model, GraphClassifier) else "node"
+
+    def predict(self, data: Any = None, nodes: Any = None):
+        """Logits of the saved model: ``[num_nodes, C]`` on a graph for a node model,
+        ``[num_graphs, C]`` on a list of graphs (a PyG ``Dataset``, a ``GraphSet``) for a
+        graph classifier; ``nodes``: the rows to return (node ids, or graph indices).
+
+        Raises:
+            InvalidParameterError: no data, or data the model cannot use (named).
+        """
+        from gnnprivacy.training.predict import module_logits
+
+        return module_logits(self.model, data, nodes, level=self.level)
 
 
 def _class_path(model: nn.Module) -> str:
@@ -82,7 +118,7 @@ def _import_class(path: str, imports: tuple[str, ...] = ()):
     import sys
 
     module, _, qualname = path.partition(":")
-    for name in imports:                       # what the caller chose to trust
+    for name in _import_names(imports):        # what the caller chose to trust
         try:
             importlib.import_module(name)
         except ImportError as exc:
@@ -105,6 +141,22 @@ def _import_class(path: str, imports: tuple[str, ...] = ()):
     return obj
 
 
+def _import_names(imports) -> tuple[str, ...]:
+    """``imports`` as module names: one name (``"mymodels"``) or a sequence of names."""
+    if isinstance(imports, str):
+        imports = (imports,)
+    try:
+        names = tuple(imports)
+    except TypeError:
+        raise InvalidParameterError("imports", "a module name or a list of module names",
+                                    type(imports).__name__) from None
+    for name in names:
+        if not isinstance(name, str) or not all(part.isidentifier() for part in name.split(".")):
+            raise InvalidParameterError("imports", "module names (e.g. 'mymodels' or "
+                                        "'pkg.models')", name)
+    return names
+
+
 def _claim(privacy) -> dict | None:
     """The claim as JSON-able facts: a `PrivateTraining`, a dict with ``epsilon``, or None."""
     if privacy is None:
@@ -118,6 +170,16 @@ def _claim(privacy) -> dict | None:
                                 "'epsilon' (and 'delta'), or None",
                                 type(privacy).__name__ if not isinstance(privacy, dict)
                                 else f"a dict without 'epsilon' ({sorted(privacy)})")
+
+
+def check_finite_weights(tensors: dict, path) -> None:
+    """A saved model's floating tensors are finite (a NaN weight predicts NaN for every
+    input: the file is damaged, not a model)."""
+    for name, t in tensors.items():
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and not bool(
+                torch.isfinite(t).all()):
+            raise InvalidParameterError("path", "a saved model with finite weights",
+                                        f"{path} (tensor {name!r} has NaN or infinite values)")
 
 
 def _build(cls, init: dict, tensors: dict, where: str) -> nn.Module:
@@ -136,7 +198,8 @@ def _build(cls, init: dict, tensors: dict, where: str) -> nn.Module:
 
 
 def save_model(model: nn.Module, path: str | Path, *, privacy=None,
-               init: dict[str, Any] | None = None, dataset: dict[str, Any] | None = None) -> Path:
+               init: dict[str, Any] | None = None, dataset: dict[str, Any] | None = None,
+               force: bool = False, run_record: dict | None = None) -> Path:
     """Save a user model: its class's import path, constructor arguments, weights and claim.
 
     Args:
@@ -149,13 +212,19 @@ def save_model(model: nn.Module, path: str | Path, *, privacy=None,
         dataset: where its data comes from, for ``gnnprivacy assess``:
             ``{"name": "computers", "split": "random", "train_frac": 0.8, ...}``
             (`gnnprivacy.load_dataset`'s name and options).
+        force: replace an existing file that gnnprivacy wrote for a run (a run's model, a run
+            record, a checkpoint). Without it only a file that ``save_model`` itself wrote
+            (not for a run) is replaced; any other existing file is replaced with a warning.
+        run_record: the run record of the built-in run that trained ``model`` (the graph
+            task writes it: `gnnprivacy.load` then gives the run back).
 
     Returns:
         The path written.
 
     Raises:
         InvalidParameterError: not an ``nn.Module``, a class defined inside a function, a
-            claim without epsilon, ``init`` that does not rebuild the model.
+            claim without epsilon, ``init`` that does not rebuild the model, a ``path`` that
+            holds a run's model or another file of a run (without ``force``).
 
     Example:
         >>> import gnnprivacy as gp, tempfile, os
@@ -181,14 +250,36 @@ def save_model(model: nn.Module, path: str | Path, *, privacy=None,
     if dataset is not None and not (isinstance(dataset, dict) and "name" in dataset):
         raise InvalidParameterError("dataset", "a dict with the dataset's 'name' and "
                                     "load_dataset options", dataset)
+    _check_target(path, force=force)
+    facts = {"privacy": claim, "dataset": dataset}
+    if run_record is not None:
+        facts["run"] = run_record
     blob = {"format": USER_FORMAT, "class": cls_path,
             "init": json.dumps(init), "tensors": tensors,
-            "record": json.dumps({"privacy": claim, "dataset": dataset}, default=str)}
+            "record": json.dumps(facts, default=str)}
     buffer = io.BytesIO()
     torch.save(blob, buffer)
     path = Path(path)
     atomic_write(path, buffer.getvalue(), what="saved model")
     return path
+
+
+def _check_target(path, *, force: bool) -> None:
+    """Before writing: an existing file that ``save_model`` wrote outside a run is the user's
+    own earlier save (replaced, as ``torch.save`` would); anything else gnnprivacy owns (a run's
+    model, record, checkpoint ...) needs ``force`` (`gnnprivacy._files.check_output_file`)."""
+    from gnnprivacy._files import check_output_file
+
+    target = Path(path)
+    if not force and target.is_file() and target.suffix == ".pt":
+        try:
+            blob = _read(target)
+        except InvalidParameterError:
+            blob = None
+        if isinstance(blob, dict) and blob.get("format") == USER_FORMAT and \
+                "\"run\"" not in str(blob.get("record", "")):
+            return
+    check_output_file(path, name="path", force=force, create_folder=True)
 
 
 def _read(path: str | Path) -> Any:
@@ -216,28 +307,56 @@ def model_file_format(path: str | Path) -> str | None:
     return fmt if isinstance(fmt, str) else None
 
 
-def load_model(path: str | Path, *, imports: tuple[str, ...] | list[str] = ()) -> SavedModel:
-    """Read a model written by `save_model` (weights-only: the file runs no code).
+def _check_parts(init, record, tensors, cls_path) -> None:
+    """The parts of a user-model file have their types (a hand-edited file: a TypeError
+    naming the part, which `load_model` reports as an incomplete file)."""
+    if not isinstance(cls_path, str) or ":" not in cls_path:
+        raise TypeError(f"class is {cls_path!r}, not 'module:QualName'")
+    for name, value in (("init", init), ("record", record), ("tensors", tensors)):
+        if not isinstance(value, dict):
+            raise TypeError(f"{name} is a {type(value).__name__}, not a mapping")
+    if not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in tensors.items()):
+        raise TypeError("tensors holds something else than name -> tensor")
+    for key in ("privacy", "dataset", "run"):
+        if record.get(key) is not None and not isinstance(record[key], dict):
+            raise TypeError(f"record.{key} is a {type(record[key]).__name__}, not a mapping")
+    claim = record.get("privacy")
+    if claim is not None and (not isinstance(claim.get("epsilon"), (int, float))
+                              or isinstance(claim.get("epsilon"), bool)):
+        raise TypeError(f"record.privacy.epsilon is {claim.get('epsilon')!r}, not a number")
+
+
+def load_model(path: str | Path, *,
+               imports: str | tuple[str, ...] | list[str] = ()) -> SavedModel:
+    """Read a model written by `save_model` (weights-only: the file runs no code); its
+    ``predict(data)`` gives the model's logits. `gnnprivacy.load` reads every model file the
+    library writes (a built-in method's too) and is the one loader to use in general.
 
     The model's class must come from a module that is already imported, or one named in
-    ``imports``: the file names its class, but loading never imports a module on the file's
-    word (an import runs the module's code).
+    ``imports`` (a module name or a list of them): the file names its class, but loading
+    never imports a module on the file's word (an import runs the module's code).
 
     Raises:
         InvalidParameterError: the file is missing, unreadable, not a saved user model, or
             its class cannot be imported or rebuilt.
     """
+    imports = _import_names(imports)
     blob = _read(path)
     if not isinstance(blob, dict) or blob.get("format") != USER_FORMAT:
         got = blob.get("format") if isinstance(blob, dict) else type(blob).__name__
+        hint = (" (a built-in method's model: read it with gnnprivacy.load)"
+                if got == "gnnprivacy-model/1" else "")
         raise InvalidParameterError("path", f"a model saved by gnnprivacy.save_model "
-                                    f"(format {USER_FORMAT})", f"{path} (format: {got})")
+                                    f"(format {USER_FORMAT}){hint}", f"{path} (format: {got})")
     try:
         init, record = json.loads(blob["init"]), json.loads(blob["record"])
         tensors, cls_path = blob["tensors"], blob["class"]
-    except (KeyError, TypeError, ValueError) as exc:
+        _check_parts(init, record, tensors, cls_path)
+    except (KeyError, TypeError, ValueError, RecursionError) as exc:
         raise InvalidParameterError("path", f"a complete {USER_FORMAT} file",
                                     f"{path} ({type(exc).__name__}: {exc})") from None
-    model = _build(_import_class(cls_path, tuple(imports)), init, tensors, "saved")
+    check_finite_weights(tensors, path)
+    model = _build(_import_class(cls_path, imports), init, tensors, "saved")
     return SavedModel(model=model, privacy=record.get("privacy"), dataset=record.get("dataset"),
-                      class_path=cls_path, info={"path": str(path), "init": init})
+                      class_path=cls_path, info={"path": str(path), "init": init},
+                      run=record.get("run"))

@@ -18,7 +18,7 @@ from torch.nn import functional as F
 from torch_geometric.nn import SAGEConv
 
 import gnnprivacy as gp
-from gnnprivacy.training.dp import clipping
+from gnnprivacy.training.dp import clipping, flat_capture
 from gnnprivacy.training.dp.flat_capture import SubgraphMixingError
 from tests.training.private.test_make_private import C, data  # noqa: F401 (the fixture)
 
@@ -162,6 +162,14 @@ def _clipped_per_subgraph(model, data, body, ctx):
     batch = pt._draw()
     body(model, batch, ctx)
     pt.guard.stop()
+    rows = _clipped_rows(pt, model)
+    pt._pending = None
+    pt.close()
+    return rows, batch
+
+
+def _clipped_rows(pt, model) -> torch.Tensor:
+    """The engine's clipped gradient of every subgraph of ``pt``'s pending batch (B, P)."""
     layout = pt._pending
     contributions = pt.capture.contributions(layout)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -176,9 +184,7 @@ def _clipped_per_subgraph(model, data, body, ctx):
         one[s] = factors[s]
         rows.append(torch.cat([contributions[p].weighted(one).flatten() if p in contributions
                                else torch.zeros(p.numel(), dtype=p.dtype) for p in params]))
-    pt._pending = None
-    pt.close()
-    return torch.stack(rows), batch
+    return torch.stack(rows)
 
 
 def _single_node(batch):
@@ -477,9 +483,10 @@ def test_leaving_the_loop_after_a_draw_stops_the_recording(data):
 
 def test_the_engines_own_hook_operations_are_not_traced_on_light_steps(data):
     """The capture's bookkeeping (freezing the parameters, detaching inputs, gradient hooks)
-    runs in the trace's muted section: recorded for the replay on the checked step, out of
-    every step's signature, and not dispatched through the trace at all on later steps (it
-    was about half of the light trace's operations). The loop's own operations still are."""
+    and the model's forward run in the trace's muted section: recorded for the replay on the
+    checked step, out of every step's signature, and not dispatched through the trace at all
+    on later steps (the forward is compared by its autograd graph and the trained modules'
+    calls instead). The loop's own operations around the model still are traced."""
     torch.manual_seed(0)
     model = Sage(data.num_features).double()
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
@@ -496,11 +503,74 @@ def test_the_engines_own_hook_operations_are_not_traced_on_light_steps(data):
     (light0, names0, ops0), (light1, names1, ops1) = seen[0], seen[1]
     assert not light0 and light1
     engine_ops = {"requires_grad_", "register_hook", "detach"}
-    assert engine_ops <= set(ops0)              # recorded on the checked step (the replay)
-    assert not engine_ops & set(names0) and not engine_ops & set(names1)
-    assert {"linear", "backward"} <= set(names1)
+    assert engine_ops <= set(ops0) and "linear" in ops0   # recorded on the checked step
+    assert not (engine_ops | {"linear"}) & (set(names0) | set(names1) | set(ops1))
+    assert {"cross_entropy", "backward"} <= set(names1)
     assert [n for n in names0 if n not in guards_unsigned()] == [
         n for n in names1 if n not in guards_unsigned()]
+    ((_, graph, calls),) = pt.guard.verified
+    assert any(node[0] == "AddmmBackward0" for node in graph if isinstance(node, tuple))
+    assert [c[0] for c in calls] == list(range(len(calls)))      # c1's maps, c2's, head
+
+
+class LaterInside(Sage):
+    """Mixes inside its forward from the second call on (a curriculum, a bug)."""
+
+    def __init__(self, f, h=8, *, detached=False):
+        super().__init__(f, h)
+        self.calls, self.detached = 0, detached
+
+    def forward(self, x, edge_index):
+        self.calls += 1
+        if self.calls > 1 and torch.is_grad_enabled() and self.detached:
+            x = x - x.mean(0)                # the raw input: no gradient, before any layer
+        h = torch.tanh(self.c1(x, edge_index))
+        if self.calls > 1 and torch.is_grad_enabled() and not self.detached:
+            h = h - h.mean(0)
+        return self.head(torch.tanh(self.c2(h, edge_index)))
+
+
+@pytest.mark.parametrize("detached", [False, True])
+def test_a_forward_that_changes_after_the_checked_step_is_refused(detached, data,
+                                                                  monkeypatch):
+    """Inside the forward, later steps are compared by the losses' autograd graph (a mean
+    over the batch between layers adds nodes) and by the kinds of the trained modules'
+    inputs (the first layer gets a computed tensor instead of the batch's x). Broken
+    controls: without the graph (or without the calls) in the signature the step passes."""
+    from gnnprivacy.training.private import guards
+
+    torch.manual_seed(0)
+    with pytest.raises(SubgraphMixingError, match="other torch operations"):
+        _run(LaterInside(data.num_features, detached=detached).double(), data, honest, {},
+             steps=3)
+    torch.manual_seed(0)
+    if detached:
+        monkeypatch.setattr(flat_capture.FlatCapture, "call_signature", lambda self: ())
+    else:
+        original = guards.LoopGuard._check_leaves
+        monkeypatch.setattr(guards.LoopGuard, "_check_leaves",
+                            lambda self, losses, own: original(self, losses, own) and ())
+    pt = _run(LaterInside(data.num_features, detached=detached).double(), data, honest, {},
+              steps=3)
+    assert pt.steps == 3
+
+
+def test_what_the_later_steps_do_not_compare_inside_the_forward(data):
+    """The documented limit (docs/own-model.md): inside the model's forward a later step is
+    compared by its autograd graph and its modules' calls, not operation by operation, so a
+    computation without gradient that is replaced by another one of the same kind goes
+    unseen (here the input's scaling by a constant becomes a mean over the batch)."""
+
+    class Swapped(LaterInside):
+        def forward(self, x, edge_index):
+            self.calls += 1
+            x = x - x.mean(0) if self.calls > 1 and torch.is_grad_enabled() else x * 1.0
+            return self.head(torch.tanh(self.c2(torch.tanh(self.c1(x, edge_index)),
+                                                edge_index)))
+
+    torch.manual_seed(0)
+    pt = _run(Swapped(data.num_features).double(), data, honest, {}, steps=3)
+    assert pt.steps == 3
 
 
 def guards_unsigned():

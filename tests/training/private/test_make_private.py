@@ -215,6 +215,70 @@ def _loop(pt, model, opt, *, tamper=None):
         opt.step()
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_the_step_releases_the_clipped_sum_of_the_loss(reduction, data):
+    """``optimizer.step()`` end to end (checks, clipping, release) with negligible noise
+    (std 1e-9 C): SGD at rate 1 moves the parameters by the naive loop's clipped sum over
+    the expected batch,
+    whichever reduction the loss uses (a mean loss's gradients are the per-subgraph ones
+    over the realised batch: the step scales them back before clipping)."""
+    torch.manual_seed(0)
+    model = MODELS["sage"](data.num_features).double()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    opt = torch.optim.SGD(model.parameters(), lr=1.0)
+    pt = gp.make_private(model, opt, data, sampler="heterpoisson", noise_multiplier=1e-9,
+                         steps=1, batch_size=24, max_grad_norm=2.3, seed=0,
+                         loss_reduction=reduction)
+    for batch in pt.loader:
+        opt.zero_grad()
+        out = model(batch.x, batch.edge_index)
+        F.cross_entropy(out[batch.center], batch.y[batch.center],
+                        reduction=reduction).backward()
+        opt.step()
+    pt.close()
+    naive, norms = _naive_sums(model_at(model, before), batch, 2.3)
+    assert min(norms) < 2.3 < max(norms)         # some subgraphs clipped, some not
+    scale = pt.plan.expected_batch_size
+    for n, p in model.named_parameters():
+        moved = (before[n] - p.detach()) * scale
+        assert torch.allclose(moved, naive[n], rtol=1e-5, atol=1e-9 * (1 + naive[n].abs().max())), n
+
+
+def model_at(model, state):
+    """A copy of ``model`` with the parameters ``state``."""
+    import copy
+
+    twin = copy.deepcopy(model)
+    with torch.no_grad():
+        for n, p in twin.named_parameters():
+            p.copy_(state[n])
+    return twin
+
+
+@pytest.mark.parametrize("how", ["wrapper", "in place", "submodule", "forward"])
+def test_a_compiled_model_is_refused_at_make_private(how, data):
+    """torch.compile traces through the capture's hooks and the loop trace and failed deep in
+    the compiler at the first step ('Cannot access data pointer of Tensor (e.g.
+    FakeTensor...)' after the compile); make_private refuses it at once, naming the module.
+    Control: the same model uncompiled is accepted."""
+    torch.manual_seed(0)
+    model = MODELS["sage"](data.num_features).double()
+    if how == "wrapper":
+        compiled = torch.compile(model)
+    elif how == "in place":
+        compiled = MODELS["sage"](data.num_features).double()
+        compiled.compile()
+    elif how == "submodule":
+        compiled = MODELS["sage"](data.num_features).double()
+        compiled.c2 = torch.compile(compiled.c2)
+    else:
+        compiled = MODELS["sage"](data.num_features).double()
+        compiled.c1.forward = torch.compile(compiled.c1.forward)
+    with pytest.raises(UnsupportedModuleError, match=r"torch\.compile|compiled in place"):
+        _private(compiled, data, "heterpoisson")
+    _private(model, data, "heterpoisson")[0].close()
+
+
 def test_an_edge_joining_two_subgraphs_is_detected(data):
     model = MODELS["gcn"](data.num_features).double()
     pt, opt = _private(model, data, "heterpoisson", batch_size=24)
@@ -226,6 +290,16 @@ def test_an_edge_joining_two_subgraphs_is_detected(data):
     with pytest.raises(SubgraphMixingError, match="joins subgraph 0 to subgraph 1"):
         _loop(pt, model, opt, tamper=cross)
     assert pt.steps == 0 and pt.epsilon == 0.0
+    pt.close()                    # the model is free for another make_private
+
+    def in_place(batch):          # the sampler's own edge_index, changed: checked again
+        batch.edge_index[1, 0] = int(batch.center[1]) if int(
+            batch.batch[batch.edge_index[0, 0]]) != 1 else int(batch.center[0])
+        return batch.edge_index
+
+    pt, opt = _private(model, data, "heterpoisson", batch_size=24)
+    with pytest.raises(SubgraphMixingError, match="joins subgraph"):
+        _loop(pt, model, opt, tamper=in_place)
 
 
 class GlobalCentering(nn.Module):

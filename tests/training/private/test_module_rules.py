@@ -165,7 +165,8 @@ def test_the_fallback_is_announced_with_its_measured_cost(data):
     with pytest.warns(flat_capture.FallbackWarning,
                       match=r"'module' \(OwnScale\).* about 24 per step"):
         pt, opt = _private(model, data, "heterpoisson", batch_size=24)
-    batch = next(iter(pt.loader))
+    batches = iter(pt.loader)         # kept: a loop that stops iterating is refused
+    batch = next(batches)
     opt.zero_grad()
     F.cross_entropy(model(batch.x, batch.edge_index)[batch.center],
                     batch.y[batch.center]).backward()
@@ -192,7 +193,8 @@ def test_parameters_used_behind_a_direct_forward_call_are_refused(k, data):
 
     model = Conv2(lambda a, b: TAGConv(a, b, K=k), data.num_features).double()
     pt, opt = _private(model, data, DegreeBoundedSubgraphs(max_degree=3, hops=2), batch_size=24)
-    batch = next(iter(pt.loader))
+    batches = iter(pt.loader)         # kept: a loop that stops iterating is refused
+    batch = next(batches)
     opt.zero_grad()
     F.cross_entropy(model(batch.x, batch.edge_index)[batch.center],
                     batch.y[batch.center]).backward()

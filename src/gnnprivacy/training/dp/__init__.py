@@ -1,25 +1,25 @@
 """DP-SGD engine: batched per-subgraph gradient norms, clipping, Gaussian noise, DP-Adam.
 
-The engine is shared by the node-level DP trainers (HeterPoisson, DP-GNN, DP-MLP). See
-`engine` for the step and its *Privacy* paragraph, `rules` for the ghost-norm
-math, `clipping` for clip groups.
+One engine serves the node-level DP trainers (HeterPoisson, DP-GNN, DP-MLP, GAP) and
+`gnnprivacy.make_private`: one capture (`flat_capture`), one rule per module
+(`flat_rules`, the segment algebra in `segments`), one clipping path (`clipping`). See
+`engine` for the step and its *Privacy* paragraph.
 """
 
-from gnnprivacy.training.dp.capture import ActivationCapture, check_model
 from gnnprivacy.training.dp.clipping import (ClipGroup, ClippedGradients, clip_factors,
                                              clipped_gradient_sum, effective_clip_norm)
 from gnnprivacy.training.dp.engine import DPEngine, StepInfo, make_optimizer
-from gnnprivacy.training.dp.flat_capture import FallbackWarning
+from gnnprivacy.training.dp.flat_capture import FallbackWarning, FlatCapture, check_model
+from gnnprivacy.training.dp.flat_rules import (UnsupportedModuleError, register_rule,
+                                               supported_module_types)
 from gnnprivacy.training.dp.noise import gaussian_noise
-from gnnprivacy.training.dp.rules import GhostRule, UnsupportedModuleError, register_rule
 
 __all__ = [
-    "ActivationCapture",
     "ClipGroup",
     "ClippedGradients",
     "DPEngine",
     "FallbackWarning",
-    "GhostRule",
+    "FlatCapture",
     "StepInfo",
     "UnsupportedModuleError",
     "check_model",
@@ -29,4 +29,5 @@ __all__ = [
     "gaussian_noise",
     "make_optimizer",
     "register_rule",
+    "supported_module_types",
 ]

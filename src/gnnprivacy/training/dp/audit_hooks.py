@@ -30,8 +30,9 @@ from torch import Tensor
 
 from gnnprivacy.training.dp import clipping
 
-__all__ = ["CANARY_KEY", "CodeAuditSession", "EngineCanaries", "attach", "note_batch",
-           "step_sampling"]
+__all__ = ["CANARY_KEY", "CodeAuditSession", "EngineCanaries", "ReleaseTape", "attach",
+           "note_batch", "note_checkpoint", "note_resume", "released", "step_sampling",
+           "taped"]
 
 CANARY_KEY = "__audit_canaries__"
 _ACTIVE: list[CodeAuditSession] = []
@@ -149,18 +150,120 @@ class CodeAuditSession:
             for hook in self.engines:
                 hook.observer.finish()
 
-    def note_batch(self, batch) -> None:
-        """A batch a loader drew, for the observer of the newest engine."""
+    def note_batch(self, batch, sampler=None) -> None:
+        """A batch a loader drew (and the sampler that drew it), for the observer of the
+        newest engine."""
         if self.engines:
-            self.engines[-1].observer.note_batch(batch)
+            self.engines[-1].observer.note_batch(batch, sampler)
 
 
-def note_batch(batch) -> None:
+def note_batch(batch, sampler=None) -> None:
     """Hand a loader's batch to the active session (no-op when none is active)."""
     if _ACTIVE:
-        _ACTIVE[-1].note_batch(batch)
+        _ACTIVE[-1].note_batch(batch, sampler)
+
+
+def note_checkpoint(engine, steps: int) -> None:
+    """A checkpoint of ``engine``'s run that claims ``steps`` executed steps was written
+    (no-op unless a code audit observes the engine)."""
+    hook = getattr(engine, "_audit", None)
+    if hook is not None:
+        hook.observer.saves.append((int(steps), hook.observer.executed))
+
+
+def note_resume(engine, steps: int) -> None:
+    """``engine`` resumed from a checkpoint claiming ``steps`` executed steps (no-op unless
+    a code audit observes it). Call it once the resume has composed the checkpoint's steps:
+    what its accountant gained beyond the observed releases is read here."""
+    hook = getattr(engine, "_audit", None)
+    if hook is None or engine.accountant is None:
+        return
+    ledger = sum(e.count for e in engine.accountant.ledger.entries
+                 if e.event == engine.step_event)
+    composed = ledger - hook.observer.executed
+    hook.observer.resumes.append((int(steps), int(composed)))
 
 
 def attach(engine) -> EngineCanaries | None:
     """The hook of the active session for a new ``engine`` (``None`` when none is active)."""
     return _ACTIVE[-1].hook_for(engine) if _ACTIVE else None
+
+
+# ---------------------------------------------------------------------- the release tape
+class ReleaseTape:
+    """Every noisy release of a run, in order (the publication audit's record), or a
+    record to replay: while a tape made with ``pinned=`` is active, the ``k``-th release of
+    the run returns the ``k``-th recorded value instead of its own, so a run on other
+    private data releases exactly what the recorded run released (the coupling of a
+    differential-privacy proof, made concrete). A release that the recorded run did not
+    make (another kind, shape, or one too many) is listed in ``faults``: how many values a
+    run releases must not depend on the private data."""
+
+    def __init__(self, pinned: list | None = None):
+        self.pinned = pinned
+        self.values: list[tuple[str, Any]] = []
+        self.faults: list[str] = []
+
+    def release(self, kind: str, value):
+        k = len(self.values)
+        mine = _detached(value)
+        self.values.append((kind, mine))
+        if self.pinned is None:
+            return value
+        if k >= len(self.pinned):
+            self.faults.append(f"release {k} ({kind}): the recorded run made only "
+                               f"{len(self.pinned)}")
+            return value
+        was_kind, was = self.pinned[k]
+        if was_kind != kind or _shapes(was) != _shapes(mine):
+            self.faults.append(f"release {k}: {kind} {_shapes(mine)} where the recorded run "
+                               f"released {was_kind} {_shapes(was)}")
+            return value
+        return _replayed(was, value)
+
+
+_TAPES: list[ReleaseTape] = []
+
+
+def released(kind: str, value):
+    """A noisy value leaving a mechanism (an engine step's noisy sums, GAP's noisy
+    aggregation): the value itself, or what the active `ReleaseTape` replays."""
+    return _TAPES[-1].release(kind, value) if _TAPES else value
+
+
+@contextmanager
+def taped(pinned: list | None = None):
+    """Record every release of the enclosed run on a new `ReleaseTape` (replaying
+    ``pinned`` when given)."""
+    tape = ReleaseTape(pinned)
+    _TAPES.append(tape)
+    try:
+        yield tape
+    finally:
+        _TAPES.remove(tape)
+
+
+def _detached(value):
+    if isinstance(value, Tensor):
+        return value.detach().clone()
+    if isinstance(value, dict):
+        return {k: v.detach().clone() for k, v in value.items()}
+    raise TypeError(f"a release is a tensor or a dict of tensors, not {type(value).__name__}")
+
+
+def _shapes(value):
+    if isinstance(value, Tensor):
+        return tuple(value.shape)
+    return {k: tuple(v.shape) for k, v in value.items()}
+
+
+def _replayed(recorded, value):
+    """``recorded`` in the form of ``value`` (a `FlatSums` stays one, on its device)."""
+    from gnnprivacy.training.dp.noise import flatten, unflatten
+
+    if isinstance(value, Tensor):
+        return recorded.clone().to(value.device, value.dtype)
+    if getattr(value, "flat", None) is not None:
+        flat = flatten({k: recorded[k] for k in value}).to(value.flat.device, value.flat.dtype)
+        return unflatten(flat, value)
+    return {k: recorded[k].clone().to(v.device, v.dtype) for k, v in value.items()}

@@ -46,6 +46,10 @@ def _star(b) -> Membership:
     centers = b.centers.detach().cpu().long()
     nodes = torch.cat([centers, b.periph_nodes.detach().cpu().long()])
     subs = torch.cat([torch.arange(num), b.periph_subgraph.detach().cpu().long()])
+    ids = getattr(b, "node_ids", None)
+    if ids is not None:              # local ids of a feature slice -> the graph's node ids
+        ids = ids.detach().cpu().long()
+        centers, nodes = ids[centers], ids[nodes]
     return Membership(centers, nodes, subs)
 
 
@@ -60,14 +64,27 @@ def _loader_batch(d) -> Membership:
     return Membership(n_id[d.center.detach().cpu().long()], n_id, seg)
 
 
+def _graph_batch(d) -> Membership:
+    """A batch of whole graphs (unit graph, or the individual ``group[i]`` of graph ``i``):
+    subgraph ``i`` is training graph ``g_id[i]``, and every row is read as its graph's
+    unit, so a graph whose rows lie in two subgraphs of a step (or that is drawn twice)
+    occurs twice."""
+    g_id, seg = d.g_id.detach().cpu().long(), d.batch.detach().cpu().long()
+    group = getattr(d, "group", None)          # the individual of each graph, when grouped
+    unit = g_id if group is None else group.detach().cpu().long()
+    return Membership(unit, unit[seg], seg)
+
+
 def membership_of(values) -> Membership | None:
     """The membership in a model's inputs or a loader's batch (``None`` when none is
-    recognisable): a star batch, DP-GNN's ``(nodes, mask)`` rows, or a batch with ``n_id``,
-    ``batch`` and ``center``."""
+    recognisable): a star batch, DP-GNN's ``(nodes, mask)`` rows, a batch of whole graphs
+    (``g_id``, ``batch``), or a batch with ``n_id``, ``batch`` and ``center``."""
     values = list(values)
     for v in values:
         if all(hasattr(v, k) for k in ("centers", "periph_nodes", "periph_subgraph")):
             return _star(v)
+        if all(getattr(v, k, None) is not None for k in ("g_id", "batch")):
+            return _graph_batch(v)
         if all(getattr(v, k, None) is not None for k in ("n_id", "batch", "center")):
             return _loader_batch(v)
     tensors = [v for v in values if isinstance(v, Tensor)]
@@ -76,6 +93,49 @@ def membership_of(values) -> Membership | None:
                 and not a.is_floating_point() and a.shape[1] >= 1):
             return _rows(a, b)
     return None
+
+
+def rows_disagree(batch, sampler) -> str | None:
+    """Whether a loader batch carries other data than its membership names: each row's
+    features and label must be the training data's at the row's id (``n_id``; for a batch
+    of whole graphs, every row of graph ``g_id[i]`` in subgraph ``i``), so a sampler whose
+    ids hide a copied or foreign row is seen. ``None`` when they agree, or when the sampler
+    reads its rows elsewhere (a shard fetching remote rows)."""
+    g_id = getattr(batch, "g_id", None)
+    if g_id is not None and getattr(sampler, "_ptr", None) is not None:
+        g_id, seg = g_id.detach().cpu().long(), batch.batch.detach().cpu().long()
+        sizes = sampler._ptr[g_id + 1] - sampler._ptr[g_id]
+        if seg.numel() != int(sizes.sum()) or not bool(
+                (torch.bincount(seg, minlength=g_id.numel()) == sizes).all()):
+            return "the rows of a subgraph are not its graph's nodes"
+        start = torch.repeat_interleave(sampler._ptr[g_id] - torch.cumsum(sizes, 0) + sizes,
+                                        sizes)
+        rows = start + torch.arange(seg.numel())
+        expect_x, expect_y = sampler._x[rows], sampler._y[g_id]
+    elif getattr(batch, "n_id", None) is not None and hasattr(sampler, "graph") and \
+            getattr(type(sampler)._rows, "__qualname__", "") == "SubgraphSampler._rows":
+        ids = batch.n_id.detach().cpu().long()
+        expect_x, expect_y = sampler.graph.x[ids], sampler.graph.y[ids]
+    else:
+        return None
+    for name, got, want in (("features", batch.x, expect_x), ("labels", batch.y, expect_y)):
+        got = got.detach().cpu()
+        if got.shape != want.shape or not torch.equal(got.to(want.dtype), want):
+            return f"the batch's {name} are not the training data's at its ids"
+    return None
+
+
+#: noise coordinates kept per parameter and release, for the freshness check
+FRESH_COORDS = 256
+
+
+def _coordinates(n: int, k: int) -> Tensor:
+    """A fixed set of at most `FRESH_COORDS` of ``n`` coordinates (the ``k``-th parameter's;
+    the same at every release)."""
+    if n <= FRESH_COORDS:
+        return torch.arange(n)
+    gen = torch.Generator().manual_seed(7919 * (k + 1))
+    return torch.randperm(n, generator=gen)[:FRESH_COORDS].sort().values
 
 
 @dataclass
@@ -111,12 +171,19 @@ class EngineObserver:
     clip_checks: list = field(default_factory=list)    # dicts, one per replayed step
     releases: int = 0                                  # optimizer steps observed
     unnoised: list = field(default_factory=list)       # releases without an engine sum
+    row_faults: list = field(default_factory=list)     # batches whose rows are not the
+                                                       # data their membership names
+    saves: list = field(default_factory=list)          # checkpoints: (claimed, executed)
+    resumes: list = field(default_factory=list)        # resumes: (claimed, composed)
     noise_sq: dict = field(default_factory=dict)       # name -> [sum r^2, count]
+    noise_samples: list = field(default_factory=list)  # per release: name -> the noise at
+                                                       # fixed coordinates (`FRESH_COORDS`)
     changed_after_last: bool = False
 
     def __post_init__(self) -> None:
         self._forwards: list[_Forward] = []
-        self._batch = None
+        self._batch = self._sampler = None
+        self._coords: dict[str, Tensor] = {}
         self._pre: dict[str, Tensor] | None = None
         self._last: dict[str, Tensor] | None = None
         model, opt = self.engine.model, self.engine.optimizer
@@ -148,9 +215,11 @@ class EngineObserver:
         output.register_hook(store)
         return None
 
-    def note_batch(self, batch) -> None:
-        """The batch a loader drew for the next step (the audit's sampler wrapper)."""
+    def note_batch(self, batch, sampler=None) -> None:
+        """The batch a loader drew for the next step, and its sampler (the audit's sampler
+        wrapper)."""
         self._batch = batch
+        self._sampler = sampler
 
     # ------------------------------------------------------------------ engine boundary
     def noised(self, sums: dict[str, Tensor], num: int) -> None:
@@ -165,6 +234,14 @@ class EngineObserver:
             member = None
         self.members.append(member)
         self.sizes.append(int(num))
+        if member is not None and member.centers.numel() != int(num):
+            self.row_faults.append(f"step {len(self.sizes) - 1}: the engine clipped {int(num)} "
+                                   f"subgraphs, the batch's membership names "
+                                   f"{member.centers.numel()}")
+        elif batch is not None and self._sampler is not None:
+            fault = rows_disagree(batch, self._sampler)
+            if fault is not None:
+                self.row_faults.append(f"step {len(self.sizes) - 1}: {fault}")
         self._pre = {n: s.detach().clone() for n, s in sums.items()}
         if used is not None and num > 0 and len(self.clip_checks) < self.replay_steps:
             seg = None if batch is None else getattr(batch, "batch", None)
@@ -244,6 +321,7 @@ class EngineObserver:
         if self.engine.update_clamp is not None:
             return None
         scale = self.engine.expected_batch_size
+        sample = {}
         for name, s in pre.items():
             g = grads.get(name)
             if g is None:
@@ -252,12 +330,23 @@ class EngineObserver:
             acc = self.noise_sq.setdefault(name, [0.0, 0])
             acc[0] += float(r.square().sum())
             acc[1] += int(r.numel())
+            index = self._coords.get(name)
+            if index is None:
+                index = self._coords[name] = _coordinates(r.numel(), len(self._coords))
+            sample[name] = r.reshape(-1)[index.to(r.device)].cpu()
+        self.noise_samples.append(sample)
         return None
 
     def _after_release(self, optimizer, args, kwargs):
         self.releases += 1
         self._last = {n: p.detach().clone() for n, p in self.engine.model.named_parameters()}
         return None
+
+    @property
+    def executed(self) -> int:
+        """Steps of this run executed so far: the releases observed, plus those a resume
+        carried over from a checkpoint."""
+        return self.releases + sum(composed for _, composed in self.resumes)
 
     def finish(self) -> None:
         """Remove the hooks; note whether the parameters moved after the last release."""

@@ -27,10 +27,12 @@ from torch import Tensor, nn
 
 from gnnprivacy._validation import check_positive
 from gnnprivacy.errors import InvalidParameterError
-from gnnprivacy.training.dp.capture import ActivationCapture
+from gnnprivacy.training.dp.flat_capture import BatchLayout, FlatCapture
+from gnnprivacy.training.dp.flat_rules import Contribution
+from gnnprivacy.training.dp.noise import unflatten
 
-__all__ = ["ClipGroup", "ClippedGradients", "clip_factors", "clipped_gradient_sum",
-           "effective_clip_norm", "resolve_groups"]
+__all__ = ["ClipGroup", "ClippedGradients", "clip_and_sum", "clip_contributions",
+           "clip_factors", "clipped_gradient_sum", "effective_clip_norm", "resolve_groups"]
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,8 @@ class ClippedGradients:
     """Result of one batched clipping pass.
 
     Attributes:
-        sums: parameter name -> ``Σ_i c_i g_i`` (same shape as the parameter).
+        sums: parameter name -> ``Σ_i c_i g_i`` (same shape as the parameter); views of one
+            flat vector (a `FlatSums`) when the parameters share a dtype.
         norms: ``(B,)`` unclipped per-subgraph gradient norms over all parameters.
         factors: group index -> ``(B,)`` clip factors.
         group_norms: group index -> ``(B,)`` unclipped per-subgraph norms of the group.
@@ -100,40 +103,143 @@ def effective_clip_norm(groups: Sequence[ClipGroup]) -> float:
     return math.sqrt(sum(g.clip_norm ** 2 for g in groups))
 
 
-def clip_and_sum(capture: ActivationCapture, losses: Tensor, groups: Sequence[ClipGroup], *,
+def _as(t: Tensor, dtype: torch.dtype) -> Tensor:
+    return t if t.dtype == dtype else t.to(dtype)
+
+
+def clip_contributions(contributions: dict[nn.Parameter, Contribution],
+                       named: Sequence[tuple[str, nn.Parameter]], groups: Sequence[ClipGroup],
+                       num: int, *, scale: float = 1.0,
+                       device: torch.device | None = None) -> ClippedGradients:
+    """Per-subgraph clipping of every clip group and the clipped sums: the one clipping
+    path of `DPEngine` and `gnnprivacy.make_private`.
+
+    In each group the parameters whose rules materialised their per-subgraph gradients are
+    clipped together (one norm and one product ``c @ G`` over their concatenation); every
+    other parameter adds its ghost norm and gives its clipped sum from the factors
+    (``weighted``). The sums come out laid end to end in one vector (group by group), which
+    the noise and the update read whole.
+
+    Args:
+        contributions: parameter -> `Contribution` (from the capture's rules); a trainable
+            parameter without one has gradient zero.
+        named: the trainable ``(name, parameter)`` pairs.
+        groups: the clip groups (names of ``named``).
+        num: ``B``.
+        scale: the captured gradients times ``scale`` are those of the per-subgraph losses
+            (the realised batch under a mean loss; every rule is linear in them): applied
+            once here, to the norms and the clip factors.
+    """
+    params = dict(named)
+    dtype = named[0][1].dtype if named else torch.float32
+    device = device if device is not None else (named[0][1].device if named
+                                                else torch.device("cpu"))
+    factors, group_norms, total = {}, {}, None
+    parts: list[tuple[list[str], Tensor]] = []     # (names, their flat clipped sums)
+    for k, group in enumerate(groups):
+        mat, rest, absent = [], [], []
+        for n in group.names:
+            c = contributions.get(params[n])
+            (absent if c is None else mat if c.materialised else rest).append(n)
+        sq = grads = None
+        if mat:
+            grads = _side_by_side([contributions[params[n]] for n in mat], dtype)
+            sq = grads.square().sum(1)
+        for part in _ghost_norms([contributions[params[n]] for n in rest]):
+            part = _as(part, dtype)
+            sq = part if sq is None else sq + part
+        if sq is None:
+            sq = torch.zeros(num, dtype=dtype, device=device)
+        if scale != 1.0:
+            sq = sq * (scale * scale)
+        norms = sq.sqrt()
+        factor = clip_factors(norms, group.clip_norm)
+        factors[k], group_norms[k] = factor, norms
+        total = sq if total is None else total + sq
+        weights = factor * scale if scale != 1.0 else factor
+        if mat:
+            parts.append((mat, _as(weights, grads.dtype) @ grads))
+        for n in rest:
+            parts.append(([n], contributions[params[n]].weighted(weights).reshape(-1)))
+        for n in absent:
+            parts.append(([n], torch.zeros(params[n].numel(), dtype=dtype, device=device)))
+    if total is None:
+        total = torch.zeros(num, dtype=dtype, device=device)
+    return ClippedGradients(_laid_out(parts, params, dtype), total.sqrt(), factors,
+                            group_norms)
+
+
+def _ghost_norms(found: list[Contribution]) -> list[Tensor]:
+    """The squared norms of ``found``, those of a whole Gram batch summed in one operation
+    (every term of a batch in ``found``)."""
+    out, batches = [], {}
+    for c in found:
+        lazy = c.lazy_norm
+        if lazy is None:
+            out.append(c.norm_sq)
+        else:
+            batches.setdefault(id(lazy.batch), (lazy.batch, []))[1].append(lazy.k)
+    for batch, ks in batches.values():
+        norms = batch.norms()
+        out.append(norms.sum(0) if len(ks) == norms.shape[0] else norms[ks].sum(0))
+    return out
+
+
+def _side_by_side(found: list[Contribution], dtype: torch.dtype) -> Tensor:
+    """``(B, P)``: the per-subgraph gradients of ``found`` side by side; a view of a batch's
+    sums when they are its consecutive columns (no copy), else one concatenation."""
+    cols = [c.columns for c in found]
+    if cols[0] is not None and all(
+            c is not None and c.batch is cols[0].batch and c.lo == prev.hi
+            for prev, c in zip(cols, cols[1:])):
+        whole = cols[0].batch.total()
+        if whole.dtype == dtype:
+            return whole[:, cols[0].lo:cols[-1].hi]
+    parts = [_as(c.per_segment, dtype) for c in found]
+    return parts[0] if len(parts) == 1 else torch.cat(parts, 1)
+
+
+def _laid_out(parts: list[tuple[list[str], Tensor]], params: dict[str, nn.Parameter],
+              dtype: torch.dtype) -> dict[str, Tensor]:
+    """The clipped sums in the model's parameter order (the noise is one draw over them
+    laid end to end: its coordinates follow that order), as views of one flat vector (a
+    `FlatSums`), or, for parameters of several dtypes, one tensor each. ``parts``: the
+    flat clipped sums of consecutive parameters (``names``)."""
+    order = list(params)
+    if [n for names, _ in parts for n in names] != order:
+        found = {}
+        for names, flat in parts:
+            found.update(zip(names, flat.split([params[n].numel() for n in names])))
+        parts = [([n], found[n]) for n in order]
+    if all(p.dtype == dtype for p in params.values()):
+        values = [_as(v, dtype) for _, v in parts]
+        flat = (values[0] if len(values) == 1 else torch.cat(values) if values
+                else torch.zeros(0, dtype=dtype))
+        return unflatten(flat, params)
+    return {names[0]: _as(v, params[names[0]].dtype).view(params[names[0]].shape)
+            for names, v in parts}
+
+
+def clip_and_sum(capture: FlatCapture, losses: Tensor, groups: Sequence[ClipGroup], *,
                  row_mask: Tensor | None = None) -> ClippedGradients:
     """Clipped gradient sum from a recorded forward pass (ONE backward).
 
     Args:
-        capture: the capture whose `recording` saw the forward.
+        capture: the capture whose `FlatCapture.recording` saw the forward.
         losses: per-subgraph losses ``(B,)``.
         groups: clip groups from `resolve_groups`.
         row_mask: optional ``(B, R)`` mask of real rows of padded subgraphs.
     """
     num = losses.shape[0]
-    params = dict(capture.model.named_parameters())
-    per_layer = capture.backprops(losses, row_mask=row_mask)
-    norms_sq: dict[nn.Parameter, Tensor] = {}
-    for _, module, rule, acts, backs in per_layer:
-        norms_sq.update(rule.norms_sq(module, acts, backs))
-    dtype = losses.dtype if losses.is_floating_point() else torch.get_default_dtype()
-    zero = torch.zeros(num, dtype=dtype, device=losses.device)
-    factor_of: dict[nn.Parameter, Tensor] = {}
-    factors, group_norms = {}, {}
-    total_sq = zero.clone()
-    for k, group in enumerate(groups):
-        sq = sum((norms_sq.get(params[n], zero) for n in group.names), zero.clone())
-        total_sq = total_sq + sq
-        group_norms[k] = sq.sqrt()
-        factors[k] = clip_factors(group_norms[k], group.clip_norm)
-        for n in group.names:
-            factor_of[params[n]] = factors[k]
-    sums_by_param: dict[nn.Parameter, Tensor] = {}
-    for _, module, rule, acts, backs in per_layer:
-        sums_by_param.update(rule.clipped_sums(module, acts, backs, factor_of))
-    sums = {n: sums_by_param.get(p, torch.zeros_like(p)).detach()
-            for n, p in params.items() if p.requires_grad}
-    return ClippedGradients(sums, total_sq.sqrt(), factors, group_norms)
+    try:
+        capture.backward(losses, row_mask)
+        layout = BatchLayout.for_subgraphs(num, losses.device)
+        with torch.no_grad():
+            contributions = capture.contributions(layout)
+            named = [(n, p) for n, p in capture.model.named_parameters() if p.requires_grad]
+            return clip_contributions(contributions, named, groups, num, device=losses.device)
+    finally:
+        capture.reset()
 
 
 def clipped_gradient_sum(model: nn.Module, closure: Callable[[], Tensor], *,
@@ -142,9 +248,8 @@ def clipped_gradient_sum(model: nn.Module, closure: Callable[[], Tensor], *,
     """Per-subgraph clipped gradient sum of ``model`` in one forward and one backward.
 
     Args:
-        model: a model whose trainable modules all have a rule (``nn.Linear``,
-            `SelfScale`, or registered ones) and take the
-            subgraph index as the leading dimension of their input.
+        model: a model whose trainable modules all have a rule (`check_model`) and take
+            the subgraph index as the leading dimension of their input.
         closure: runs the forward pass and returns the per-subgraph losses ``(B,)``
             (unreduced; term ``i`` depends only on subgraph ``i``).
         clip_norm: global bound ``C``, or a sequence of `ClipGroup`.
@@ -157,7 +262,7 @@ def clipped_gradient_sum(model: nn.Module, closure: Callable[[], Tensor], *,
         UnsupportedModuleError: the model has a trainable module without a rule.
     """
     groups = resolve_groups(model, clip_norm)
-    capture = ActivationCapture(model)
+    capture = FlatCapture(model, fallback=False)
     with capture.recording():
         losses = closure()
     return clip_and_sum(capture, losses, groups, row_mask=row_mask)

@@ -42,9 +42,10 @@ from torch import Tensor, nn
 
 from gnnprivacy._validation import check_choice, check_positive, check_real
 from gnnprivacy.errors import InvalidParameterError
-from gnnprivacy.training.dp.capture import ActivationCapture
+from gnnprivacy.training.dp.audit_hooks import released
 from gnnprivacy.training.dp.clipping import (ClipGroup, clip_and_sum, effective_clip_norm,
                                              resolve_groups)
+from gnnprivacy.training.dp.flat_capture import FlatCapture
 from gnnprivacy.training.dp.noise import noised_flat, unflatten
 
 __all__ = ["DPEngine", "SAMPLINGS", "StepInfo", "check_sampling", "make_optimizer"]
@@ -129,6 +130,10 @@ def make_optimizer(name: str, params, *, lr: float, betas: tuple[float, float] =
 class DPEngine:
     """Drives noisy steps of ``optimizer`` on ``model`` with per-subgraph clipping.
 
+    Attribute ``occurrence_bound`` (1): for a Poisson-sampled step event, the most subgraphs
+    of one step a unit's data may enter; its noise must cover that many clip norms (the
+    code audit checks both against the event).
+
     Args:
         model: the model; every trainable module needs a ghost rule (``nn.Linear``,
             ``SelfScale`` or registered) and must take the subgraph index as the leading
@@ -163,6 +168,8 @@ class DPEngine:
         InvalidParameterError: bad clip norm, noise multiplier or batch size.
     """
 
+    occurrence_bound = 1
+
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, *,
                  clip_norm: float | Sequence[ClipGroup], noise_multiplier: float,
                  expected_batch_size: float, generator: torch.Generator | None = None,
@@ -173,7 +180,7 @@ class DPEngine:
         self.model = model
         self.optimizer = optimizer
         self.layout = check_choice("layout", layout, ("subgraph", "rows"))
-        self.capture = ActivationCapture(model) if self.layout == "subgraph" else None
+        self.capture = FlatCapture(model, fallback=False) if self.layout == "subgraph" else None
         self.groups = resolve_groups(model, clip_norm)
         self.noise_multiplier = check_real("noise_multiplier", noise_multiplier, low=0.0)
         self.expected_batch_size = check_positive("expected_batch_size", expected_batch_size)
@@ -208,6 +215,17 @@ class DPEngine:
         """``σ = noise_multiplier · C_eff``, the std of each noise coordinate on the sum."""
         return self.noise_multiplier * self.clip_norm
 
+    def clipped(self, closure: Callable[[], Tensor], *,
+                row_mask: Tensor | None = None) -> tuple[dict[str, Tensor], int]:
+        """The clipped per-subgraph gradient sum of the closure's batch (no noise):
+        ``(parameter name -> sum, realised number of subgraphs)``."""
+        if self.capture is None:
+            raise RuntimeError("a layout='rows' engine is driven by release(), not by a closure")
+        with self.capture.recording():
+            losses = closure()
+        clipped = clip_and_sum(self.capture, losses, self.groups, row_mask=row_mask)
+        return clipped.sums, clipped.num_subgraphs
+
     def noisy_sum(self, closure: Callable[[], Tensor], *,
                   row_mask: Tensor | None = None) -> tuple[dict[str, Tensor], int]:
         """Clipped per-subgraph gradient sum plus one fresh noise draw (no update).
@@ -215,19 +233,18 @@ class DPEngine:
         Returns:
             (parameter name -> noisy sum, realised number of subgraphs).
         """
-        if self.capture is None:
-            raise RuntimeError("a layout='rows' engine is driven by release(), not by a closure")
-        with self.capture.recording():
-            losses = closure()
-        clipped = clip_and_sum(self.capture, losses, self.groups, row_mask=row_mask)
-        return self._noised(clipped.sums, clipped.num_subgraphs), clipped.num_subgraphs
+        sums, num = self.clipped(closure, row_mask=row_mask)
+        return self._noised(sums, num), num
 
     def _noised(self, sums: dict[str, Tensor], num: int) -> dict[str, Tensor]:
         """Noise on the clipped sums; a running code audit adds its canaries to the sums
-        first (clipped by the same code) and reads them back after the same noise."""
+        first (clipped by the same code) and reads them back after the same noise. What
+        leaves is the step's release (`audit_hooks.released`: a publication audit records
+        it, or replays a recorded run's)."""
         if self._audit is None:
-            return self.add_noise(sums)
-        return self._audit.observe(self.add_noise(self._audit.inject(sums)), num)
+            return released("engine step", self.add_noise(sums))
+        return released("engine step",
+                        self._audit.observe(self.add_noise(self._audit.inject(sums)), num))
 
     def add_noise(self, sums: dict[str, Tensor]) -> dict[str, Tensor]:
         """``sums`` plus one fresh draw of ``N(0, σ² I)`` over all of them: the sums laid

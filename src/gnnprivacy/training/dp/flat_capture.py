@@ -24,20 +24,21 @@ from __future__ import annotations
 import inspect
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from gnnprivacy.training.dp.flat_rules import (Call, Contribution, Probe, exact_fallback,
+from gnnprivacy.training.dp.flat_rules import (MAKE_PRIVATE_SUPPORTED, Call, Contribution, Probe,
+                                                UnsupportedModuleError, exact_fallback,
                                                 flat_probe_for, flat_rule_for)
-from gnnprivacy.training.dp.rules import MAKE_PRIVATE_SUPPORTED, UnsupportedModuleError
+from gnnprivacy.training.dp.segments import Segments
 
-__all__ = ["BatchLayout", "FallbackWarning", "FlatCapture", "SubgraphMixingError", "same_storage",
-           "tensors_of"]
+__all__ = ["BatchLayout", "FallbackWarning", "FlatCapture", "SubgraphMixingError", "check_model",
+           "check_not_compiled", "same_storage", "tensors_of"]
 
 
 class FallbackWarning(UserWarning):
@@ -56,9 +57,12 @@ class SubgraphMixingError(UnsupportedModuleError):
 _NO_CONTEXT = nullcontext()
 
 
-def _refused(path: str, module: nn.Module, why: str) -> UnsupportedModuleError:
-    """A refusal of ``make_private``'s capture: the reason and the documented modules."""
-    return UnsupportedModuleError(path, module, why, supported=MAKE_PRIVATE_SUPPORTED)
+def _refused(path: str, module: nn.Module, why: str | None, *, fallback: bool = True
+             ) -> UnsupportedModuleError:
+    """A refusal of the capture: the reason and the documented modules (those of
+    ``make_private`` when the exact fallback is on, else `DPEngine`'s)."""
+    return UnsupportedModuleError(path, module, why,
+                                  supported=MAKE_PRIVATE_SUPPORTED if fallback else None)
 
 
 @dataclass
@@ -76,25 +80,80 @@ class BatchLayout:
             this very tensor while it is unchanged), else ``None``.
     """
 
-    x: Tensor
+    x: Tensor | None
     edge_index: Tensor
     batch: Tensor
     num_subgraphs: int
     data: object = None
     _ids: Tensor | None = None
     edges_version: int | None = None
+    #: the built-in trainers' layout: every trained layer's leading dimension is the
+    #: subgraph (rows ``(B, R, ...)``), `for_subgraphs`
+    padded: bool = False
+    _segments: dict = field(default_factory=dict)
+
+    @classmethod
+    def for_subgraphs(cls, num: int, device) -> BatchLayout:
+        """The layout of `DPEngine`'s closures: one leading row per subgraph."""
+        ids = torch.arange(num, device=device)
+        return cls(None, torch.zeros(2, 0, dtype=torch.long, device=device), ids, int(num),
+                   padded=True)
+    _loops: Tensor | None = None
 
     @property
     def subgraph_ids(self) -> Tensor:
-        """``arange(B)``: the subgraph of each row of a one-row-per-subgraph output (one
-        tensor per batch, so every such layer shares its size buckets)."""
+        """``arange(B)``: the subgraph of each row of a one-row-per-subgraph output."""
         if self._ids is None:
             self._ids = torch.arange(self.num_subgraphs, device=self.batch.device)
         return self._ids
 
+    def segments(self, rows: int, *, edge: bool, loops: bool = False) -> Segments | None:
+        """The `Segments` of an output with ``rows`` leading rows (nodes, subgraphs or, for
+        edge modules, edges), one object per kind and batch (every layer on those rows
+        shares what it derives); ``None`` when the count fits nothing. ``loops``: the rows of
+        a convolution that re-adds self-loops (`loops_readded`, the only reading: with a loop
+        on every node the count equals the edges', not the order)."""
+        if self.padded:
+            kind = "subgraphs" if rows == self.num_subgraphs else None
+        elif edge and loops:
+            kind = "loops" if rows == self.loops_readded().numel() else None
+        elif edge:
+            kind = ("edges" if rows == self.num_edges else
+                    "edges+loops" if rows == self.num_edges + self.num_rows else None)
+        else:
+            kind = ("nodes" if rows == self.num_rows else
+                    "subgraphs" if rows == self.num_subgraphs else None)
+        if kind is None:
+            return None
+        found = self._segments.get(kind)
+        if found is None:
+            b = self.num_subgraphs
+            if kind == "subgraphs":
+                found = Segments.regular(b, 1, self.batch.device)
+            elif kind == "nodes":
+                found = Segments(self.batch, b)
+            elif kind == "loops":
+                found = Segments(self.loops_readded(), b)
+            else:
+                dst = self.batch[self.edge_index[1]]
+                found = Segments(dst if kind == "edges" else torch.cat([dst, self.batch]), b)
+            self._segments[kind] = found
+        return found
+
     @property
     def num_rows(self) -> int:
         return int(self.batch.numel())
+
+    def loops_readded(self) -> Tensor:
+        """Subgraph of each row of the batch's edge list after PyG's self-loop handling
+        (``add_remaining_self_loops``, and ``remove_self_loops`` + ``add_self_loops`` in
+        GATConv): the edges that are not self-loops, in order, then one loop per node. A graph
+        whose nodes all carry a self-loop has as many such rows as edges, in another order."""
+        if self._loops is None:
+            ei = self.edge_index
+            keep = ei[0] != ei[1]
+            self._loops = torch.cat([self.batch[ei[1][keep]], self.batch])
+        return self._loops
 
     @property
     def num_edges(self) -> int:
@@ -127,6 +186,35 @@ def _mixing_reason(module: nn.Module) -> str | None:
     return None
 
 
+def _compiled(module: nn.Module) -> str | None:
+    """How ``module`` is compiled with ``torch.compile``, or ``None``."""
+    if type(module).__name__ == "OptimizedModule" and hasattr(module, "_orig_mod"):
+        return "it is the torch.compile wrapper of a model (torch.compile(model))"
+    if getattr(module, "_compiled_call_impl", None) is not None:
+        return "it was compiled in place (module.compile())"
+    forward = module.__dict__.get("forward")
+    if forward is not None and hasattr(forward, "_torchdynamo_orig_callable"):
+        return "its forward was replaced by torch.compile(module.forward)"
+    return None
+
+
+def check_not_compiled(model: nn.Module) -> None:
+    """Refuse a model compiled with ``torch.compile``, or with a compiled part: the per-subgraph
+    capture hooks its modules' calls (inputs, output gradients, parameters frozen during the
+    forward) and the loop guard records the step's operations, which compiled code bypasses
+    or fails on deep inside the compiler.
+
+    Raises:
+        UnsupportedModuleError: naming the compiled module and what to pass instead.
+    """
+    for name, module in model.named_modules():
+        how = _compiled(module)
+        if how is not None:
+            raise _refused(name, module, f"{how}; make_private needs the module itself, "
+                           "uncompiled (pass model._orig_mod, or compile a copy for inference "
+                           "after training)")
+
+
 def _needs_batch_vector(module: nn.Module) -> bool:
     """PyG normalisations that normalise per graph only when given ``batch``."""
     if not type(module).__module__.startswith("torch_geometric.nn.norm"):
@@ -136,16 +224,26 @@ def _needs_batch_vector(module: nn.Module) -> bool:
     return "batch" in inspect.signature(type(module).forward).parameters
 
 
-def _edge_level(model: nn.Module) -> set[int]:
-    """ids of modules that map edge rows (GINEConv.lin, ``lin_edge`` of attention convs)."""
-    out = set()
+def _edge_level(model: nn.Module) -> dict[int, bool]:
+    """ids of modules that map edge rows (GINEConv.lin, ``lin_edge`` of attention convs) ->
+    whether their convolution re-adds self-loops (``add_self_loops``: GATConv, GATv2Conv),
+    which reorders the rows (`BatchLayout.loops_readded`)."""
+    out = {}
     for module in model.modules():
         if type(module).__name__ == "GINEConv" and getattr(module, "lin", None) is not None:
-            out.add(id(module.lin))
+            out[id(module.lin)] = False
         edge = getattr(module, "lin_edge", None)
         if isinstance(edge, nn.Module):
-            out.add(id(edge))
+            out[id(edge)] = bool(getattr(module, "add_self_loops", False))
     return out
+
+
+def _kind(value, batch_ids: set[int]):
+    """What a module's input is, for `FlatCapture.call_signature`."""
+    if isinstance(value, Tensor):
+        return ("batch" if id(value) in batch_ids else "grad" if value.requires_grad
+                else "tensor", value.dim())
+    return type(value).__name__
 
 
 def _detach(value):
@@ -176,38 +274,47 @@ class FlatCapture(Probe):
             registered rule (`.flat_rules`) or the exact fallback.
         expected_subgraphs: the plan's expected subgraphs per step, for the fallback's
             announcement.
+        fallback: give modules without a rule the exact fallback (``make_private``); with
+            ``False`` they are refused (`DPEngine`, `check_model`).
 
     Raises:
         UnsupportedModuleError: a module mixes subgraphs, ties a parameter to another
-            module, has lazily initialised parameters, or is a cached ``GCNConv``.
+            module, has lazily initialised parameters, is a cached ``GCNConv``, or (without
+            ``fallback``) has no rule.
     """
 
-    def __init__(self, model: nn.Module, *, expected_subgraphs: float | None = None):
+    def __init__(self, model: nn.Module, *, expected_subgraphs: float | None = None,
+                 fallback: bool = True):
         self.model = model
         self.layers: list[tuple[str, nn.Module, Callable]] = []
         owner: dict[int, nn.Module] = {}
+        check_not_compiled(model)
         for name, module in model.named_modules(remove_duplicate=False):
             why = _mixing_reason(module)
             if why is not None:
-                raise _refused(name, module, why)
+                raise _refused(name, module, why, fallback=fallback)
             if type(module).__name__ == "GCNConv" and getattr(module, "cached", False):
                 raise _refused(name, module, "cached=True reuses the first "
                                              "batch's normalisation for every batch; build it "
-                                             "with cached=False")
+                                             "with cached=False", fallback=fallback)
             own = [p for p in module.parameters(recurse=False) if p.requires_grad]
             if not own:
                 continue
             if any(isinstance(p, nn.parameter.UninitializedParameter) for p in own):
                 raise _refused(name, module, "its parameters are lazily "
                                              "initialised; give in_channels explicitly or run "
-                                             "one forward pass before make_private")
+                                             "one forward pass before make_private",
+                               fallback=fallback)
             if any(owner.get(id(p), module) is not module for p in own):
                 raise _refused(name, module, "it shares (ties) a parameter with "
                                              "another module; call one module several times "
-                                             "instead")
+                                             "instead", fallback=fallback)
             owner.update((id(p), module) for p in own)
+            rule = flat_rule_for(module)
+            if rule is None and not fallback:
+                raise _refused(name, module, None, fallback=False)
             if all(m is not module for _, m, _ in self.layers):
-                self.layers.append((name, module, flat_rule_for(module) or exact_fallback))
+                self.layers.append((name, module, rule or exact_fallback))
         self._needs_batch = [(n, m) for n, m in model.named_modules() if _needs_batch_vector(m)]
         self._fallback_timed = False
         slow = [f"{n or '<root>'!r} ({type(m).__name__})" for n, m, r in self.layers
@@ -231,9 +338,15 @@ class FlatCapture(Probe):
         self._replaying = False
         self._handles: list = []
         self._open: dict[nn.Module, dict] = {}    # probed calls in progress: their extras
-        #: a context for the hooks' own tensor operations, set by whoever traces the loop
-        #: (the loop guard's `LoopTrace.muted`: kept out of the step's signature)
+        #: a context for the hooks' own tensor operations and for the model's forward, set by
+        #: whoever traces the loop (the loop guard's `LoopTrace.muted`: kept out of the step's
+        #: signature, and not traced at all on the later, light steps)
         self.quiet = None
+        self._sections: list = []
+        self._index = {id(m): i for i, (_, m, _) in enumerate(self.layers)}
+        #: ids of the current batch's tensors (`call_signature` tells them apart)
+        self.batch_ids: set[int] = set()
+        self.calls: list[tuple] = []
 
     # ------------------------------------------------------------------ hooks
     def attach(self) -> None:
@@ -255,6 +368,31 @@ class FlatCapture(Probe):
             self._handles.append(module.register_forward_pre_hook(self._batch_pre,
                                                                   with_kwargs=True))
 
+    @contextmanager
+    def recording(self) -> Iterator[None]:
+        """`DPEngine`'s forward pass: the hooks on while it runs (the model carries none
+        between steps), the records of the last one forgotten."""
+        self.reset()
+        self.attach()
+        try:
+            yield
+        finally:
+            self.detach()
+
+    def backward(self, losses: Tensor, row_mask: Tensor | None = None) -> None:
+        """``δ`` of every recorded call from one backward of ``losses.sum()`` (`DPEngine`:
+        term ``i`` the loss of subgraph ``i``); with ``row_mask`` ``(B, R)``, the output
+        gradients of padded rows of ``(B, R, ...)`` outputs are zeroed."""
+        if losses.requires_grad:
+            losses.sum().backward()
+        if row_mask is None:
+            return
+        for recs in self.records.values():
+            for rec in recs:
+                g = rec.grad
+                if g is not None and g.dim() == 3 and g.shape[:2] == row_mask.shape:
+                    rec.grad = g * row_mask.unsqueeze(-1).to(g.dtype)
+
     def detach(self) -> None:
         """Remove every hook."""
         for h in self._handles:
@@ -265,7 +403,14 @@ class FlatCapture(Probe):
         return self.quiet if self.quiet is not None else _NO_CONTEXT
 
     def _root_pre(self, module, args, kwargs):
-        if self._replaying or not torch.is_grad_enabled():
+        if self._replaying:
+            self._active = False
+            return None
+        section = self.quiet
+        if section is not None:     # the model's forward: out of the loop trace's signature
+            section.__enter__()
+        self._sections.append(section)
+        if not torch.is_grad_enabled():
             self._active = False
             return None
         self._active = True
@@ -284,6 +429,10 @@ class FlatCapture(Probe):
             for p in self._frozen:
                 p.requires_grad_(True)
         self._frozen = []
+        if not self._replaying and self._sections:
+            section = self._sections.pop()
+            if section is not None:
+                section.__exit__(None, None, None)
         return None
 
     def _rng_pre(self, module, args):
@@ -349,6 +498,10 @@ class FlatCapture(Probe):
         self._pending_rng = None
         rec = _Record(_detach(args), _detach(kwargs), output, rng, self._open.pop(module, None))
         self.records.setdefault(module, []).append(rec)
+        ids = self.batch_ids
+        self.calls.append((self._index[id(module)],
+                           tuple(_kind(v, ids) for v in args),
+                           tuple((k, _kind(v, ids)) for k, v in kwargs.items())))
 
         def store(grad, rec=rec):
             rec.grad = grad.detach() if rec.grad is None else rec.grad + grad.detach()
@@ -356,8 +509,16 @@ class FlatCapture(Probe):
         output.register_hook(store)
         return output
 
+    def call_signature(self) -> tuple:
+        """The trained modules' calls since the last `reset`: each module's index with the
+        kind of each input (a tensor of the batch itself, one that needs a gradient, another
+        tensor, or the type of a value); part of the loop guard's step signature (the
+        model's forward is not traced on later steps)."""
+        return tuple(self.calls)
+
     def reset(self) -> None:
         """Forget the recorded calls (after a step)."""
+        self.calls = []
         self.records = {}
         self.root_calls = []
         self._open = {}
@@ -383,6 +544,13 @@ class FlatCapture(Probe):
             tensors = [t for v in values for t in tensors_of(v)]
             if not any(v is layout.data for v in values) and not any(
                     same_storage(t, o) for t in tensors for o in own):
+                if len(self.root_calls) > 1:      # the batch's forward, and another one
+                    raise SubgraphMixingError(
+                        "the loop ran the model with gradients enabled on other data than the "
+                        "batch from pt.loader between the draw and optimizer.step() (e.g. a "
+                        "full-graph pass to monitor accuracy): the DP step cannot tell its "
+                        "gradients apart; run such passes after optimizer.step(), before the "
+                        "next batch is drawn")
                 raise SubgraphMixingError(
                     "the forward pass did not use the batch from pt.loader (none of its x, "
                     "edge_index or batch tensors reached the model): every step must train on "
@@ -444,7 +612,8 @@ class FlatCapture(Probe):
             after = self.model(*swapped_args, **swapped_kwargs)
         if not isinstance(before, Tensor):
             return
-        seg = _row_segments(before.shape[0], layout, edge=False)
+        segs = layout.segments(before.shape[0] if before.dim() else -1, edge=False)
+        seg = None if segs is None else segs.seg
         if seg is None:
             raise SubgraphMixingError(
                 f"the model's output has {before.shape[0]} rows, but the batch has "
@@ -507,24 +676,20 @@ class FlatCapture(Probe):
                 subgraphs nor (for edge modules) the edges of the batch.
         """
         out: dict[nn.Parameter, Contribution] = {}
-        buckets: dict[int, Any] = {}             # size buckets per row mapping, shared
         start, fallback_s = time.perf_counter(), {}
         for name, module, rule in self.layers:
             recs = self.records.get(module, [])
             calls = []
             for rec in recs:
-                seg = _row_segments(rec.shape[0], layout,
-                                    edge=id(module) in self._edge_modules)
-                if seg is None:
-                    raise SubgraphMixingError(
-                        f"module {name!r} ({type(module).__name__}) produced {rec.shape[0]} "
-                        f"rows, but the batch has {layout.num_rows} node rows, "
-                        f"{layout.num_subgraphs} subgraphs and {layout.num_edges} edges: every "
-                        "row of a trained layer must belong to one subgraph of the batch")
+                segs = layout.segments(rec.shape[0] if rec.shape else -1,
+                                       edge=id(module) in self._edge_modules,
+                                       loops=self._edge_modules.get(id(module), False))
+                if segs is None:
+                    raise SubgraphMixingError(_rows_fit_nothing(name, module, rec, layout))
                 grad = rec.grad if rec.grad is not None else torch.zeros(
                     rec.shape, dtype=rec.dtype, device=rec.device)
-                calls.append(Call(rec.args, rec.kwargs, grad, seg, layout.num_subgraphs,
-                                  {"rng": rec.rng, "buckets": buckets}, dict(rec.extra)))
+                calls.append(Call(rec.args, rec.kwargs, grad, segs, {"rng": rec.rng},
+                                  dict(rec.extra)))
             if not calls:
                 continue
             found = None if rule is exact_fallback else rule(module, calls)
@@ -555,6 +720,29 @@ class FlatCapture(Probe):
             return exact_fallback(module, calls)
         finally:
             self._replaying = False
+
+
+def _rows_fit_nothing(name: str, module: nn.Module, rec: _Record, layout: BatchLayout) -> str:
+    rows = rec.shape[0] if rec.shape else "no"
+    if layout.padded:
+        return (f"layer {name!r} saw leading dimension {rows} but there are "
+                f"{layout.num_subgraphs} per-subgraph losses; every trainable layer must take "
+                "one block of rows per subgraph (leading dimension = subgraph)")
+    return (f"module {name!r} ({type(module).__name__}) produced {rows} rows, but the batch "
+            f"has {layout.num_rows} node rows, {layout.num_subgraphs} subgraphs and "
+            f"{layout.num_edges} edges: every row of a trained layer must belong to one "
+            "subgraph of the batch")
+
+
+def check_model(model: nn.Module) -> list[tuple[str, nn.Module, Callable]]:
+    """The trainable modules of ``model`` with their rules, as `DPEngine` trains them;
+    raise for any module without a rule, one that mixes subgraphs (batch normalisation)
+    or one that ties a parameter to another module.
+
+    Raises:
+        UnsupportedModuleError: naming the module, why, and the supported modules.
+    """
+    return FlatCapture(model, fallback=False).layers
 
 
 def tensors_of(value) -> list[Tensor]:
@@ -592,22 +780,6 @@ def _check_edges(edge_index: Tensor, layout: BatchLayout) -> None:
             f"edge {e} of the edge_index passed to the model joins subgraph {int(src[e])} to "
             f"subgraph {int(dst[e])} ({bad.numel()} such edges): messages would carry one "
             "subgraph's data into another, which per-subgraph clipping cannot bound")
-
-
-def _row_segments(rows: int, layout: BatchLayout, *, edge: bool) -> Tensor | None:
-    """Subgraph of each of ``rows`` output rows, or ``None`` when the count fits nothing."""
-    if edge:
-        dst = layout.batch[layout.edge_index[1]]
-        if rows == layout.num_edges:
-            return dst
-        if rows == layout.num_edges + layout.num_rows:   # self-loops appended (PyG)
-            return torch.cat([dst, layout.batch])
-        return None
-    if rows == layout.num_rows:
-        return layout.batch
-    if rows == layout.num_subgraphs:
-        return layout.subgraph_ids
-    return None
 
 
 def _swap(args, kwargs, layout: BatchLayout, x2: Tensor):

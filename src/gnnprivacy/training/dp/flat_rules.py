@@ -1,35 +1,41 @@
-"""Per-subgraph gradient rules for PyG batches: rows of many subgraphs stacked, ``seg[r]``
-the subgraph of row ``r``.
+"""Per-subgraph gradient rules: one rule per module type, for every layout the engine sees.
 
-Each rule receives, for one module, every call of it in a forward pass (its inputs, the
-gradient ``δ`` of the summed per-subgraph losses with respect to its output, and the subgraph
-of each output row) and returns, for each of the module's *own* trainable parameters, a
-`Contribution`: the squared norm of every subgraph's gradient and a function giving
-the clip-weighted sum ``Σ_i c_i g_i``.
+The rows of many subgraphs are stacked (``seg[r]`` the subgraph of row ``r``, a
+`Segments`): PyG batches of `gnnprivacy.make_private` (node, edge or pooled rows) and the
+padded batches of the built-in trainers (``W`` consecutive rows per subgraph). Each rule
+receives, for one module, every call of it in a forward pass (its inputs, the gradient ``δ``
+of the summed per-subgraph losses with respect to its output, and the `Segments` of its
+output rows) and returns, for each of the module's *own* trainable parameters, a
+`Contribution`: the squared norm of every subgraph's gradient and the clip-weighted sum
+``Σ_i c_i g_i`` for given factors ``c``.
 
 Rules (a subgraph's gradient is the sum over its rows):
 
-* ``nn.Linear`` and PyG ``Linear``: ``g_i(W) = Σ_{r∈i} δ_r a_rᵀ``; norms from per-chunk
-  gradients summed per subgraph for small weights (``p q`` up to 4096), else ghost norms in
-  Gram or materialised form, whichever is cheaper per size class (`.segments`); the clipped
-  sum is one matrix product ``(c_seg ⊙ Δ)ᵀ A``, the product a non-private backward does.
+* ``nn.Linear`` and PyG ``Linear``: ``g_i(W) = Σ_{r∈i} δ_r a_rᵀ``; ghost norms (Gram form for
+  small subgraphs, materialised in bounded pieces for large ones) and the clipped sum as the
+  one product a non-private backward does, ``(c_seg ⊙ Δ)ᵀ A`` (book-keeping); or, when the
+  cost model of `.segments` says so, the per-subgraph gradients kept and ``c @ G``;
+* `IndexedLinear` (DP-GNN's first layer, ``x[S_v] Wᵀ``): Gram norms from the cached input
+  Grams, the clipped sum by one scatter and one product over the distinct nodes;
 * ``nn.LayerNorm`` and PyG ``LayerNorm(mode="node")``: ``g_i(w) = Σ_r δ_r ⊙ x̂_r``,
-  ``g_i(b) = Σ_r δ_r`` with ``x̂`` the normalised input (recomputed).
+  ``g_i(b) = Σ_r δ_r`` with ``x̂`` the normalised input (recomputed);
+* `SelfScale` (``(offset + w) ⊙ x``, HeterPoisson's GIN): ``g_i(w) = Σ_r δ_r ⊙ x_r``;
 * ``nn.Embedding``: ``g_i(W) = Σ_r e_{idx_r} δ_rᵀ``; norms from the per-(subgraph, index)
-  sums.
-* a bias added to a module's output (``GCNConv.bias``): ``g_i(b) = Σ_r δ_r``.
+  sums;
+* a bias added to a module's output (``GCNConv.bias``): ``g_i(b) = Σ_r δ_r``;
 * ``GINConv``/``GINEConv``'s trained ``eps`` (``h = aggr + (1 + ε) x``, then ``nn(h)``):
-  ``g_i(ε) = Σ_{r∈i} ⟨∂L/∂h_r, x_r⟩``, with ``∂L/∂h`` caught by a probe on ``nn``'s input.
+  ``g_i(ε) = Σ_{r∈i} ⟨∂L/∂h_r, x_r⟩``, with ``∂L/∂h`` caught by a probe on ``nn``'s input;
 * ``GATConv``'s attention vectors: with ``γ_e = ∂L/∂(logit of edge e)`` caught by a probe
   on the edge update, ``g_i(a_src) = Σ_{n∈i} (Σ_{e: src(e)=n} γ_e) x'_n`` (per head),
   ``a_dst`` likewise by target, ``g_i(a_edge) = Σ_{e∈i} γ_e lin_edge(attr_e)``: every edge
-  lies inside one subgraph, so its term belongs to that subgraph.
+  lies inside one subgraph, so its term belongs to that subgraph;
 * anything else with trainable parameters of its own: `exact_fallback`, per-subgraph
-  vector-Jacobian products of the module alone (``torch.func.vjp`` under ``vmap``).
+  vector-Jacobian products of the module alone (``torch.func.vjp`` under ``vmap``), for
+  `gnnprivacy.make_private`; `DPEngine`'s `check_model` refuses such modules instead.
 
 The rules see only the module's own parameters: the parameters of a child module are the
 child's business (``GCNConv.lin`` is a ``Linear``, ``SAGEConv.lin_l`` too), which is what
-makes them compose for models of any depth.
+makes them compose for models of any depth. Every rule is linear in ``δ``.
 """
 
 from __future__ import annotations
@@ -41,12 +47,53 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from gnnprivacy.training.dp.segments import (CHUNK_ELEMENTS, CHUNKED_MAX_WEIGHT,
-                                             chunked_linear_grads, linear_norms_sq,
-                                             segment_buckets, segment_chunks, segment_sum)
+from gnnprivacy.errors import GnnPrivacyError
+from gnnprivacy.nn.dpgnn import IndexedLinear
+from gnnprivacy.nn.star import SelfScale
+from gnnprivacy.training.dp.segments import (LazyColumns, LazyRow, Segments, keep_materialised,
+                                             linear_weight_grads, linear_weight_norms,
+                                             segment_sum)
 
-__all__ = ["Call", "Contribution", "FlatRule", "Probe", "exact_fallback", "flat_probe_for",
-           "flat_rule_for", "register_flat_rule"]
+__all__ = ["Call", "Contribution", "FlatRule", "Probe", "UnsupportedModuleError",
+           "exact_fallback", "flat_probe_for", "flat_rule_for", "register_flat_rule",
+           "register_rule", "supported_module_types"]
+
+#: what `gnnprivacy.make_private` trains, as the "Supported modules" table of
+#: docs/own-model.md lists it (the modules a user writes, not the library's internal ones)
+MAKE_PRIVATE_SUPPORTED = (
+    "torch nn.Linear, nn.LayerNorm, nn.Embedding, PyG Linear, GCNConv, SAGEConv, GraphConv, "
+    "GINConv, GINEConv, GATConv, LayerNorm(mode='node'), GraphNorm/InstanceNorm with "
+    "batch=batch.batch, and any other module that maps one tensor to one tensor through the "
+    "exact fallback (the 'Supported modules' table of docs/own-model.md)")
+
+
+def _engine_supported() -> str:
+    """What `DPEngine`'s `check_model` trains: the modules with rules (the library's own
+    internal ones not named)."""
+    own = sorted({t.__name__ for t in _RULES if not t.__module__.startswith(
+        ("gnnprivacy.", "torch_geometric.")) and t not in (nn.Linear, nn.LayerNorm,
+                                                           nn.Embedding)})
+    return ("torch nn.Linear, nn.LayerNorm, nn.Embedding" + "".join(f", {n}" for n in own)
+            + " and modules given a rule with gnnprivacy.training.dp.register_rule; "
+            "gnnprivacy.make_private trains PyG models (" + MAKE_PRIVATE_SUPPORTED + ")")
+
+
+class UnsupportedModuleError(GnnPrivacyError, ValueError):
+    """A trainable module has no per-subgraph gradient rule (so it cannot be clipped).
+
+    The message names the module path and type, why it is refused (with what to use instead
+    where there is a replacement) and the documented modules that are supported.
+    """
+
+    def __init__(self, path: str, module: nn.Module, reason: str | None = None, *,
+                 supported: str | None = None):
+        self.path = path
+        self.module_type = type(module).__name__
+        why = reason or "it has trainable parameters but no per-subgraph gradient rule"
+        super().__init__(
+            f"module {path or '<root>'!r} of type {self.module_type} is not supported by the "
+            f"DP engine: {why}; supported: {supported or _engine_supported()}"
+        )
 
 
 @dataclass
@@ -56,19 +103,26 @@ class Call:
     Attributes:
         args, kwargs: the inputs (tensors detached).
         grad: ``δ``, the gradient of the summed per-subgraph losses w.r.t. the output.
-        seg: ``(R,)`` subgraph of each output row (leading dimension of the output).
-        num_segments: ``B``.
+        segs: the `Segments` of the output's leading dimension.
     """
 
     args: tuple
     kwargs: dict
     grad: Tensor
-    seg: Tensor
-    num_segments: int
+    segs: Segments
     cache: dict = field(default_factory=dict)
     #: what the rule's probe kept during this call (values, and the gradients of watched
     #: tensors, scaled like ``grad``)
     extra: dict = field(default_factory=dict)
+
+    @property
+    def seg(self) -> Tensor:
+        """``(R,)`` subgraph of each output row."""
+        return self.segs.seg
+
+    @property
+    def num_segments(self) -> int:
+        return self.segs.num
 
 
 class Contribution:
@@ -79,27 +133,52 @@ class Contribution:
             from ``per_segment`` when the rule gives ``None``).
         weighted: ``c -> Σ_i c_i g_i`` for clip factors ``c`` of shape ``(B,)``.
         per_segment: ``(B, numel)`` the per-subgraph gradients themselves when the rule
-            materialised them (then the engine clips all such parameters with one norm and
-            one product, and never reads this parameter's own ``norm_sq``), else ``None``.
+            materialised them (then the clipping path clips all such parameters with one
+            norm and one product), else ``None``.
     """
 
-    __slots__ = ("_norm_sq", "weighted", "per_segment")
+    __slots__ = ("_norm_sq", "weighted", "_per_segment")
 
-    def __init__(self, norm_sq: Tensor | None, weighted: Callable[[Tensor], Tensor],
-                 per_segment: Tensor | None = None):
+    def __init__(self, norm_sq: Tensor | LazyRow | None,
+                 weighted: Callable[[Tensor], Tensor] | None,
+                 per_segment: Tensor | LazyColumns | None = None):
         if norm_sq is None and per_segment is None:
             raise ValueError("Contribution needs norm_sq or per_segment")
-        self._norm_sq, self.weighted, self.per_segment = norm_sq, weighted, per_segment
+        self._norm_sq, self.weighted, self._per_segment = norm_sq, weighted, per_segment
+
+    @property
+    def materialised(self) -> bool:
+        return self._per_segment is not None
+
+    @property
+    def per_segment(self) -> Tensor | None:
+        found = self._per_segment
+        return found.resolve() if isinstance(found, LazyColumns) else found
+
+    @property
+    def columns(self) -> LazyColumns | None:
+        """The per-subgraph gradients as columns of a batch of sums, when they are."""
+        found = self._per_segment
+        return found if isinstance(found, LazyColumns) else None
+
+    @property
+    def lazy_norm(self) -> LazyRow | None:
+        """The norms as a row of a Gram batch not yet read, when they are."""
+        found = self._norm_sq
+        return found if isinstance(found, LazyRow) else None
 
     @property
     def norm_sq(self) -> Tensor:
-        if self._norm_sq is None:
-            self._norm_sq = self.per_segment.square().sum(1)
-        return self._norm_sq
+        found = self._norm_sq
+        if found is None:
+            found = self._norm_sq = self.per_segment.square().sum(1)
+        elif isinstance(found, LazyRow):
+            found = self._norm_sq = found.resolve()
+        return found
 
     def __repr__(self) -> str:
         return (f"Contribution(subgraphs={self.norm_sq.shape[0]}, materialised="
-                f"{self.per_segment is not None})")
+                f"{self.materialised})")
 
 
 #: a rule returns ``None`` when it cannot handle the calls (then the exact fallback runs)
@@ -142,6 +221,10 @@ def register_flat_rule(module_type: type, rule: FlatRule, *, probe: ProbeFn | No
         _PROBES[module_type] = probe
 
 
+#: the public name: one registry serves `DPEngine` and `gnnprivacy.make_private`
+register_rule = register_flat_rule
+
+
 def flat_probe_for(module: nn.Module) -> ProbeFn | None:
     """The probe registered with ``type(module)``'s rule, or ``None``."""
     return _PROBES.get(type(module))
@@ -155,14 +238,41 @@ def flat_rule_for(module: nn.Module) -> FlatRule | None:
     return rule
 
 
-def _materialised(per_seg: Tensor, shape: torch.Size) -> Contribution:
-    """A contribution from per-subgraph gradients ``(B, P)``."""
-    return Contribution(None, lambda c: (c.to(per_seg.dtype) @ per_seg).reshape(shape),
-                        per_seg)
+def supported_module_types() -> tuple[type, ...]:
+    """Module types with a rule."""
+    return tuple(_RULES)
 
 
-def _rows(calls: list[Call], arg: Callable[[Call], Tensor]) -> tuple[Tensor, Tensor, Tensor]:
-    """``(inputs, output grads, seg)`` of all calls, rows concatenated; inputs of shape
+def _materialised(per_seg: Tensor | LazyColumns, shape: torch.Size) -> Contribution:
+    """A contribution from per-subgraph gradients ``(B, P)`` (or a batch's columns)."""
+    def weighted(c: Tensor) -> Tensor:
+        g = per_seg.resolve() if isinstance(per_seg, LazyColumns) else per_seg
+        return (c.to(g.dtype) @ g).reshape(shape)
+
+    return Contribution(None, weighted, per_seg)
+
+
+#: from this many rows per subgraph on average, parameters with per-row gradients keep their
+#: per-subgraph sums (``B x n``, few and large subgraphs) instead of the Gram form
+SUMMED_ROWS = 4
+
+
+def _summed(segs: Segments, rows: Tensor, shape: torch.Size) -> Contribution:
+    """The contribution of a parameter whose per-subgraph gradients are the sums of
+    ``rows`` (``(R, P)``, per-row gradients): in the padded layout or for large subgraphs
+    materialised with the other such parameters (one sum), else ghost norms from the batch
+    of these rows' Gram terms and the clipped sum ``c_rows @ rows``."""
+    if segs.width is not None or segs.rows >= SUMMED_ROWS * segs.num:
+        # padded rows, or large subgraphs (whole graphs): per-subgraph sums, one scatter for
+        # every such parameter on these rows
+        return _materialised(segs.columns(rows.dtype).add(rows), shape)
+    batch = segs.gram(rows.dtype)
+    norms, block = batch.add_rows(rows.reshape(rows.shape[0], -1))
+    return Contribution(norms, lambda c: batch.weighted(block, c).reshape(shape))
+
+
+def _rows(calls: list[Call], arg: Callable[[Call], Tensor]) -> tuple[Tensor, Tensor, Segments]:
+    """``(inputs, output grads, segments)`` of all calls, rows concatenated; inputs of shape
     ``(R, k..., q)`` become ``k...`` rows per output row (weights shared across them)."""
     a_parts, d_parts, s_parts = [], [], []
     for call in calls:
@@ -172,71 +282,107 @@ def _rows(calls: list[Call], arg: Callable[[Call], Tensor]) -> tuple[Tensor, Ten
             per_row *= size
         a_parts.append(a.reshape(-1, a.shape[-1]))
         d_parts.append(d.reshape(-1, d.shape[-1]))
-        s_parts.append(call.seg.repeat_interleave(per_row) if per_row != 1 else call.seg)
-    return _cat(a_parts), _cat(d_parts), _cat(s_parts)
-
-
-def _cat(parts: list[Tensor]) -> Tensor:
-    """The rows of every call (no copy for one call)."""
-    return parts[0] if len(parts) == 1 else torch.cat(parts)
-
-
-def _buckets(calls: list[Call], seg: Tensor, num: int, *, chunks: bool = False):
-    """Size buckets (or `segment_chunks`, with ``chunks``) of ``seg``, computed once per step
-    for the batch's node rows (every layer on node rows shares them: cached on the first
-    call's ``cache``)."""
-    make = segment_chunks if chunks else segment_buckets
-    shared = calls[0].cache.get("buckets")
-    if shared is not None and len(calls) == 1 and seg is calls[0].seg:
-        key = (id(seg), chunks)
-        # the entry keeps ``seg`` itself: alive for the whole step, its id cannot be reused
-        # by another layer's rows (an edge layer's subgraph vector is made per call)
-        entry = shared.get(key)
-        if entry is None or entry[0] is not seg:
-            entry = shared[key] = (seg, make(seg, num))
-        return entry[1]
-    return make(seg, num)
+        s_parts.append(call.segs.repeat(per_row))
+    if len(calls) == 1:
+        return a_parts[0], d_parts[0], s_parts[0]
+    return (torch.cat(a_parts), torch.cat(d_parts),
+            Segments(torch.cat([s.seg for s in s_parts]), calls[0].num_segments))
 
 
 # ------------------------------------------------------------------------------ Linear
 def _linear_rule(layer: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Contribution]:
-    a, d, seg = _rows(calls, lambda c: c.args[0])
-    num = calls[0].num_segments
+    a, d, segs = _rows(calls, lambda c: c.args[0])
     a = a if a.dtype == d.dtype else a.to(d.dtype)
     out: dict[nn.Parameter, Contribution] = {}
     bias = getattr(layer, "bias", None)
     with_bias = bias is not None and bias.requires_grad
-    bias_grads = None                    # the bias's per-subgraph gradients, when at hand
     if layer.weight.requires_grad:
         p, q = d.shape[1], a.shape[1]
-        chunks = (_buckets(calls, seg, num, chunks=True)
-                  if p * q <= CHUNKED_MAX_WEIGHT and num * p * q <= CHUNK_ELEMENTS else None)
-        if chunks is not None:
-            # per-subgraph gradients kept (B p q elements at most CHUNK_ELEMENTS): the
-            # clipped sum is c @ G, not a second pass over the rows; the bias's come from
-            # the same gathered rows
-            weight, bias_grads = chunked_linear_grads(a, d, chunks, num, bias=with_bias)
-            out[layer.weight] = _materialised(weight, layer.weight.shape)
+        if keep_materialised(segs, p, q):
+            out[layer.weight] = _materialised(linear_weight_grads(a, d, segs),
+                                              layer.weight.shape)
+        elif segs.width is None:         # ghost norms of weight and bias in one pass
+            batch = segs.gram(d.dtype)
+            weight, joint = batch.add(a, d, segs.limit_for(p, q), bias=with_bias)
+            out[layer.weight] = Contribution(weight,
+                                             lambda c: _scaled_product(d, a, segs.expand(c)))
+            if with_bias:
+                block = len(batch.tensors) - 2          # d's block (weighted: c_rows @ d)
+                out[bias] = Contribution(joint, lambda c: batch.weighted(block, c))
+            return out
         else:
-            norms = linear_norms_sq(a, d, _buckets(calls, seg, num), num)
-            out[layer.weight] = Contribution(norms, lambda c: _scaled_product(d, a, c[seg]))
+            out[layer.weight] = Contribution(linear_weight_norms(a, d, segs),
+                                             lambda c: _scaled_product(d, a, segs.expand(c)))
     if with_bias:
-        if bias_grads is None:
-            bias_grads = segment_sum(d, seg, num)
-        out[bias] = _materialised(bias_grads, bias.shape)
+        out[bias] = _summed(segs, d, bias.shape)
     return out
 
 
 def _scaled_product(d: Tensor, a: Tensor, c_rows: Tensor) -> Tensor:
-    """``(c ⊙ d)ᵀ a``, scaling the narrower of ``d`` and ``a`` (an edge map ``4 -> 767``
-    scales its 4 input columns, not the 767 output columns)."""
+    """``(c ⊙ d)ᵀ a``, the narrower of ``d`` and ``a`` scaled and taken as the product's
+    rows (a CPU BLAS product with a few output columns, an edge map's 4 inputs or a head's
+    10 classes, takes several times longer than its transpose)."""
     c_rows = c_rows.to(d.dtype).unsqueeze(1)
     if a.shape[1] < d.shape[1]:
-        return d.t() @ (a * c_rows)
+        return ((a * c_rows).t() @ d).t()
     return (d * c_rows).t() @ a
 
 
 register_flat_rule(nn.Linear, _linear_rule)
+
+
+# ------------------------------------------------------------------------------ IndexedLinear
+def _indexed_rule(layer: IndexedLinear, calls: list[Call]
+                  ) -> dict[nn.Parameter, Contribution] | None:
+    """``x[S_v] Wᵀ`` over padded rows ``(B, R)`` (ids ``-1`` padding): ``‖g_i(W)‖² =
+    Σ_{r,r'} ⟨δ_ir, δ_ir'⟩ ⟨x_{n_ir}, x_{n_ir'}⟩`` with the input Grams cached for DP-GNN's
+    fixed subgraphs; ``Σ_i c_i g_i(W) = Sᵀ x`` with ``S_u = Σ_{(i,r): n_ir = u} c_i δ_ir``:
+    one scatter and one product over the nodes, no gathered block."""
+    if len(calls) != 1:
+        return None
+    call = calls[0]
+    nodes, d = call.args[0], call.grad
+    if nodes.dim() != 2 or d.dim() != 3 or not (call.segs.width == 1
+                                                 and call.segs.num == nodes.shape[0]):
+        return None
+    # padded slots: zero δ (no size is read on the host)
+    d = d.masked_fill((nodes < 0).unsqueeze(-1), 0.0)
+    out: dict[nn.Parameter, Contribution] = {}
+    if layer.weight.requires_grad:
+        d_gram = torch.bmm(d, d.transpose(1, 2))
+        norms = (d_gram * layer.input_grams(nodes)).sum((1, 2)).clamp_min(0)
+        out[layer.weight] = Contribution(norms, lambda c: _indexed_sum(layer, nodes, d, c))
+    if layer.bias is not None and layer.bias.requires_grad:
+        out[layer.bias] = _materialised(d.sum(1), layer.bias.shape)
+    return out
+
+
+def _indexed_sum(layer: IndexedLinear, nodes: Tensor, d: Tensor, c: Tensor) -> Tensor:
+    x = layer.features
+    b, r, h = d.shape
+    flat = nodes.clamp_min(0).reshape(-1)
+    scaled = (d * c.to(d.dtype).view(-1, 1, 1)).reshape(b * r, h)
+    if flat.numel() < x.shape[0]:          # gather the rows (fewer than the nodes)
+        return scaled.t() @ x.index_select(0, flat).to(d.dtype)
+    s = torch.zeros(x.shape[0], h, dtype=d.dtype, device=d.device)
+    return s.index_add_(0, flat, scaled).t() @ x.to(d.dtype)
+
+
+register_flat_rule(IndexedLinear, _indexed_rule)
+
+
+# ------------------------------------------------------------------------------ SelfScale
+def _self_scale_rule(module: SelfScale, calls: list[Call]) -> dict[nn.Parameter, Contribution]:
+    """``g_i(w) = Σ_{r∈i} δ_r ⊙ x_r``, summed over the features for a scalar ``w``."""
+    w = module.weight
+    if not w.requires_grad:
+        return {}
+    x, d, segs = _rows(calls, lambda c: c.args[0])
+    rows = d * x.to(d.dtype)
+    return {w: _summed(segs, rows.sum(1, keepdim=True) if w.dim() == 0 else rows, w.shape)}
+
+
+register_flat_rule(SelfScale, _self_scale_rule)
 
 
 # ------------------------------------------------------------------------------ LayerNorm
@@ -255,7 +401,6 @@ def _normalised(x: Tensor, shape: tuple, eps: float) -> Tensor:
 def _layer_norm_rule(norm: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Contribution]:
     shape = tuple(norm.normalized_shape) if hasattr(norm, "normalized_shape") else (
         norm.in_channels,)
-    num = calls[0].num_segments
     xhat_parts, d_parts, s_parts = [], [], []
     for call in calls:
         x = call.args[0]
@@ -267,24 +412,22 @@ def _layer_norm_rule(norm: nn.Module, calls: list[Call]) -> dict[nn.Parameter, C
             per_row *= size
         xhat_parts.append(xhat.reshape(-1, *shape))
         d_parts.append(call.grad.reshape(-1, *shape))
-        s_parts.append(call.seg.repeat_interleave(per_row) if per_row != 1 else call.seg)
-    xhat, d, seg = _cat(xhat_parts), _cat(d_parts), _cat(s_parts)
+        s_parts.append(call.segs.repeat(per_row))
+    xhat, d = _cat(xhat_parts), _cat(d_parts)
+    segs = s_parts[0] if len(s_parts) == 1 else Segments(
+        torch.cat([s.seg for s in s_parts]), calls[0].num_segments)
     rows = {}                    # parameter -> its per-row gradients
     if norm.weight is not None and norm.weight.requires_grad:
         rows[norm.weight] = (d * xhat).flatten(1)
     if norm.bias is not None and norm.bias.requires_grad:
         rows[norm.bias] = d.flatten(1)
-    if not rows:
-        return {}
-    # one segment sum for weight and bias together (its cost is per row summed)
-    sums = segment_sum(_cat_columns(list(rows.values())), seg, num)
-    parts = sums.split([p.numel() for p in rows], dim=1)
-    return {p: _materialised(part, p.shape) for p, part in zip(rows, parts)}
+    # summed per subgraph with the other small parameters on these rows (one sum)
+    return {p: _summed(segs, r, p.shape) for p, r in rows.items()}
 
 
-def _cat_columns(parts: list[Tensor]) -> Tensor:
-    """The columns of every part side by side (no copy for one part)."""
-    return parts[0] if len(parts) == 1 else torch.cat(parts, 1)
+def _cat(parts: list[Tensor]) -> Tensor:
+    """The rows of every call (no copy for one call)."""
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
 register_flat_rule(nn.LayerNorm, _layer_norm_rule)
@@ -294,9 +437,9 @@ register_flat_rule(nn.LayerNorm, _layer_norm_rule)
 def _embedding_rule(emb: nn.Embedding, calls: list[Call]) -> dict[nn.Parameter, Contribution]:
     if not emb.weight.requires_grad:
         return {}
-    idx, d, seg = _rows(calls, lambda c: c.args[0].unsqueeze(-1))
-    idx = idx.reshape(-1)
-    num, vocab = calls[0].num_segments, emb.weight.shape[0]
+    idx, d, segs = _rows(calls, lambda c: c.args[0].unsqueeze(-1))
+    idx, seg = idx.reshape(-1), segs.seg
+    num, vocab = segs.num, emb.weight.shape[0]
     if emb.padding_idx is not None:
         keep = idx != emb.padding_idx
         idx, d, seg = idx[keep], d[keep], seg[keep]
@@ -323,9 +466,11 @@ def output_bias_rule(module: nn.Module, calls: list[Call]) -> dict[nn.Parameter,
     bias = module.bias
     if bias is None or not bias.requires_grad:
         return {}
-    d = torch.cat([c.grad.reshape(-1, bias.numel()) for c in calls])
-    seg = torch.cat([c.seg for c in calls])
-    return {bias: _materialised(segment_sum(d, seg, calls[0].num_segments), bias.shape)}
+    if len(calls) == 1:
+        return {bias: _summed(calls[0].segs, calls[0].grad.reshape(-1, bias.numel()),
+                              bias.shape)}
+    total = sum(c.segs.sum(c.grad.reshape(-1, bias.numel())) for c in calls)
+    return {bias: _materialised(total, bias.shape)}
 
 
 # ------------------------------------------------------------------------------ fallback
@@ -403,21 +548,25 @@ def _gin_rule(conv: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Contribu
         return None
     if not (isinstance(eps, nn.Parameter) and eps.requires_grad):
         return {}
-    num = calls[0].num_segments
-    total = torch.zeros(num, dtype=calls[0].grad.dtype, device=calls[0].grad.device)
+    found = []                               # (segments, per-row gradients) of each call
     for call in calls:
         x = _arg(call, 0, "x")
         x_r = x[1] if isinstance(x, (tuple, list)) else x
         dh = call.extra.get("h")
         if x_r is None or dh is None:        # ε unused, or no gradient reached h
             continue
-        if dh.shape != x_r.shape or dh.shape[0] != call.seg.numel():
+        if dh.shape != x_r.shape or dh.shape[0] != call.segs.rows:
             return None
         rows = dh.shape[0]                   # row dots as one bmm: no (N, F) temporary
-        per_row = torch.bmm(dh.reshape(rows, 1, -1),
-                            x_r.to(dh.dtype).reshape(rows, -1, 1)).view(rows)
-        total = total + segment_sum(per_row, call.seg, num).to(total.dtype)
-    return {eps: _materialised(total.unsqueeze(1), eps.shape)}
+        found.append((call.segs, torch.bmm(dh.reshape(rows, 1, -1),
+                                           x_r.to(dh.dtype).reshape(rows, -1, 1)).view(rows, 1)))
+    if len(found) == 1:
+        return {eps: _summed(found[0][0], found[0][1], eps.shape)}
+    grad = calls[0].grad
+    total = torch.zeros(calls[0].num_segments, 1, dtype=grad.dtype, device=grad.device)
+    for segs, per_row in found:
+        total = total + segs.sum(per_row).to(total.dtype)
+    return {eps: _materialised(total, eps.shape)}
 
 
 # ------------------------------------------------------------------------------ GATConv

@@ -218,14 +218,18 @@ class NodeDPTrainer(EstimatorParams):
 
     def _save(self, engine: DPEngine) -> None:
         """Atomic checkpoint after ``engine.steps_`` executed steps."""
+        from gnnprivacy.training.dp.audit_hooks import note_checkpoint
+
         gens = {k: g.get_state() for k, g in self._gens.items() if g is not None}
-        save_checkpoint(self.checkpoint_path, {
+        state = {
             "fingerprint": self._fingerprint, "step": engine.steps_,
             "model": self.model_.state_dict(), "optimizer": engine.optimizer.state_dict(),
             "generators_initial": self._gens_initial, "generators": gens,
             "torch_rng": torch.get_rng_state(), "noise_multiplier": engine.noise_multiplier,
             "ledger": None if engine.accountant is None else engine.accountant.ledger.to_dict(),
-            **self._checkpoint_extra()})
+            **self._checkpoint_extra()}
+        note_checkpoint(engine, state["step"])
+        save_checkpoint(self.checkpoint_path, state)
 
     def _checkpoint_extra(self) -> dict[str, Any]:
         """More plain values for the checkpoint (a sharded run adds its world size)."""
@@ -243,6 +247,8 @@ class NodeDPTrainer(EstimatorParams):
         for k, st in state["generators"].items():
             self._gens[k].set_state(st)
         torch.set_rng_state(state["torch_rng"])
+        from gnnprivacy.training.dp.audit_hooks import note_resume
+
         step = int(state["step"])
         engine.steps_ = step
         if engine.accountant is not None and step:
@@ -250,6 +256,7 @@ class NodeDPTrainer(EstimatorParams):
             if engine.accountant.ledger.to_dict() != state["ledger"]:
                 raise RuntimeError(f"checkpoint {self.checkpoint_path}: the rebuilt ledger "
                                    "differs from the saved one")
+        note_resume(engine, step)
         return step
 
     @property

@@ -272,8 +272,9 @@ class DPGNNTrainer(NodeDPTrainer):
                  ["per-edge degree bounding: the drop rule can change rows within distance "
                   "2 of a removed node, and the default keep rate reads node degrees "
                   "(spec 002 §8 A2 [EXT])"])
-                + ["inference on the full graph: predictions aggregate training nodes and "
-                   "all their edges without degree bound (spec 002 §3.9 setting 1)"]
+                + ["inference on the full graph: predictions, and the `metrics` computed "
+                   "from them, aggregate training nodes and all their edges without degree "
+                   "bound or noise (spec 002 §3.9 setting 1)"]
                 + (["clip_percentile calibration"] if self.clip_percentile is not None
                    else [])
                 + (["feature standardisation over private nodes"]

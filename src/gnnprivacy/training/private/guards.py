@@ -11,9 +11,15 @@ parameter outside the model trained by another optimizer, train-mode batch stati
 forward that returns a tuple. `LoopGuard` checks the loop instead:
 
 * on every step (cheap): no buffer or parameter of the model was changed between the draw
-  and the step (``state_dict`` would release it without noise), no ``nn.Parameter`` outside
-  the model's forward receives a gradient from the loss, and the loop called the same torch
-  functions as on the checked step (so the check below covers the code every step runs);
+  and the step (``state_dict`` would release it without noise), nor between one step and
+  the next draw (an in-place edit after ``optimizer.step()``, or a second optimizer over
+  shared parameters, moves them without noise); no tensor computed during a step is kept
+  on the model or its submodules (``self.prev = h.mean(0).detach()`` carries one batch's
+  data into the next steps and into a pickled model); no ``nn.Parameter`` outside the
+  model's forward receives a gradient from the loss; the loss's autograd graph holds no
+  custom ``torch.autograd.Function`` (its backward, which the engine does not derive, may
+  mix rows); and the loop called the same torch functions as on the checked step (so the
+  check below covers the code every step runs);
 * on the first step with two subgraphs or more, a `torch.overrides.TorchFunctionMode`
   records every torch operation from the draw to the step. It then refuses
 
@@ -163,6 +169,7 @@ class LoopTrace(TorchFunctionMode):
         self.funcs: list = []
         self.overflow = False
         self.entered = False
+        self.cut = False
         self.muted = 0
         self.muted_section = _Muted(self)
 
@@ -292,6 +299,9 @@ def _segments(rows: int, layout: BatchLayout) -> list[Tensor]:
             out.append(dst)
         if rows == layout.num_edges + layout.num_rows:
             out.append(torch.cat([dst, layout.batch]))
+        readded = layout.loops_readded()      # the graph's own self-loops replaced (PyG)
+        if rows == readded.numel() and rows != layout.num_edges + layout.num_rows:
+            out.append(readded)
     return out
 
 
@@ -344,28 +354,74 @@ class LoopGuard:
         self.per_node_rows = {int(r) for r in per_node_rows if int(r) > 1}
         self.trace: LoopTrace | None = None
         self.verified: set[tuple] = set()          # signatures of the checked steps
+        self.check_losses = None                   # ``check_losses(ops, losses)``, or None
         self._state: dict[tuple[str, str], tuple[int, int]] = {}
+        self._kept: dict[tuple[int, str], tuple[int, int]] = {}     # tensor attributes
+        self._after: tuple[dict, dict] | None = None   # (state, tensor attributes) at the
+                                                       # end of the last DP step
+        self._at_step: dict | None = None              # the attributes the step's check read
 
     # ------------------------------------------------------------------ lifecycle
     def begin(self) -> None:
         """At the draw of a batch: note the buffers; record the loop in full until one step
         is checked, then only the functions it calls."""
         self.stop()
-        self._state = self._versions()
+        self._state, self._kept = self._versions(), self._attributes()
+        self._since_step(self._state, self._kept)
         self.trace = LoopTrace(light=bool(self.verified))
         self.trace.start()
 
-    def stop(self) -> None:
+    def after_step(self) -> None:
+        """At the end of a DP step: what the next draw must find unchanged (the tensor
+        attributes as the step's check read them: the update changes none)."""
+        kept, self._at_step = self._at_step, None
+        self._after = (self._versions(), self._attributes() if kept is None else kept)
+
+    def check_between_steps(self) -> None:
+        """Nothing changed the model since the last DP step (at a draw, and when the
+        training is closed).
+
+        Raises:
+            SubgraphMixingError: a parameter or buffer changed, or a tensor attribute was
+                set or changed on the model, after ``optimizer.step()``.
+        """
+        if self._after is not None:
+            self._since_step(self._versions(), self._attributes())
+
+    def _since_step(self, state: dict, kept: dict) -> None:
+        if self._after is None:
+            return
+        before, before_kept = self._after
+        self._after = None
+        if state != before:
+            kind, name = next(k for k in before if state.get(k) != before[k])
+            raise SubgraphMixingError(
+                f"{kind} {name!r} of the model changed after optimizer.step(), before the "
+                "next batch: only the DP step may change the model (an in-place edit, or a "
+                "second optimizer or module sharing the model's parameters, moves them "
+                "without clipping or noise)")
+        self._check_kept(before_kept, kept, "between two steps")
+
+    def stop(self, *, cut: bool = False) -> None:
+        """Stop recording; ``cut``: the loop stopped iterating the loader while its batch
+        was pending (``next(iter(pt.loader))``, a ``break`` before ``optimizer.step()``),
+        so the step that follows was not recorded and is refused."""
         if self.trace is not None:
             self.trace.stop()
+            self.trace.cut = self.trace.cut or cut
 
     def muted(self):
         """The current trace's section for the engine's own bookkeeping
         (`LoopTrace.muted_section`), or ``None`` when nothing is traced."""
         return self.trace.muted_section if self.trace is not None else None
 
-    def check(self, layout: BatchLayout) -> None:
+    def check(self, layout: BatchLayout, calls: tuple = ()) -> None:
         """At ``optimizer.step()``: the buffer check, and the loop check on a traced step.
+
+        Args:
+            layout: the step's batch.
+            calls: the capture's record of the trained modules' calls
+                (`FlatCapture.call_signature`), part of the step's signature.
 
         Raises:
             SubgraphMixingError: naming what the loop did.
@@ -373,17 +429,25 @@ class LoopGuard:
         self.stop()
         trace, self.trace = self.trace, None
         self._check_state()
+        self._at_step = self._attributes()
+        self._check_kept(self._kept, self._at_step, "during the step")
         if trace is None:
             return
+        if trace.cut:
+            raise SubgraphMixingError(
+                "the loop stopped iterating pt.loader before this batch's optimizer.step() "
+                "(e.g. `batch = next(iter(pt.loader))`, or a break), so the step was not "
+                "recorded and cannot be checked: draw the batches with `for batch in "
+                "pt.loader:` and step inside the loop")
         if trace.light:
-            if trace.overflow or trace.signature() not in self.verified:
+            # which tensors were created in this step is not recorded: nn.Parameter leaves
+            graph = self._check_leaves(self._losses(trace.ops), None)
+            if trace.overflow or (trace.signature(), graph, calls) not in self.verified:
                 raise SubgraphMixingError(
                     "the loop ran other torch operations between the draw and "
                     "optimizer.step() than on the checked step: every step must run the same "
                     "code there (evaluate or log after optimizer.step()), since the check "
                     "that it keeps the subgraphs apart ran on that code")
-            # which tensors were created in this step is not recorded: nn.Parameter leaves
-            self._check_leaves(self._losses(trace.ops), None)
             return
         if trace.overflow:
             raise SubgraphMixingError(
@@ -395,10 +459,12 @@ class LoopGuard:
         batch = _batch_ids(layout)
         self._check_private_reads(ops, produced | batch)
         losses = self._losses(ops)
-        self._check_leaves(losses, produced | batch)
+        if self.check_losses is not None:         # make_private's loss_reduction check
+            self.check_losses(ops, losses)
+        graph = self._check_leaves(losses, produced | batch)
         if layout.num_subgraphs >= 2:
             self._check_mixing(trace, layout, losses)
-            self.verified.add(trace.signature())
+            self.verified.add((trace.signature(), graph, calls))
 
     @property
     def unaccounted(self) -> list[str]:
@@ -419,7 +485,8 @@ class LoopGuard:
                          f"{', ...' if len(idle) > 5 else ''}) get the noised gradient but no "
                          "update from the DP step; whatever sets them outside it is not covered")
         notes.append("what the loop does with a batch after optimizer.step() (until the next "
-                     "batch is drawn) is not checked")
+                     "batch is drawn) is checked only for changes to the model itself; what "
+                     "it logs or stores elsewhere is not")
         return notes
 
     # ------------------------------------------------------------------ checks
@@ -428,6 +495,25 @@ class LoopGuard:
         out.update({("parameter", n): (id(p), p._version)
                     for n, p in self.model.named_parameters()})
         return out
+
+    def _attributes(self) -> dict[tuple[int, str], tuple[int, int]]:
+        """The tensors the model keeps outside its parameters and buffers
+        (`_tensor_attributes`)."""
+        return _tensor_attributes(self.model)
+
+    def _check_kept(self, before: dict, now: dict, when: str) -> None:
+        """No tensor attribute of the model or a submodule was set or changed between
+        ``before`` and ``now`` (`_tensor_attributes`)."""
+        for key, value in now.items():
+            if before.get(key) != value:
+                module, attr = key
+                where = next((n for n, m in self.model.named_modules() if id(m) == module), "")
+                raise SubgraphMixingError(
+                    f"the model keeps a tensor it computed {when} in "
+                    f"`{f'{where}.{attr}' if where else attr}`: a tensor derived from one "
+                    "batch that outlives the step carries that batch's data into the next "
+                    "steps (and into a pickled model) without clipping or noise; keep it "
+                    "local to forward, or make it a buffer that the training does not change")
 
     def _check_state(self) -> None:
         """No buffer or parameter was changed, replaced or added since the draw."""
@@ -490,15 +576,37 @@ class LoopGuard:
             out.extend(zip(outputs, grads + [None] * (len(outputs) - len(grads))))
         return out
 
-    def _check_leaves(self, losses, own: set[int] | None) -> None:
+    def _check_leaves(self, losses, own: set[int] | None) -> tuple:
         """No tensor that outlives the step receives a gradient from the loss (``own``: the
-        tensors created in the step; ``None``: only ``nn.Parameter`` leaves are checked)."""
-        seen, stack = set(), [t.grad_fn for t, _ in losses if t.grad_fn is not None]
+        tensors created in the step; ``None``: only ``nn.Parameter`` leaves are checked).
+
+        Returns the shape of the losses' autograd graph, part of the step's signature: the
+        nodes' names in depth-first order, each with its number of inputs, a node met again
+        as the index of its first visit (the model's forward is not traced on later steps:
+        what it computes for the loss is compared this way)."""
+        seen: dict = {}
+        shape: list = []
+        stack = [t.grad_fn for t, _ in reversed(losses)]
         while stack:
             node = stack.pop()
-            if node is None or node in seen:
+            if node is None:
+                shape.append(None)
                 continue
-            seen.add(node)
+            if node in seen:
+                shape.append(seen[node])
+                continue
+            seen[node] = len(seen)
+            following = node.next_functions
+            shape.append((node.name(), len(following)))
+            stack.extend(n for n, _ in reversed(following))
+            fn = _custom_function(node)
+            if fn is not None:
+                raise SubgraphMixingError(
+                    f"the loss's autograd graph holds a custom torch.autograd.Function "
+                    f"({fn}): the engine derives each subgraph's gradient from torch's own "
+                    "operations, and a hand-written backward may mix the rows of the batch "
+                    "(moving other subgraphs' clipped gradients); write it with torch "
+                    "operations (their gradients are checked like the rest of the loop)")
             var = getattr(node, "variable", None)
             if isinstance(var, Tensor) and (id(var) not in own if own is not None
                                             else isinstance(var, nn.Parameter)):
@@ -513,7 +621,7 @@ class LoopGuard:
                     "gradient from the loss: only the model's parameters are clipped and "
                     "noised, a second optimizer would release it without noise; make it a "
                     "parameter used in the model's forward, or detach it")
-            stack.extend(n for n, _ in node.next_functions)
+        return tuple(shape)
 
     def _check_mixing(self, trace: LoopTrace, layout: BatchLayout, losses) -> None:
         counts = torch.bincount(layout.batch, minlength=layout.num_subgraphs)
@@ -579,6 +687,38 @@ class LoopGuard:
             if hit is not None:
                 raise _mixing(f"the loss's gradient at {name} (shape {tuple(a.shape)})",
                               target, hit)
+
+
+def _custom_function(node) -> str | None:
+    """The name of the custom ``torch.autograd.Function`` whose backward ``node`` is
+    (``None`` for torch's own operations)."""
+    if isinstance(node, torch.autograd.function.BackwardCFunction):
+        return getattr(getattr(node, "_forward_cls", None), "__name__", type(node).__name__)
+    return None
+
+
+#: torch's own attributes of every module (hooks, parameters, ...): not a model's state
+_MODULE_INTERNALS = frozenset(vars(nn.Module()))
+
+
+def _tensor_attributes(model: nn.Module) -> dict[tuple[int, str], tuple[int, int]]:
+    """``(id of the module, attribute) -> (id, version)`` of every tensor the model and its
+    submodules hold outside their parameters and buffers (in an attribute, or one level
+    inside a list, tuple or dict attribute)."""
+    out = {}
+    internals = _MODULE_INTERNALS
+    for module in model.modules():
+        for key, value in module.__dict__.items():
+            if key in internals:
+                continue
+            if isinstance(value, Tensor):
+                out[(id(module), key)] = (id(value), value._version)
+            elif value and isinstance(value, (list, tuple, dict)):
+                items = value.items() if isinstance(value, dict) else enumerate(value)
+                for k, v in items:
+                    if isinstance(v, Tensor):
+                        out[(id(module), f"{key}[{k!r}]")] = (id(v), v._version)
+    return out
 
 
 def _batch_ids(layout: BatchLayout) -> set[int]:

@@ -35,8 +35,10 @@ engine enforces what the analysis assumes:
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -47,12 +49,13 @@ from torch import nn
 from gnnprivacy._torch_state import torch_state_kept
 from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
 from gnnprivacy.errors import InvalidParameterError
-from gnnprivacy.training.dp import clipping
+from gnnprivacy.training.dp import audit_hooks, clipping
 from gnnprivacy.training.dp.engine import DPEngine
-from gnnprivacy.training.dp.flat_capture import BatchLayout, FlatCapture, SubgraphMixingError
-from gnnprivacy.training.dp.noise import unflatten
+from gnnprivacy.training.dp.flat_capture import (BatchLayout, FlatCapture, SubgraphMixingError,
+                                                  check_not_compiled, tensors_of)
 from gnnprivacy.training.private.graph_sampler import GraphSampler
 from gnnprivacy.training.private.guards import LoopGuard
+from gnnprivacy.training.private.loop_checks import GradSentinels, check_loss_reduction
 from gnnprivacy.training.private.samplers import SAMPLERS, SubgraphSampler, make_sampler
 
 __all__ = ["PrivateLoader", "PrivateTraining", "make_private"]
@@ -113,7 +116,7 @@ class PrivateLoader:
                 yield batch
                 pt._check_stepped()
         finally:                         # a loop left after a draw: stop recording it
-            pt.guard.stop()
+            pt.guard.stop(cut=pt._pending is not None)
 
     def __repr__(self) -> str:
         pt = self._owner
@@ -150,7 +153,9 @@ class PrivateTraining:
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise InvalidParameterError("optimizer", "a torch.optim.Optimizer",
                                         type(optimizer).__name__)
+        check_not_compiled(model)          # before any planning: a one-line refusal
         _check_optimizer_params(model, optimizer)
+        _refuse_if_private(model, optimizer)
         if (epsilon is None) == (noise_multiplier is None):
             raise InvalidParameterError(
                 "epsilon", "exactly one of epsilon (the noise is calibrated) and "
@@ -206,6 +211,7 @@ class PrivateTraining:
             expected_batch_size=self.plan.expected_batch_size, generator=self._gens["noise"],
             secure_mode=self.secure_mode, accountant=self.accountant, step_event=self.event,
             sampling=self.plan.sampling, layout="rows", update=self._original_step)
+        self.engine.occurrence_bound = self.plan.occurrence   # what the code audit checks
         self.loader = PrivateLoader(self)
         self._pending: BatchLayout | None = None
         self._probed = False
@@ -213,10 +219,28 @@ class PrivateTraining:
                                        *getattr(self.sampler, "source_graphs", ())],
                                {self.sampler.num_nodes, self.sampler.num_train,
                                 int(getattr(data, "num_nodes", 0) or 0)}, optimizer)
+        self.guard.check_losses = functools.partial(check_loss_reduction,
+                                                    expected=self.loss_reduction)
         self.capture.attach()
+        self._sentinels = GradSentinels(model)      # clip_grad_norm_ in the loop: refused
+        _ACTIVE[model] = _ACTIVE[optimizer] = weakref.ref(self)
         self._own_step = optimizer.__dict__.get("step")   # e.g. an LR scheduler's wrapper
         self._dp_step = _scheduler_aware(self._optimizer_step, optimizer)
         optimizer.step = self._dp_step                  # the DP step from now on
+        # zero_grad only resets gradients (no data): run outside the loop trace, as the
+        # capture's own bookkeeping (its grad writes are not dispatched through the trace)
+        self._own_zero_grad = optimizer.__dict__.get("zero_grad")
+        plain_zero_grad = optimizer.zero_grad
+
+        def quiet_zero_grad(set_to_none: bool = True):
+            section = self.guard.muted()
+            if section is None:
+                return plain_zero_grad(set_to_none)
+            with section:
+                return plain_zero_grad(set_to_none)
+
+        self._quiet_zero_grad = quiet_zero_grad
+        optimizer.zero_grad = quiet_zero_grad
 
     # ------------------------------------------------------------------ facts
     @property
@@ -278,7 +302,9 @@ class PrivateTraining:
             return None
         batch = self.sampler.sample(self._gens["sample"])
         if batch.num_subgraphs == 0:
+            self.guard.check_between_steps()      # (a batch is checked when it begins)
             self.engine.release(self._zero_sums(), 0)
+            self.guard.after_step()
             return None
         device = next((p.device for p in self.model.parameters()), torch.device("cpu"))
         batch = batch.to(device)
@@ -287,8 +313,11 @@ class PrivateTraining:
             edges_version=(batch.edge_index._version
                            if getattr(self.sampler, "edges_inside", False) else None))
         self.capture.reset()
+        self.capture.batch_ids = {id(t) for t in tensors_of(batch)}
         self.guard.begin()
-        self.capture.quiet = self.guard.muted()    # the hooks' own ops: not the loop's
+        self.capture.quiet = self.guard.muted()    # the hooks' and the forward's ops: not the
+        #                                            loop's (the forward is compared by its
+        #                                            calls and autograd graph)
         return batch
 
     def _check_stepped(self) -> None:
@@ -337,6 +366,7 @@ class PrivateTraining:
                 self.capture.reset()
                 self.capture.quiet = None
             self.engine.release(sums, layout.num_subgraphs)
+            self.guard.after_step()
 
     def _checked_sums(self, layout: BatchLayout) -> dict[str, torch.Tensor]:
         """The batch's checks (inputs, output rows, independence on the first step, the
@@ -347,60 +377,36 @@ class PrivateTraining:
         if not self._probed:
             self.capture.probe_independence(layout)
             self._probed = True
-        self.guard.check(layout)
+        self.guard.check(layout, self.capture.call_signature())
+        self._sentinels.check()
         scale = float(layout.num_subgraphs) if self.loss_reduction == "mean" else 1.0
         with torch.no_grad():            # detached rows in, sums out: no graph to build
             return self._clipped_sums(layout, scale)
 
     def _clipped_sums(self, layout: BatchLayout, scale: float) -> dict[str, torch.Tensor]:
-        """Every subgraph's whole gradient clipped to ``max_grad_norm``, summed. ``scale``
-        (the realised batch under a mean loss) turns the captured gradients into those of
-        the per-subgraph losses; every rule is linear in it, so it is applied once here, to
-        the norms and the clip factors. The parameters whose rules materialised their
-        per-subgraph gradients are clipped together: one norm and one product over their
-        concatenation."""
+        """Every subgraph's whole gradient clipped to ``max_grad_norm``, summed: the
+        capture's rules, then the engine's one clipping path (`clipping.clip_contributions`).
+        ``scale`` (the realised batch under a mean loss) turns the captured gradients into
+        those of the per-subgraph losses; every rule is linear in it, so it is applied once,
+        to the norms and the clip factors."""
         contributions = self.capture.contributions(layout)
-        num = layout.num_subgraphs
         named = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
-        dtype = named[0][1].dtype if named else torch.float32
-        kept = [(n, p) for n, p in named if p in contributions]
-        flat = [(n, p) for n, p in kept if contributions[p].per_segment is not None]
-        rest = [(n, p) for n, p in kept if contributions[p].per_segment is None]
-        total = None
-        if flat:
-            parts = [_as(contributions[p].per_segment, dtype) for _, p in flat]
-            grads = parts[0] if len(parts) == 1 else torch.cat(parts, 1)
-            total = grads.square().sum(1)
-        for _, p in rest:
-            sq = _as(contributions[p].norm_sq, dtype)
-            total = sq if total is None else total + sq
-        if total is None:
-            total = torch.zeros(num, dtype=dtype, device=layout.batch.device)
-        total = total * (scale * scale)
-        factors = clipping.clip_factors(total.sqrt(), self.max_grad_norm) * scale
-        summed = _as(factors, grads.dtype) @ grads if flat else None
-        if flat and len(flat) == len(named):
-            # every parameter materialised, in the model's order: the clipped sums are one
-            # vector (the noise and the update then read it whole)
-            return unflatten(summed, dict(named))
-        out = {n: torch.zeros_like(p) for n, p in named if p not in contributions}
-        if flat:
-            for (n, p), s in zip(flat, unflatten(summed, dict(flat)).values()):
-                out[n] = _as(s, p.dtype)
-        for n, p in rest:
-            out[n] = _as(contributions[p].weighted(factors), p.dtype)
-        return {n: out[n] for n, _ in named}
+        return clipping.clip_contributions(contributions, named, self.engine.groups,
+                                           layout.num_subgraphs, scale=scale,
+                                           device=layout.batch.device).sums
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:
         """Model, optimizer, executed steps, the ledger and the sampling stream's state."""
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "steps": self.steps, "steps_planned": self.steps_planned,
-                "noise_multiplier": self.noise_multiplier, "ledger": self.ledger,
-                "sample_generator": self._gens["sample"].get_state(),
-                "sampling_stream": self.sampler.stream_state(),
-                "noise_generator": (None if self._gens["noise"] is None
-                                    else self._gens["noise"].get_state())}
+        state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "steps": self.steps, "steps_planned": self.steps_planned,
+                 "noise_multiplier": self.noise_multiplier, "ledger": self.ledger,
+                 "sample_generator": self._gens["sample"].get_state(),
+                 "sampling_stream": self.sampler.stream_state(),
+                 "noise_generator": (None if self._gens["noise"] is None
+                                     else self._gens["noise"].get_state())}
+        audit_hooks.note_checkpoint(self.engine, state["steps"])
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         """Resume: restore model, optimizer and streams, and recompose the executed steps.
@@ -426,11 +432,34 @@ class PrivateTraining:
         if done:
             self.accountant.compose(self.event, done)
             self.engine.steps_ += done
+        audit_hooks.note_resume(self.engine, int(state["steps"]))
+        self.guard.after_step()          # the model as the checkpoint left it
 
     def close(self) -> None:
-        """Remove the hooks and give ``optimizer`` its own ``step`` back."""
+        """Remove the hooks and give ``optimizer`` its own ``step`` and ``zero_grad`` back.
+
+        Raises:
+            SubgraphMixingError: the model was changed after the last ``optimizer.step()``
+                (`LoopGuard.check_between_steps`; the hooks are removed either way).
+        """
         self.guard.stop()
+        try:
+            self.guard.check_between_steps()
+        finally:
+            self._release_hooks()
+
+    def _release_hooks(self) -> None:
         self.capture.detach()
+        if self.optimizer.__dict__.get("zero_grad") is self._quiet_zero_grad:
+            if self._own_zero_grad is not None:
+                self.optimizer.zero_grad = self._own_zero_grad
+            else:
+                del self.optimizer.zero_grad
+        self._sentinels.remove()
+        for owner in (self.model, self.optimizer):
+            ref = _ACTIVE.get(owner)
+            if ref is not None and ref() is self:
+                del _ACTIVE[owner]
         if self.optimizer.__dict__.get("step") is self._dp_step:
             if self._own_step is not None:
                 self.optimizer.step = self._own_step
@@ -444,11 +473,6 @@ class PrivateTraining:
                 f"delta={self.delta:.3g})")
 
 
-def _as(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """``t`` in ``dtype`` (no operation when it already is)."""
-    return t if t.dtype == dtype else t.to(dtype)
-
-
 def _scheduler_aware(step, optimizer: torch.optim.Optimizer):
     """``step`` as the optimizer's ``step``, in the form torch's LR schedulers expect: marked
     as their wrapper (so a scheduler created before `make_private` does not warn that
@@ -460,6 +484,24 @@ def _scheduler_aware(step, optimizer: torch.optim.Optimizer):
 
     dp_step._wrapped_by_lr_sched = True
     return dp_step
+
+
+#: model or optimizer -> the open `PrivateTraining` using it (weakly: a discarded one is gone)
+_ACTIVE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _refuse_if_private(model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    """A second `make_private` on a model or optimizer that an open one still uses would stack
+    two DP steps and two sets of hooks (its errors then blamed the batch): refused, naming
+    which and the fix."""
+    for what, owner in (("model", model), ("optimizer", optimizer)):
+        ref = _ACTIVE.get(owner)
+        earlier = ref() if ref is not None else None
+        if earlier is not None:
+            raise InvalidParameterError(
+                what, f"a {what} that no open make_private uses (call .close() on the earlier "
+                "one first, or give this one a new model and optimizer)",
+                f"the {what} of {earlier!r}")
 
 
 def _check_optimizer_params(model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
@@ -482,7 +524,7 @@ def make_private(model: nn.Module, optimizer: torch.optim.Optimizer, data, *,
                  max_grad_norm: float = 1.0, epochs: float | None = None,
                  steps: int | None = None, batch_size: int | None = None,
                  secure_mode: bool = False, seed: int | None = None,
-                 loss_reduction: str = "mean") -> PrivateTraining:
+                 loss_reduction: str = "mean", **unknown: Any) -> PrivateTraining:
     """Make the user's own PyG model and loop node-level differentially private.
 
     Args:
@@ -520,11 +562,38 @@ def make_private(model: nn.Module, optimizer: torch.optim.Optimizer, data, *,
         A `PrivateTraining`.
 
     Raises:
-        InvalidParameterError: bad arguments; UnsupportedModuleError: a module that cannot be
-            clipped per subgraph.
+        InvalidParameterError: bad arguments (an unknown option is named, with the valid
+            ones; a ``torch.utils.data.DataLoader`` option such as ``num_workers`` with why
+            ``pt.loader`` takes none); UnsupportedModuleError: a module that cannot be
+            clipped per subgraph; a model or optimizer that an open ``make_private`` still
+            uses (close it first).
     """
+    if unknown:
+        _refuse_options(unknown)
     return PrivateTraining(model, optimizer, data, sampler=sampler, epsilon=epsilon,
                            noise_multiplier=noise_multiplier, delta=delta,
                            max_grad_norm=max_grad_norm, epochs=epochs, steps=steps,
                            batch_size=batch_size, secure_mode=secure_mode, seed=seed,
                            loss_reduction=loss_reduction)
+
+
+#: ``torch.utils.data.DataLoader`` options users carry over from their own loops
+_LOADER_OPTIONS = ("num_workers", "shuffle", "drop_last", "pin_memory", "collate_fn",
+                   "prefetch_factor", "persistent_workers", "generator",
+                   "worker_init_fn", "timeout")
+
+
+def _refuse_options(unknown: dict) -> None:
+    import inspect
+
+    from gnnprivacy.errors import UnknownNameError
+
+    name = sorted(unknown)[0]
+    if name in _LOADER_OPTIONS:
+        raise InvalidParameterError(
+            name, "not given: pt.loader is not a torch DataLoader; it draws each batch itself "
+            "(Poisson sampling in this process, the draw the accountant charges for), so it "
+            "takes no workers, shuffling or collation", unknown[name])
+    valid = [p for p in inspect.signature(make_private).parameters
+             if p not in ("model", "optimizer", "data", "unknown")]
+    raise UnknownNameError("make_private option", name, valid)
