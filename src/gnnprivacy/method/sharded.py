@@ -53,6 +53,12 @@ SHARDED_GRAPH_UNACCOUNTED = [
     "clipped gradient sums", SHARDED_UNACCOUNTED[1]]
 
 
+def _graph_unaccounted() -> list[str]:
+    from gnnprivacy.training.graph_classification import TRAIN_SCORE_UNACCOUNTED
+
+    return [*SHARDED_GRAPH_UNACCOUNTED, TRAIN_SCORE_UNACCOUNTED]
+
+
 def shards_kind(shards: str | Path) -> str:
     """``"graphs"`` for graph shards, else ``"nodes"`` (a folder that is neither is refused
     later, by the node path's checks, on every rank)."""
@@ -210,7 +216,7 @@ def _run_graph_shards(values: dict[str, Any], shards: str | Path, *,
         return None
     privacy = dict(fit.privacy)
     privacy.update(scope=f"{privacy['scope']}; {SHARDED_SCOPE}", sampling_stream="counter",
-                   unaccounted=[*privacy.get("unaccounted", []), *SHARDED_GRAPH_UNACCOUNTED])
+                   unaccounted=[*privacy.get("unaccounted", []), *_graph_unaccounted()])
     result = MethodResult(metrics={k: v for k, v in metrics.items() if k.endswith("accuracy")},
                           epsilon=fit.epsilon, delta=fit.delta, ledger=fit.ledger,
                           privacy=privacy)

@@ -129,6 +129,13 @@ class GraphFit:
     seconds: float = 0.0
 
 
+#: what a graph-classification run's record adds to ``privacy["unaccounted"]``: its scores
+TRAIN_SCORE_UNACCOUNTED = (
+    "the record's `train_accuracy` is the released model scored on the raw training graphs: a "
+    "statistic of the training data outside the epsilon (publish it only where the training "
+    "graphs may be read); `val_accuracy` and `test_accuracy` read held-out graphs only")
+
+
 def fit_graph_classifier(train_graphs: list, *, num_features: int, num_classes: int,
                          edge_dim: int = 0, backbone: str = "gin", epsilon: float | None = None,
                          delta: float | None = None, epochs: float = 30.0,

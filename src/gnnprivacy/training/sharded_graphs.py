@@ -85,6 +85,15 @@ class ShardedGraphSampler(GraphSampler):
         """This rank's sampled training graphs (``nodes``: their training-list indices)."""
         return self.collate(torch.searchsorted(self.train_nodes, nodes), g_id=nodes)
 
+    def graph_rows(self, g_id: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """`GraphSampler.graph_rows` of training graphs named by their training-list
+        indices (this part's rows found by their keys)."""
+        rows = torch.searchsorted(self.train_nodes, g_id)
+        if bool((rows >= self.train_nodes.numel()).any()) or not bool(
+                (self.train_nodes[rows.clamp(max=self.train_nodes.numel() - 1)] == g_id).all()):
+            raise KeyError("a graph id that is not a training graph of this part")
+        return self._ptr[rows], self._sizes[rows], rows
+
 
 def score_graph_parts(model: torch.nn.Module, shards) -> dict[str, float]:
     """Accuracy on the training, validation and test graphs of every part (every rank calls

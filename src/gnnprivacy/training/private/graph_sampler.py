@@ -252,6 +252,12 @@ class GraphSampler(NodeSubgraphs):
     def _details(self) -> dict:
         return {"num_train_graphs": self.num_graphs}
 
+    def graph_rows(self, g_id: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Where training graphs ``g_id`` (indices in the training list) lie in this
+        sampler's arrays: their first node rows, node counts and label rows (the code
+        audit reads a batch's rows against them)."""
+        return self._ptr[g_id], self._sizes[g_id], g_id
+
     def _nodes_batch(self, nodes: Tensor):
         """The step's batch of the sampled units (`NodeSubgraphs.sample` draws them: Poisson
         from the generator, or each unit's trial keyed by its index with
