@@ -175,7 +175,7 @@ def test_query_reachable_from_assess_cli(tmp_path):
             "--no-link-stealing", "--no-baseline", "--no-save", "--lira-models", "4"]
     result = CliRunner().invoke(main, args + ["--lira-query", "full+0hop", "--json"])
     assert result.exit_code == 0, result.output
-    lira_card = json.loads(result.output)["membership"]["lira"]
+    lira_card = json.loads(result.stdout)["membership"]["lira"]
     assert lira_card["query"] == "full+0hop" and lira_card["game"] == "induced"
     bad = CliRunner().invoke(main, args + ["--lira-query", "3hop"])
     assert bad.exit_code != 0 and "query" in bad.output

@@ -224,7 +224,7 @@ def _cli(*args, cache):
 
     result = CliRunner(env={"GNNPRIVACY_CACHE": str(cache)}).invoke(main, list(map(str, args)))
     assert result.exit_code == 0, result.output
-    return json.loads(result.output) if "--json" in args else result.output
+    return json.loads(result.stdout) if "--json" in args else result.output
 
 
 @pytest.mark.dataset

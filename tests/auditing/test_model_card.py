@@ -163,7 +163,7 @@ def test_gnnprivacy_assess_a_saved_user_model(small_graph, tmp_path):
     result = CliRunner().invoke(main, ["assess", str(tmp_path / "sage.pt"), "--json",
                                          "--link-attacks", ""])
     assert result.exit_code == 0, result.output
-    card = json.loads(result.output)
+    card = json.loads(result.stdout)
     direct = gp.assess(gp.load_model(tmp_path / "sage.pt").model, small_graph, link_attacks=())
     assert card["link_stealing"]["auc"] == direct["link_stealing"]["auc"]
     assert card["claimed"]["epsilon"] == "inf" or math.isinf(card["claimed"]["epsilon"])
@@ -407,7 +407,7 @@ def test_gnnprivacy_assess_several_saved_models_in_one_card(small_graph, tmp_pat
     run = CliRunner().invoke(main, ["assess", str(tmp_path / "plain.pt"),
                                     str(tmp_path / "eps2.pt"), "--json", "--link-attacks", ""])
     assert run.exit_code == 0, run.output
-    card = json.loads(run.output)
+    card = json.loads(run.stdout)
     direct = assess_models({"plain.pt": plain, "eps2.pt": {"model": private, "privacy": {
         "epsilon": 2.0, "delta": 1e-5}}}, small_graph, link_attacks=())
     assert [c["run_id"] for c in card["cards"]] == ["plain.pt", "eps2.pt"]

@@ -33,5 +33,5 @@ def test_assess_cli_json(record_path):
     result = CliRunner().invoke(main, ["assess", str(record_path), "--audit-runs", "300",
                                        "--no-link-stealing", "--no-baseline", "--json"])
     assert result.exit_code == 0, result.output
-    card = json.loads(result.output)
+    card = json.loads(result.stdout)
     assert card["method"] == "dpmlp" and "audit" in card and "link_stealing" not in card
