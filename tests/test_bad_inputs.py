@@ -1258,6 +1258,237 @@ def api_save_over_record(tmp: Path) -> str:
     return ""
 
 
+# -- issue 45: partitions and shard folders (partition, train-sharded, gp.partition) -----------
+PART = ["partition", "csbm", "--dataset-args", "num_nodes=200", "--parts", "2", "--out", "{tmp}/s"]
+CASES += [
+    api("partition", "--out DIR --overwrite over a folder holding the user's notes.txt and a "
+        "subfolder (deleted them)", "partition_keeps_user_files", "notes.txt kept",
+        "mine/a.txt kept", "old part2 removed", outcome="handled"),
+    cli("partition", "--overwrite into a folder holding an owner.npy that no partition wrote",
+        PART + ["--overwrite"], "owner.npy that gnnprivacy did not write", files={"s/owner.npy": "x"}),
+    cli("partition", "--overwrite into a folder whose meta.json is garbage", PART + ["--overwrite"],
+        "its meta.json is not one", files={"s/meta.json": "{garbage"}),
+    api("partition", "on a full disk (a Bus error and a half-written folder)", "partition_full_disk",
+        "could not write the shards", "No space left on device", "nothing left in the folder"),
+    cli("partition", "./no/such/folder (listed the dataset names)",
+        ["partition", "./no/such/folder", "--parts", "2", "--out", "{tmp}/s"], "'graph'",
+        "./no/such/folder (no such folder)"),
+    api("gp.partition", "data with NaN x (partitioned)", "partition_nan_x", "'x'", "finite node features"),
+    api("gp.partition", "data with float y (partitioned)", "partition_float_y", "'y'", "integer class labels"),
+    api("gp.partition", "data with an edge id past the node count (an IndexError)", "partition_far_edge",
+        "'edge_index'", "node ids in [0, 30)"),
+    api("gp.partition", "gp.partition(data, out, num_parts=2) (a TypeError; the docs say num_parts)",
+        "partition_num_parts", "2 parts", outcome="handled"),
+    cli("partition", "a named dataset with train's split options (there were none)",
+        PART + ["--train-frac", "0.3", "--seed", "3"], "60 training nodes", "70 test", outcome="handled"),
+    cli("partition", "--train-fraction with a named dataset (its split was kept, the option ignored)",
+        PART + ["--train-fraction", "0.2"], "'train_fraction'", "has a split"),
+    api("shards", "a shards folder mixed from two partitions, 2 ranks (a gloo traceback on rank 0)",
+        "shards_mixed", "the same line on both ranks", "part1 comes from another one"),
+    api("shards", "a shards folder missing a part's file, 2 ranks (a gloo traceback on rank 0)",
+        "shards_missing_file", "the same line on both ranks", "missing part1/src.npy"),
+    api("shards", "a partition into 2 parts run on 3 ranks", "shards_three_ranks",
+        "the same line on all 3 ranks", "a partition into 3 part(s)"),
+    cli("train-sharded", "a shards folder whose meta.json is garbage (not named)",
+        ["train-sharded", "{tmp}/s", "--runs-dir", "{tmp}/runs"], "s/meta.json", "not JSON",
+        files={"s/meta.json": "{garbage"}),
+    api("shards", "a part's x.npy replaced by another partition's of the same shape (trained on)",
+        "shards_swapped_rows", "part0/x.npy", "another content"),
+    api("train-sharded", "scored every non-training node, not train's test set", "sharded_test_set",
+        "250 test nodes", "the same nodes as train", outcome="handled"),
+    api("partition", "GRAPH --out GRAPH --overwrite (its own source folder: its meta.json would "
+        "have been replaced)", "partition_into_source", "its meta.json is not one",
+        "source kept"),
+    cli("partition", "a file as GRAPH (README.md)", ["partition", "{tmp}/README.md", "--parts", "2", "--out",
+                                                   "{tmp}/s"], "'graph'", "README.md (a file)",
+        files={"README.md": "# notes"}),
+]
+
+
+def _cli(args: list[str]):
+    from click.testing import CliRunner
+
+    from gnnprivacy.cli import main
+
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def api_partition_keeps_user_files(tmp: Path) -> str:
+    args = ["partition", "csbm", "--dataset-args", "num_nodes=200", "--out", tmp / "s"]
+    assert _cli(args + ["--parts", "3"]).exit_code == 0
+    (tmp / "s" / "notes.txt").write_text("mine")
+    (tmp / "s" / "mine").mkdir()
+    (tmp / "s" / "mine" / "a.txt").write_text("mine")
+    done = _cli(args + ["--parts", "2", "--overwrite"])
+    assert done.exit_code == 0, done.output
+    kept = [f"{f} kept" for f in ("notes.txt", "mine/a.txt") if (tmp / "s" / f).exists()]
+    gone = ["old part2 removed"] if not (tmp / "s" / "part2").exists() else []
+    return "; ".join(kept + gone)
+
+
+def api_partition_full_disk(tmp: Path) -> str:
+    import errno
+    from unittest import mock
+
+    import gnnprivacy.datasets.shard_files as files
+
+    write = files.NpyWriter.write
+    calls = {"n": 0}
+
+    def full(self, chunk):
+        calls["n"] += 1
+        if calls["n"] > 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write(self, chunk)
+
+    with mock.patch.object(files.NpyWriter, "write", full):
+        done = _cli(["partition", "csbm", "--parts", "2", "--out", tmp / "s"])
+    lines = [line for line in done.output.splitlines() if line.startswith("Error:")]
+    assert done.exit_code == 1 and len(lines) == 1 and "Traceback" not in done.output
+    left = [p.name for p in tmp.iterdir()]
+    raise ValueError(lines[0] + ("; nothing left in the folder" if not left else f"; left {left}"))
+
+
+def api_partition_into_source(tmp: Path) -> str:
+    from gnnprivacy.datasets.stream import generate_large_graph
+
+    graph = generate_large_graph(tmp / "g", num_nodes=300, num_features=4, seed=0)
+    before = {p.name: p.read_bytes() for p in graph.iterdir()}
+    done = _cli(["partition", graph, "--parts", "2", "--out", graph, "--overwrite"])
+    after = {p.name: p.read_bytes() for p in graph.iterdir()}
+    raise ValueError(done.output.strip().splitlines()[-1]
+                     + ("; source kept" if after == before else "; source changed"))
+
+
+def _node_graph(**changes):
+    import torch
+    from torch_geometric.data import Data
+
+    gen = torch.Generator().manual_seed(0)
+    data = Data(x=torch.randn(30, 4, generator=gen), y=torch.arange(30) % 3,
+                edge_index=torch.randint(0, 30, (2, 80), generator=gen))
+    for key, value in changes.items():
+        value(data) if callable(value) else setattr(data, key, value)
+    return data
+
+
+def api_partition_nan_x(tmp: Path) -> str:
+    import gnnprivacy as gp
+
+    data = _node_graph()
+    data.x[3, 1] = float("nan")
+    gp.partition(data, tmp / "s", num_parts=2)
+    return "partitioned"
+
+
+def api_partition_float_y(tmp: Path) -> str:
+    import gnnprivacy as gp
+
+    data = _node_graph()
+    data.y = data.y.float()
+    gp.partition(data, tmp / "s", num_parts=2)
+    return "partitioned"
+
+
+def api_partition_far_edge(tmp: Path) -> str:
+    import gnnprivacy as gp
+
+    data = _node_graph()
+    data.edge_index[0, 5] = 30
+    gp.partition(data, tmp / "s", num_parts=2)
+    return "partitioned"
+
+
+def api_partition_num_parts(tmp: Path) -> str:
+    import gnnprivacy as gp
+    from gnnprivacy.datasets.shards import open_shard
+
+    folder = gp.partition(_node_graph(), tmp / "s", num_parts=2)
+    return f"{open_shard(folder, 0).num_parts} parts"
+
+
+def _ranks_say(tmp: Path, folder: Path, world: int) -> str:
+    """Run make_private_sharded on ``world`` forked ranks; the one line every rank raised."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parent / "training" / "test_sharded_faults.py"
+    spec = importlib.util.spec_from_file_location("_sharded_faults", path)
+    faults = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(faults)
+    assert faults._fork(faults._open_and_train, world, str(tmp), str(folder)) == [0] * world
+    said = faults._outcomes(tmp, world)
+    same = len(set(said)) == 1 and "\n" not in said[0]
+    suffix = f"; the same line on {'both' if world == 2 else f'all {world}'} ranks" if same else ""
+    return said[0] + suffix
+
+
+def api_shards_mixed(tmp: Path) -> str:
+    import shutil
+
+    from gnnprivacy.datasets import load_dataset
+    from gnnprivacy.datasets.shards import partition_graph
+
+    data = load_dataset("csbm", num_nodes=400, num_features=12, seed=0)
+    folder = partition_graph(data, tmp / "s", num_parts=2, method="metis")
+    other = partition_graph(data, tmp / "o", num_parts=2, method="contiguous")
+    shutil.rmtree(folder / "part1")
+    shutil.copytree(other / "part1", folder / "part1")
+    raise ValueError(_ranks_say(tmp, folder, 2))
+
+
+def api_shards_missing_file(tmp: Path) -> str:
+    from gnnprivacy.datasets import load_dataset
+    from gnnprivacy.datasets.shards import partition_graph
+
+    folder = partition_graph(load_dataset("csbm", num_nodes=400, num_features=12, seed=0),
+                             tmp / "s", num_parts=2, method="metis")
+    (folder / "part1" / "src.npy").unlink()
+    raise ValueError(_ranks_say(tmp, folder, 2))
+
+
+def api_shards_three_ranks(tmp: Path) -> str:
+    from gnnprivacy.datasets import load_dataset
+    from gnnprivacy.datasets.shards import partition_graph
+
+    folder = partition_graph(load_dataset("csbm", num_nodes=400, num_features=12, seed=0),
+                             tmp / "s", num_parts=2, method="metis")
+    raise ValueError(_ranks_say(tmp, folder, 3))
+
+
+def api_shards_swapped_rows(tmp: Path) -> str:
+    import numpy as np
+
+    import gnnprivacy as gp
+    from gnnprivacy.datasets.shards import open_shard
+
+    folder = gp.partition(_node_graph(), tmp / "s", num_parts=2)
+    x = np.load(folder / "part0" / "x.npy")
+    np.save(folder / "part0" / "x.npy", x[::-1].copy())
+    open_shard(folder, 0)
+    return "opened"
+
+
+def api_sharded_test_set(tmp: Path) -> str:
+    import json
+    import os
+
+    from gnnprivacy.datasets import load_dataset
+
+    assert _cli(["partition", "csbm", "--parts", "1", "--out", tmp / "s", "--seed", "2"]).exit_code == 0
+    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK")}
+    from click.testing import CliRunner
+
+    from gnnprivacy.cli import main
+
+    done = CliRunner(env=env).invoke(main, ["train-sharded", str(tmp / "s"), "--steps", "2",
+                                            "--runs-dir", str(tmp / "runs"), "-q", "--seed", "2"])
+    assert done.exit_code == 0, done.output
+    (path,) = (tmp / "runs").glob("*.json")
+    record = json.loads(path.read_text())
+    test = int(load_dataset("csbm", seed=2).test_mask.sum())       # what train --seed 2 scores
+    same = record["info"]["num_test"] == test and "as gnnprivacy train" in record["info"]["test_nodes"]
+    return done.output + ("; the same nodes as train" if same else "")
+
 # -- issue 45: graph tasks, saved models, make_private's conventions (the partition and shards
 # rows are the sharded work's) -------------------------------------------------------------------
 TG = ["train", "--task", "graph", "--method", "graph", "--dataset", "cox2", "--epochs", "1",

@@ -14,7 +14,7 @@ gp.assess(model, data, train_fn=fn, privacy=pt)       # ... of any node model
 gp.save_model(model, "net.pt", privacy=pt, init={...}); gp.load_model("net.pt")
 gp.tune("tune.yaml")                                  # tuning with the selection counted
 gp.attack_link_stealing("cora", attack=6, defense="grid")
-gp.partition("graph-folder", "shards", parts=4)        # per-rank shards (sharded training)
+gp.partition("graph-folder", "shards", num_parts=4)    # per-rank shards (sharded training)
 pt = gp.make_private(model, optimizer, data, sampler="heterpoisson", epsilon=8.0)
 pt = gp.make_private_sharded(model, optimizer, "shards", sampler="heterpoisson", epsilon=8.0)
 gp.train_sharded({"epsilon": 8.0, "steps": 500}, "shards")  # on every rank; rank 0 records

@@ -283,43 +283,130 @@ def train(data: Any = "csbm", *, method: str = "gcn", seed: int = 0,
     return TrainResult(record=record, model=kept["result"].model, data=kept["data"])
 
 
-def partition(graph: Any, out: str, *, parts: int, method: str = "auto", seed: int = 0,
-              train_fraction: float = 0.5, data_root: str | None = None,
-              overwrite: bool = False):
-    """Split a graph into per-rank shards for sharded training (``gnnprivacy partition``).
+def partition(graph: Any, out: str, *, num_parts: int | None = None, parts: int | None = None,
+              method: str = "auto", seed: int = 0, train_fraction: float | None = None,
+              split: str | None = None, split_seed: int | None = None,
+              train_frac: float | None = None, val_frac: float | None = None,
+              test_frac: float | None = None, dataset_args: str | None = None,
+              data_root: str | None = None, overwrite: bool = False):
+    """Split a graph (or a list of graphs) into per-rank shards for sharded training
+    (``gnnprivacy partition``).
 
     Args:
-        graph: a folder of the streamed ``csbm-large`` format, a registered dataset name
-            (loaded with its default split from ``data_root``), or a PyG ``Data``.
-        out: the folder of the shards (``meta.json``, the global maps, ``part{k}/``).
-        parts: number of parts, one per rank.
+        graph: a folder of the streamed ``csbm-large`` format; a registered dataset name (a
+            node dataset is loaded with the split options as ``gnnprivacy train`` loads it, so
+            the shards hold the same training and test nodes; a graph dataset such as
+            ``cox2`` with its stratified split of ``split_seed``); a PyG ``Data`` (its masks
+            are the split); or a list of graphs (every one a training graph) or a
+            `gnnprivacy.datasets.tu_graphs.GraphSet`.
+        out: the folder of the shards (``meta.json``, the global maps, ``part{k}/``); files
+            of the user's there are kept, and only the files of an earlier partition are
+            replaced (``overwrite``).
+        num_parts: number of parts, one per rank (``parts`` is the same, as ``--parts``).
         method: ``"auto"`` (METIS while the graph fits it, else contiguous ids),
-            ``"metis"`` or ``"contiguous"``.
-        seed: METIS's seed, and the training split's when the graph has none.
-        train_fraction: the share of training nodes drawn when the graph has no split.
+            ``"metis"`` or ``"contiguous"`` (node graphs; a graph list is cut into contiguous
+            blocks of about the same number of nodes).
+        seed: METIS's seed, the drawn training split's (``train_fraction``), and the split
+            seed of a named dataset unless ``split_seed`` is given (as ``train --seed``).
+        train_fraction: the share of training nodes drawn for a graph without a split (a
+            ``csbm-large`` folder, a ``Data`` without ``train_mask``); default 0.5.
+        split, split_seed, train_frac, val_frac, test_frac, dataset_args: a named node
+            dataset's split and arguments, as ``gnnprivacy train`` takes them.
         data_root: where a named dataset's raw files are.
-        overwrite: replace existing shards in ``out``.
+        overwrite: replace the shards of an earlier partition in ``out``.
 
     Returns:
         The folder (a ``pathlib.Path``); ``gnnprivacy.datasets.shards.open_shard(out, k)``
-        maps part ``k``, and `gnnprivacy.training.sharded.ShardedHeterPoissonTrainer`
-        trains on them.
+        maps part ``k`` (graph lists: `gnnprivacy.datasets.graph_shards.open_graph_shard`),
+        and `gnnprivacy.training.sharded` trains on them.
+
+    Raises:
+        InvalidParameterError: a graph that is neither (``./no/such/folder`` is named as a
+            missing folder, not looked up as a dataset), an invalid graph (named as
+            ``gp.train`` names it), an option that does not apply to this graph, or a refused
+            ``out``.
+        WriteFailedError: the shards could not be written (a full disk ...); nothing is left
+            half-written.
 
     Example:
         >>> import tempfile, gnnprivacy as gp
-        >>> folder = gp.partition("csbm", tempfile.mkdtemp(), parts=2)
+        >>> folder = gp.partition("csbm", tempfile.mkdtemp(), num_parts=2)
         >>> (folder / "part1" / "x.npy").exists()
         True
     """
+    import os
     from pathlib import Path
 
     from gnnprivacy.datasets.shards import partition_graph
 
-    if isinstance(graph, (str, Path)) and not Path(graph).is_dir():
-        from gnnprivacy.datasets import load_dataset
+    if (num_parts is None) == (parts is None):
+        raise InvalidParameterError("num_parts", "the number of parts, given once (num_parts= "
+                                    "or its alias parts=)", "both" if parts else "neither")
+    count = num_parts if num_parts is not None else parts
+    split_options = {k: v for k, v in dict(split=split, split_seed=split_seed,
+                                           train_frac=train_frac, val_frac=val_frac,
+                                           test_frac=test_frac,
+                                           dataset_args=dataset_args).items() if v is not None}
 
-        graph = load_dataset(str(graph), root=data_root)
-    return partition_graph(graph, out, num_parts=parts, method=method, seed=seed,
+    def refuse(options, why):
+        if options:
+            name = sorted(options)[0]
+            raise InvalidParameterError(name, f"unset: {why}", options[name])
+
+    if isinstance(graph, (str, Path)):
+        text = str(graph)
+        path = Path(text).expanduser()
+        if path.is_dir():
+            refuse(split_options, f"{text} is a graph folder without a split (train_fraction "
+                                  "draws its training nodes)")
+            return partition_graph(path, out, num_parts=count, method=method, seed=seed,
+                                   train_fraction=train_fraction, overwrite=overwrite)
+        if os.sep in text or "/" in text or text.startswith((".", "~")) or path.exists():
+            raise InvalidParameterError("graph", "a csbm-large graph folder or a dataset name",
+                                        f"{text} ({'a file' if path.exists() else 'no such folder'})")
+        from gnnprivacy.datasets.tu_graphs import list_graph_datasets, load_graph_dataset
+
+        refuse({"train_fraction": train_fraction} if train_fraction is not None else {},
+               f"{text} has a split (choose it with split=, train_frac= ...)")
+        if text.lower() in list_graph_datasets():
+            refuse({k: v for k, v in split_options.items() if k != "split_seed"},
+                   f"{text} is a graph dataset with a fixed stratified split (80/10/10 of "
+                   "every class; split_seed chooses it)")
+            graph = load_graph_dataset(text, root=data_root,
+                                       seed=seed if split_seed is None else split_seed)
+        else:
+            from gnnprivacy.datasets import load_dataset
+            from gnnprivacy.method.config import parse_dataset_args
+
+            graph = load_dataset(text, root=data_root, split=split,
+                                 seed=seed if split_seed is None else split_seed,
+                                 train_frac=train_frac, val_frac=val_frac, test_frac=test_frac,
+                                 **parse_dataset_args(dataset_args))
+            if getattr(getattr(graph, "split", None), "kind", None) == "inductive":
+                raise InvalidParameterError("split", "a transductive split (sharded training "
+                                            "sees every node)", "inductive")
+    else:
+        refuse(split_options, "the graph given is already loaded (its masks are the split)")
+    from gnnprivacy.datasets.tu_graphs import GraphSet
+
+    if isinstance(graph, GraphSet) or isinstance(graph, (list, tuple)):
+        from gnnprivacy.datasets.graph_shards import partition_graph_list
+        from gnnprivacy.training.private.graph_sampler import check_graphs
+
+        refuse({"train_fraction": train_fraction} if train_fraction is not None else {},
+               "a graph list's training graphs are its split (or every graph)")
+        if method not in ("auto", "contiguous"):
+            raise InvalidParameterError("method", "'auto' or 'contiguous' for a list of graphs",
+                                        method)
+        if isinstance(graph, GraphSet):
+            check_graphs(graph.graphs)
+            sp = graph.split
+            return partition_graph_list(graph.graphs, out, num_parts=count, train=sp.train_idx,
+                                        val=sp.val_idx, test=sp.test_idx, overwrite=overwrite,
+                                        source=graph.name)
+        graphs = check_graphs(graph)
+        return partition_graph_list(graphs, out, num_parts=count, overwrite=overwrite)
+    return partition_graph(graph, out, num_parts=count, method=method, seed=seed,
                            train_fraction=train_fraction, overwrite=overwrite)
 
 

@@ -121,13 +121,21 @@ def user_node_train(sampler: str = "heterpoisson", *, seed: int = 0, steps: int 
     return train
 
 
-def user_graph_train(*, seed: int = 0, steps: int = 30, loop=graph_loop):
+def user_graph_train(*, seed: int = 0, steps: int = 30, loop=graph_loop,
+                     sharded: bool = False):
+    """``train(graphs)`` of a user's loop on ``make_private(sampler="graphs")`` (on a
+    one-part partition of the graphs through ``make_private_sharded`` when ``sharded``)."""
     def train(graphs):
         torch.manual_seed(seed)
         model = GraphNet(graphs[0].num_features, 3)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        pt = gp.make_private(model, opt, graphs, sampler="graphs", epsilon=2.0, batch_size=24,
-                             steps=steps, seed=seed)
+        if sharded:
+            from gnnprivacy.training.sharded import make_private_sharded as make
+            source = _one_graph_part(graphs)
+        else:
+            make, source = gp.make_private, graphs
+        pt = make(model, opt, source, sampler="graphs", epsilon=2.0, batch_size=24,
+                  steps=steps, seed=seed)
         loop(pt, model, opt)
         pt.close()
         return published(pt, model)
@@ -165,6 +173,31 @@ def sharded_trainer_train(*, seed: int = 0):
     return train
 
 
+def sharded_graph_trainer_train(*, seed: int = 0):
+    """``train(graphs)`` of ``gnnprivacy train-sharded`` on a one-part partition of graphs
+    (``dpsgd-graph`` over graph shards), publishing its record and files."""
+    from gnnprivacy.auditing.code import published_outputs
+    from gnnprivacy.method.sharded import run_sharded
+
+    def train(graphs):
+        shards = _one_graph_part(graphs)
+        with tempfile.TemporaryDirectory() as folder:
+            record = run_sharded({"seed": seed, "runs_dir": folder, "epsilon": 4.0,
+                                  "epochs": 4, "batch_size": 24, "hidden": 16}, shards,
+                                 run_id="audit")
+            out = published_outputs({"record": record.to_dict()}, folder, shards)
+        return {"epsilon": record.epsilon, "delta": record.delta, **out}
+
+    return train
+
+
+def _one_graph_part(graphs) -> str:
+    from gnnprivacy.datasets.graph_shards import partition_graph_list
+
+    folder = tempfile.mkdtemp(prefix="gp-audit-graph-shards-")
+    return str(partition_graph_list(graphs, f"{folder}/p", num_parts=1))
+
+
 def _one_part(data) -> str:
     from gnnprivacy.datasets.shards import partition_graph
 
@@ -185,6 +218,10 @@ def path_train(path: str, seed: int = 0):
         return graph_method_train(seed=seed), graph_list(), small
     if kind == "sharded" and name == "trainer":
         return sharded_trainer_train(seed=seed), node_data(), {}
+    if kind == "sharded" and name == "graph-trainer":
+        return sharded_graph_trainer_train(seed=seed), graph_list(), small
+    if kind == "sharded" and name == "graphs":
+        return user_graph_train(seed=seed, sharded=True), graph_list(), small
     if kind == "sharded":
         return user_node_train(name, seed=seed, sharded=True), node_data(), {}
     raise KeyError(path)
@@ -204,7 +241,8 @@ def audit(path: str, seed: int = 0, **kw):
 #: every shipped path that trains through the engine
 PATHS = ([f"method:{m}" for m in ENGINE_METHODS] + ["graph-method:dpsgd-graph"]
          + [f"make_private:{s}" for s in ("heterpoisson", "degree_bounded", "nodes", "graphs")]
-         + ["sharded:trainer", "sharded:heterpoisson", "sharded:nodes"])
+         + ["sharded:trainer", "sharded:graph-trainer"]
+         + [f"sharded:{s}" for s in ("heterpoisson", "nodes", "degree_bounded", "graphs")])
 
 
 def _all_checks(result):

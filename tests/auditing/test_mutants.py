@@ -35,6 +35,8 @@ EDGES = "tests/training/private/test_edge_sampler.py"
 EDGE_AUDIT = "tests/auditing/test_code_audit_edges.py"
 EDGE_RELEASE = "tests/training/private/test_edge_inference.py"
 EDGE_EVENT = "tests/accounting/test_edge_event.py"
+SHARDED = "tests/training/test_sharded_units.py tests/training/test_sharded_private.py"
+ROUNDS = "tests/datasets/test_shards_properties.py -k bounding"
 STATE = "tests/training/private/test_state_between_steps.py"
 GROUPS = "tests/training/private/test_graph_groups.py"
 EVERY = "tests/auditing/test_every_path_audited.py::test_every_check_is_made_and_passes_on_every_path"
@@ -156,6 +158,26 @@ MUTANTS = [
     Mutant("occ-moore-minus-1", "occurrence",
            "gnnprivacy.training.private.samplers:occurrence_bound",
            "return 1 + max_degree * sum(", "return max_degree * sum(", PRIVATE),
+    # the sharded path (issue 47): the keyed samples, the bounding rounds, one noise draw
+    Mutant("rate-keyed-nodes-2q", "rate",
+           "gnnprivacy.training.private.samplers:NodeSubgraphs.sample",
+           "rng.uniform(STREAM_CENTRAL, self.train_nodes) < self._rate]",
+           "rng.uniform(STREAM_CENTRAL, self.train_nodes) < min(1.0, 2 * self._rate)]",
+           SHARDED),
+    Mutant("rate-keyed-bounded-2m", "rate",
+           "gnnprivacy.training.private.samplers:DegreeBoundedSubgraphs._seeds",
+           "u <= self._kth_key(u, self._m)", "u <= self._kth_key(u, 2 * self._m)", SHARDED),
+    Mutant("noise-sharded-every-rank", "noise",
+           "gnnprivacy.training.distributed:DistributedDPEngine.reduce_noised",
+           "if rank == self.noise_rank:", "if True:", SHARDED),
+    Mutant("occ-rounds-one-sided", "occurrence",
+           "gnnprivacy.sampling.bounded_rounds:PartRounds.incoming",
+           "agreed = self.prop[prop_rows] == sources[~full]",
+           "agreed = self.prop[prop_rows] >= -1", ROUNDS),
+    Mutant("occ-rounds-full-at-K+1", "occurrence",
+           "gnnprivacy.sampling.bounded_rounds:PartRounds.incoming",
+           "rows_k[self.count[rows_k] >= self.k]", "rows_k[self.count[rows_k] > self.k]",
+           ROUNDS),
     Mutant("occ-no-overlap-removal", "occurrence",
            "gnnprivacy.sampling.heter_poisson:HeterPoissonSampler.sample",
            "if self.enforce_no_overlap and centers.numel()",
@@ -193,8 +215,8 @@ MUTANTS = [
            "math.sqrt(2.0) if undirected else 1.0", "1.0", EDGE_RELEASE),
     # ------------------------------------------------------------------ issue 43's classes
     Mutant("occ-graph-drawn-twice", "occurrence",
-           "gnnprivacy.training.private.graph_sampler:GraphSampler.sample",
-           "return self.collate(picked)", "return self.collate(torch.cat([picked, picked[:1]]))",
+           "gnnprivacy.training.private.graph_sampler:GraphSampler._nodes_batch",
+           "return self.collate(nodes)", "return self.collate(torch.cat([nodes, nodes[:1]]))",
            on_path("make_private:graphs")),
     Mutant("publish-norm-user-loop", "publication",
            "gnnprivacy.training.private.make_private:PrivateTraining.step",
@@ -203,7 +225,7 @@ MUTANTS = [
            "sum(float(v.double().square().sum()) for v in sums.values()) ** 0.5)",
            on_path("make_private:nodes")),
     Mutant("publish-norm-trainer", "publication",
-           "gnnprivacy.training.dp.engine:DPEngine.noisy_sum",
+           "gnnprivacy.training.dp.engine:DPEngine.clipped",
            "clipped = clip_and_sum(self.capture, losses, self.groups, row_mask=row_mask)",
            "clipped = clip_and_sum(self.capture, losses, self.groups, row_mask=row_mask); "
            "__import__('logging').getLogger('gnnprivacy').info('clipped norm %s', "
@@ -223,8 +245,8 @@ MUTANTS = [
            "_privacy.dpsgd_event_factory(sample_rate=min(1.0, m / self.num_nodes))",
            on_path("make_private:nodes")),
     Mutant("clip-loss-scale", "clip",
-           "gnnprivacy.training.private.make_private:PrivateTraining._clipped_sums",
-           "total = total * (scale * scale)", "total = total",
+           "gnnprivacy.training.dp.clipping:clip_contributions",
+           "sq = sq * (scale * scale)", "sq = sq",
            f"{PRIVATE} {on_path('make_private:heterpoisson')}"),
     Mutant("resume-one-fewer", "resume",
            "gnnprivacy.training.private.make_private:PrivateTraining.load_state_dict",

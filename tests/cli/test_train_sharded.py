@@ -255,23 +255,59 @@ def _scored(rank: int, world: int, folder: str, out: str) -> None:
                f"{out}/scored{rank}.pt")
 
 
-def test_the_record_accuracy_is_private_inference_over_all_parts(tmp_path):
+@pytest.mark.parametrize("split", [True, False])
+def test_the_record_accuracy_is_private_inference_over_all_parts(tmp_path, split):
+    """With the dataset's split in the shards, the queries are its test (and validation)
+    nodes, the ones ``gnnprivacy train`` scores; without one, every non-training node."""
     from gnnprivacy.training.node_dp.private_inference import private_star_logits
 
     data = _data()
-    folder = partition_graph(data, tmp_path / "s", num_parts=2, method="metis")
+    source = data.clone()
+    if not split:
+        del source.val_mask, source.test_mask
+    folder = partition_graph(source, tmp_path / "s", num_parts=2, method="metis")
     spawn_local(_scored, 2, str(folder), str(tmp_path), start_method="fork")
     a, b = (torch.load(tmp_path / f"scored{r}.pt", weights_only=False) for r in range(2))
     assert a["score"] == b["score"]
     train = data.train_mask
+    queries = data.test_mask if split else ~train
 
-    def accuracy(seed, allowed):
-        logits = private_star_logits(a["model"], data.x, data.edge_index, queries=~train,
+    def accuracy(seed, allowed, nodes=queries):
+        logits = private_star_logits(a["model"], data.x, data.edge_index, queries=nodes,
                                      allowed=allowed, forbidden=None, fanout=3, seed=seed,
                                      transform=a["norm"].transform)
-        return float((logits.argmax(1) == data.y[~train]).double().mean())
+        return float((logits.argmax(1) == data.y[nodes]).double().mean())
 
-    assert a["score"]["num_test"] == int((~train).sum())
+    assert a["score"]["num_test"] == int(queries.sum())
     assert a["score"]["test_accuracy"] == pytest.approx(accuracy(7, ~train), abs=1e-12)
+    assert ("val_accuracy" in a["score"]) == split
+    if split:
+        assert a["score"]["val_accuracy"] == pytest.approx(
+            accuracy(7, ~train, data.val_mask), abs=1e-12)
     # broken control: aggregating the training nodes too (a leak) predicts otherwise
     assert accuracy(7, torch.ones_like(train)) != pytest.approx(a["score"]["test_accuracy"])
+
+
+@pytest.mark.slow
+@needs_torchrun
+@pytest.mark.parametrize("damage", ["part of another partition", "three parts, two ranks"])
+def test_torchrun_a_bad_partition_is_one_line_on_every_rank(tmp_path, damage):
+    data = _data()
+    folder = partition_graph(data, tmp_path / "s", num_parts=2, method="metis")
+    if damage == "part of another partition":
+        other = partition_graph(data, tmp_path / "o", num_parts=2, method="contiguous")
+        shutil.rmtree(folder / "part1")
+        shutil.copytree(other / "part1", folder / "part1")
+    else:
+        folder = partition_graph(data, tmp_path / "t", num_parts=3)
+    cmd, env = _torchrun(folder, tmp_path / "runs", "--steps", "4")
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("Error: ")]
+    assert len(lines) == 2 and lines[0] == lines[1], proc.stderr[-3000:]   # one per rank
+    assert ("part1 comes from another one" if damage.startswith("part")
+            else "a partition into 2 part(s)") in lines[0]
+    # the only traceback is torchrun's own report of a failed child, no frame of ours
+    assert "gnnprivacy/" not in proc.stderr.replace(str(folder), "")
+    assert proc.stderr.count("Traceback") == proc.stderr.count("ChildFailedError:")
+    assert _records(tmp_path / "runs") == []

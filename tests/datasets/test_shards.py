@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -67,7 +69,7 @@ def test_metis_cuts_fewer_edges_than_contiguous_ids(tmp_path):
 
 def test_self_loops_and_duplicates_are_cleaned(tmp_path):
     ei = torch.tensor([[0, 0, 1, 1, 2, 2, 3], [1, 1, 1, 0, 3, 0, 2]])
-    data = Data(x=torch.arange(8.0).view(4, 2), y=torch.tensor([0, 1, 0, 1]), edge_index=ei,
+    data = Data(x=torch.arange(8.0).view(4, 2), y=torch.tensor([0, 1, 1, 0]), edge_index=ei,
                 train_mask=torch.tensor([True, False, True, False]), num_nodes=4)
     folder = partition_graph(data, tmp_path / "s", num_parts=2, method="contiguous")
     check_shards(folder, data.x.numpy(), data.y.numpy(), {(0, 1), (1, 0), (2, 3), (2, 0),
@@ -97,6 +99,21 @@ def test_a_broken_shard_is_caught(tmp_path):
     indptr = np.load(folder / "part1" / "indptr.npy")
     np.save(folder / "part1" / "src.npy", src[1:])
     np.save(folder / "part1" / "indptr.npy", np.maximum(indptr - 1, 0))
+    # open_shard itself refuses a part whose edges disagree with meta.json ...
+    with pytest.raises(InvalidParameterError, match="part1/(src|indptr).npy"):
+        open_shard(folder, 1)
+    # ... and with meta.json edited to agree (its digests dropped, or they refuse it too),
+    # the completeness check catches the lost edge
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["part_edges"][1] -= 1
+    meta["num_edges"] -= 1
+    meta.pop("digests")
+    (folder / "meta.json").write_text(json.dumps(meta))
+    for k in range(2):
+        info = json.loads((folder / f"part{k}" / "part.json").read_text())
+        info.pop("meta_digest")
+        (folder / f"part{k}" / "part.json").write_text(json.dumps(info))
+    open_shard(folder, 1)
     with pytest.raises(AssertionError):
         check_shards(folder, data.x.numpy(), data.y.numpy(), _clean(data.edge_index),
                      data.train_mask.numpy())
@@ -113,5 +130,5 @@ def test_bad_arguments_are_refused(tmp_path):
         partition_graph(data, tmp_path / "c", num_parts=2)
     with pytest.raises(InvalidParameterError, match="part"):
         open_shard(tmp_path / "c", 2)
-    with pytest.raises(InvalidParameterError, match="partition_graph"):
+    with pytest.raises(InvalidParameterError, match="written by gnnprivacy partition"):
         open_shard(tmp_path / "missing", 0)

@@ -1,4 +1,5 @@
-"""``gnnprivacy train-sharded SHARDS``: heterpoisson over a graph sharded across the ranks.
+"""``gnnprivacy train-sharded SHARDS``: heterpoisson over a graph sharded across the ranks
+(``dpsgd-graph``, graph-level DP, over graph shards: a graph dataset or list partitioned).
 
 Run it on every rank with ``torchrun`` (one process per part of ``gnnprivacy partition``)::
 
@@ -34,8 +35,9 @@ def _fields():
     from gnnprivacy.method.config import RunConfig
     from gnnprivacy.method.registry import get_method
 
-    fields = collect_fields([("common", RunConfig), ("heterpoisson",
-                                                     get_method("heterpoisson").params)])
+    fields = collect_fields([("common", RunConfig),
+                             ("heterpoisson", get_method("heterpoisson").params),
+                             ("dpsgd-graph", get_method("dpsgd-graph").params)])
     run_only = {f for f, e in fields.items() if e["owners"] == ["common"]}
     return {k: v for k, v in fields.items()
             if k not in run_only or k in SHARDED_RUN_FIELDS}
@@ -93,10 +95,12 @@ def _train_sharded(shards, checkpoint_every, timeout, as_json, quiet, **options)
     if as_json:
         click.echo(dumps(record.summary()))
         return
-    click.echo(f"heterpoisson on {shards} ({record.info['world_size']} rank(s), "
+    units = ("test graphs" if record.info.get("task") == "graph" else "test nodes"
+             if "test nodes" in record.info["test_nodes"] else "non-training nodes")
+    click.echo(f"{record.method} on {shards} ({record.info['world_size']} rank(s), "
                f"{record.info['steps']} steps): test accuracy "
-               f"{record.metrics['test_accuracy']:.4f} ({record.info['num_test']} non-training "
-               f"nodes)  {privacy_summary(record)}  "
+               f"{record.metrics['test_accuracy']:.4f} ({record.info['num_test']} {units})  "
+               f"{privacy_summary(record)}  "
                f"({record.timings['total_seconds']:.1f} s)")
     click.echo(f"record: {record.config['runs_dir']}/{record.run_id}.json")
 
@@ -118,8 +122,9 @@ def _build():
                            help="rank 0 checkpoints every this many steps (--resume "
                                 "continues from the last)")(command)
     command = click.argument("shards", type=click.Path(exists=True, file_okay=False))(command)
-    doc = ("Train heterpoisson on a graph sharded over the ranks (gnnprivacy partition); run "
-           "on every rank with torchrun.\n\n\b\n"
+    doc = ("Train heterpoisson on a graph sharded over the ranks (gnnprivacy partition), or "
+           "dpsgd-graph on graph shards (a partitioned graph dataset); run on every rank with "
+           "torchrun.\n\n\b\n"
            "  torchrun --standalone --nproc_per_node 2 -m gnnprivacy.cli train-sharded SHARDS ...\n\n"
            "Rank 0 writes the run record once the run has finished; a rank that dies stops "
            "the others (exit status 1, no record), and --resume continues from rank 0's last "

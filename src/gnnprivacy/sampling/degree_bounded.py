@@ -29,6 +29,7 @@ from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
 from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.sampling._bounded_checks import check_bounded_invariants
 from gnnprivacy.sampling._graph import CleanGraph, clean_graph, gather_segments, node_ids
+from gnnprivacy.sampling.counter_rng import CounterRandom
 
 _WHERE = "sample_degree_bounded_subgraphs"
 
@@ -156,14 +157,30 @@ def _greedy_pass(rowptr: list[int], col: list[int], order: list[int], num_nodes:
     return kept_v, kept_u
 
 
-def _shuffled_columns(graph: CleanGraph, generator: torch.Generator, shuffle: bool) -> list[int]:
-    """Neighbour lists ``col`` (CSR by target) with each row in random order (vectorised)."""
+#: the keyed streams of the greedy pass under a `CounterRandom` (scan order, neighbour order)
+STREAM_ORDER, STREAM_SHUFFLE = 21, 22
+
+
+def _shuffled_columns(graph: CleanGraph, generator, shuffle: bool) -> list[int]:
+    """Neighbour lists ``col`` (CSR by target) with each row in random order (vectorised):
+    by i.i.d. keys from ``generator``, or keyed by ``(node, neighbour)`` from a
+    `CounterRandom`."""
     if not shuffle or graph.num_edges == 0:
         return graph.src.tolist()
-    keys = torch.rand(graph.num_edges, generator=generator, dtype=torch.float64)
+    keys = (generator.uniform(STREAM_SHUFFLE, graph.dst, graph.src)
+            if isinstance(generator, CounterRandom)
+            else torch.rand(graph.num_edges, generator=generator, dtype=torch.float64))
     perm = torch.argsort(keys)
     perm = perm[torch.sort(graph.dst[perm], stable=True).indices]
     return graph.src[perm].tolist()
+
+
+def _shuffled(nodes: Tensor, generator) -> Tensor:
+    """``nodes`` in random order: a permutation from ``generator``, or sorted by keys keyed by
+    node from a `CounterRandom` (a uniform order, the same whoever computes it)."""
+    if isinstance(generator, CounterRandom):
+        return nodes[torch.argsort(generator.uniform(STREAM_ORDER, nodes), stable=True)]
+    return nodes[torch.randperm(nodes.numel(), generator=generator)]
 
 
 def _padded_rows(bounded: CleanGraph, train: Tensor, k: int) -> Tensor:
@@ -208,7 +225,10 @@ def sample_degree_bounded_subgraphs(edge_index: Tensor, num_nodes: int, *, train
         num_nodes: number of nodes.
         train_nodes: training nodes ``V_tr`` (ids, no repeats, or a bool mask).
         max_degree: ``K >= 0``.
-        generator: ``torch.Generator`` for the node order and the neighbour shuffles.
+        generator: ``torch.Generator`` for the node order and the neighbour shuffles, or a
+            `CounterRandom`: the order sorts keys keyed by node and each row keys keyed by
+            ``(node, neighbour)`` (the same uniform orders; what a sharded run reproduces
+            without any rank holding the graph, `gnnprivacy.sampling.bounded_rounds`).
         symmetrize: add reverse edges first (spec 002 §3.1, default True).
         shuffle_neighbors: shuffle each ``N_v`` (spec 002 §8 A3, default True).
         bound_all_nodes: after ``V_tr``, also scan the other nodes (in random order), so every
@@ -233,21 +253,22 @@ def sample_degree_bounded_subgraphs(edge_index: Tensor, num_nodes: int, *, train
         True
     """
     k = check_int("max_degree", max_degree, low=0, where=_WHERE)
-    if not isinstance(generator, torch.Generator):
-        raise InvalidParameterError("generator", "a torch.Generator", type(generator).__name__, where=_WHERE)
+    if not isinstance(generator, (torch.Generator, CounterRandom)):
+        raise InvalidParameterError("generator", "a torch.Generator or a CounterRandom",
+                                    type(generator).__name__, where=_WHERE)
     graph = clean_graph(edge_index, num_nodes, symmetrize=bool(symmetrize), where=_WHERE)
     n = graph.num_nodes
     train = node_ids(train_nodes, n, name="train_nodes", where=_WHERE, keep_order=True)
     if train.numel() == 0:
         raise InvalidParameterError("train_nodes", "a non-empty set of training nodes", "an empty set",
                                     where=_WHERE)
-    order = train[torch.randperm(train.numel(), generator=generator)]
+    order = _shuffled(train, generator)
     col = _shuffled_columns(graph, generator, bool(shuffle_neighbors))
     if bound_all_nodes:
         rest = torch.ones(n, dtype=torch.bool)
         rest[train] = False
         rest = rest.nonzero().flatten()
-        order = torch.cat([order, rest[torch.randperm(rest.numel(), generator=generator)]])
+        order = torch.cat([order, _shuffled(rest, generator)])
     kept_v, kept_u = _greedy_pass(graph.rowptr.tolist(), col, order.tolist(), n, k)
     kv, ku = torch.tensor(kept_v, dtype=torch.long), torch.tensor(kept_u, dtype=torch.long)
     bounded = clean_graph(torch.stack([torch.cat([ku, kv]), torch.cat([kv, ku])]), n, where=_WHERE)

@@ -129,12 +129,19 @@ class GraphFit:
     seconds: float = 0.0
 
 
+#: what a graph-classification run's record adds to ``privacy["unaccounted"]``: its scores
+TRAIN_SCORE_UNACCOUNTED = (
+    "the record's `train_accuracy` is the released model scored on the raw training graphs: a "
+    "statistic of the training data outside the epsilon (publish it only where the training "
+    "graphs may be read); `val_accuracy` and `test_accuracy` read held-out graphs only")
+
+
 def fit_graph_classifier(train_graphs: list, *, num_features: int, num_classes: int,
                          edge_dim: int = 0, backbone: str = "gin", epsilon: float | None = None,
                          delta: float | None = None, epochs: float = 30.0,
                          batch_size: int = 64, lr: float = 0.01, max_grad_norm: float = 1.0,
                          hidden: int = 32, layers: int = 2, seed: int = 0,
-                         secure_mode: bool = False) -> GraphFit:
+                         secure_mode: bool = False, make=None) -> GraphFit:
     """Train a `GraphClassifier` on ``train_graphs``; private when ``epsilon`` is given.
 
     Args:
@@ -148,6 +155,9 @@ def fit_graph_classifier(train_graphs: list, *, num_features: int, num_classes: 
             private; a fixed batch size otherwise).
         lr: Adam learning rate. max_grad_norm: the per-graph clip bound.
         seed: model initialisation, sampling and noise (``secure_mode``: OS entropy noise).
+        make: ``make_private`` (default) or another function of its signature, e.g.
+            `gnnprivacy.training.sharded.make_private_sharded` with ``train_graphs`` this
+            rank's `GraphShard` (the sharded run: the same model, loop and plan).
     """
     from gnnprivacy.random import torch_generator
 
@@ -166,11 +176,12 @@ def fit_graph_classifier(train_graphs: list, *, num_features: int, num_classes: 
         return GraphFit(model, steps=steps, seconds=time.perf_counter() - t0)
     import gnnprivacy.training.private as private
 
-    pt = private.make_private(model, optimizer, train_graphs, sampler="graphs",
-                              epsilon=epsilon, delta=delta, epochs=epochs,
-                              batch_size=min(batch_size, len(train_graphs)),
-                              max_grad_norm=max_grad_norm, secure_mode=secure_mode,
-                              seed=None if secure_mode else seed)
+    n_train = getattr(train_graphs, "num_train", None) or len(train_graphs)
+    pt = (make or private.make_private)(model, optimizer, train_graphs, sampler="graphs",
+                                        epsilon=epsilon, delta=delta, epochs=epochs,
+                                        batch_size=min(batch_size, n_train),
+                                        max_grad_norm=max_grad_norm, secure_mode=secure_mode,
+                                        seed=None if secure_mode else seed)
     try:
         while pt.steps < pt.steps_planned:
             for batch in pt.loader:

@@ -25,9 +25,10 @@ The released sum is the single-process run's with ``sampling_stream="counter"`` 
 seed: the same sub-graphs, clipped alike, the same noise; parameters agree up to
 floating-point summation order and the ledgers are equal (``tests/training/test_sharded.py``).
 
-`make_private_sharded` does the same for the user's own model and loop (``"heterpoisson"`` and
-``"nodes"`` samplers; reference: `make_private` with ``sampling_stream="counter"``,
-``tests/training/test_sharded_private.py``).
+`make_private_sharded` does the same for the user's own model and loop (``"heterpoisson"``,
+``"nodes"`` and, on graph shards, ``"graphs"`` (`gnnprivacy.training.sharded_graphs`);
+reference: `make_private` with ``sampling_stream="counter"``,
+``tests/training/test_sharded_private.py``, ``tests/training/test_sharded_units.py``).
 
 *Privacy.* Unchanged from `HeterPoissonTrainer`: node unit, add/remove inside a fixed graph
 whose degree sequence is public, one HeterPoisson mixture event per executed step. The
@@ -51,197 +52,33 @@ from torch.nn import functional as F
 from torch_geometric.data import Data
 
 from gnnprivacy.accounting.units import NeighboringRelation, PrivacyUnit
-from gnnprivacy.datasets.shards import Shard, open_shard
+from gnnprivacy.datasets.shards import Shard
 from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.nn.star import StarGNN
-from gnnprivacy.sampling._graph import gather_segments
-from gnnprivacy.sampling.counter_rng import CounterRandom, counter_seed
-from gnnprivacy.sampling.heter_poisson import STREAM_CENTRAL, STREAM_NEIGHBOR
+from gnnprivacy.sampling.counter_rng import CounterRandom
 from gnnprivacy.sampling.star_batch import StarBatch
 from gnnprivacy.training import _privacy
 from gnnprivacy.training.checkpoint import fingerprint
 from gnnprivacy.training.distributed import (DistributedDPEngine, RankZeroCheckpoints,
                                              broadcast_parameters, rank_and_world)
-from gnnprivacy.training.dp import DPEngine, make_optimizer
-from gnnprivacy.training.node_dp.common import FeatureNorm
+from gnnprivacy.training.dp import make_optimizer
 from gnnprivacy.training.node_dp.heterpoisson import HeterPoissonTrainer
 from gnnprivacy.training.private.make_private import PrivateTraining
-from gnnprivacy.training.private.samplers import (HeterPoissonSubgraphs, NodeSubgraphs,
-                                                  SubgraphSampler)
+from gnnprivacy.training.private.samplers import HeterPoissonSubgraphs, NodeSubgraphs
+from gnnprivacy.datasets.graph_shards import open_graph_shard
+from gnnprivacy.training.sharded_graphs import ShardedGraphSampler
+from gnnprivacy.training.sharded_bounded import ShardedDegreeBoundedSubgraphs
+from gnnprivacy.training.sharded_parts import (ShardedRunError, _feature_norm, _Part,
+                                               _ShardedSubgraphs, collective_guard,
+                                               exchange_rows, fetch_rows, is_collective_failure,
+                                               new_exchange, open_part, rank_zero_seed,
+                                               sample_part_stars)
 
-__all__ = ["ShardedHeterPoissonSubgraphs", "ShardedHeterPoissonTrainer", "ShardedNodeSubgraphs",
-           "ShardedRunError", "exchange_rows", "fetch_rows",
-           "is_collective_failure", "make_private_sharded", "sample_part_stars"]
-
-
-class ShardedRunError(RuntimeError):
-    """A collective of a sharded run failed: another rank stopped or did not answer in time."""
-
-
-#: words of the errors a failed collective raises (gloo, NCCL, the store): a peer gone or late
-_COLLECTIVE_WORDS = ("gloo", "nccl", "connection", "timed out", "timeout", "peer", "socket",
-                     "broken pipe")
-
-
-def is_collective_failure(exc: BaseException) -> bool:
-    """Whether ``exc`` comes from a collective whose peers stopped or did not answer (and
-    not, say, from the model: those pass through unchanged)."""
-    if isinstance(exc, ShardedRunError):
-        return False
-    dist_error = getattr(dist, "DistError", None)
-    if dist_error is not None and isinstance(exc, dist_error):
-        return True
-    text = str(exc).lower()
-    return any(word in text for word in _COLLECTIVE_WORDS)
-
-
-def _unsupported(exc: Exception) -> bool:
-    text = str(exc).lower()
-    return "not supported" in text or "unsupported" in text or "not implemented" in text
-
-
-def _all_to_all_v(send: Tensor, send_sizes: list[int], recv_sizes: list[int]) -> Tensor:
-    """Uneven all-to-all of rows: ``send`` holds the rows for rank ``p`` in block ``p``
-    (``send_sizes[p]`` rows); returns the blocks received from every rank, in rank order.
-    ``all_to_all_single`` with split sizes (gloo and NCCL have it), or paired point-to-point
-    sends where a backend lacks it."""
-    out = send.new_empty((sum(recv_sizes),) + tuple(send.shape[1:]))
-    if getattr(_all_to_all_v, "native", True):
-        try:
-            dist.all_to_all_single(out, send, recv_sizes, send_sizes)
-            return out
-        except (RuntimeError, NotImplementedError) as exc:
-            if not _unsupported(exc):
-                raise
-            _all_to_all_v.native = False  # type: ignore[attr-defined]
-    rank = dist.get_rank()
-    outs, ins = out.split(recv_sizes), send.split(send_sizes)
-    ops = []
-    for peer in range(dist.get_world_size()):
-        if peer == rank:
-            outs[peer].copy_(ins[peer])
-        else:
-            ops += [dist.P2POp(dist.isend, ins[peer].contiguous(), peer),
-                    dist.P2POp(dist.irecv, outs[peer], peer)]
-    for work in dist.batch_isend_irecv(ops) if ops else []:
-        work.wait()
-    return out
-
-
-def exchange_rows(requests: list[Tensor], table: np.ndarray) -> tuple[Tensor, int]:
-    """Fetch rows of the other ranks' ``table`` (every rank calls it once per step).
-
-    Args:
-        requests: per rank ``p``, the rows of ``p``'s table this rank needs (int64; the own
-            rank's entry is ignored).
-        table: this rank's ``(n_k, F)`` rows (a memory map is fine).
-
-    Returns:
-        ``(rows, bytes_sent)``: ``rows`` stacks ``table_p[requests[p]]`` for ``p`` in rank
-        order (the own rank's block empty); ``bytes_sent`` counts what this rank put on the
-        wire (its request counts and row ids, and the rows it served).
-    """
-    rank, world = rank_and_world()
-    requests = [r if p != rank else r[:0] for p, r in enumerate(requests)]
-    ask = [int(r.numel()) for r in requests]
-    ones = [1] * world
-    counts = _all_to_all_v(torch.tensor(ask, dtype=torch.long), ones, ones).tolist()
-    asked = _all_to_all_v(torch.cat(requests), ask, counts)
-    served = torch.from_numpy(np.ascontiguousarray(table[asked.numpy()]))
-    rows = _all_to_all_v(served.reshape((asked.numel(),) + tuple(table.shape[1:])), counts, ask)
-    sent = 8 * (world - 1) + 8 * sum(ask) + served.numel() * served.element_size()
-    return rows, int(sent)
-
-
-def _feature_norm(requested: str, shard: Shard) -> FeatureNorm:
-    """`FeatureNorm` over all parts: a standardisation's moments (float64 sums over this
-    part's public, or all, rows) are all-reduced; whether any node is public is the whole
-    graph's."""
-    train = np.asarray(shard.train_mask[np.asarray(shard.nodes)], dtype=bool)
-    public_total = int(shard.meta["num_nodes"]) - int(shard.meta["num_train"])
-
-    def reduce(moments: Tensor) -> Tensor:
-        if rank_and_world()[1] > 1:
-            dist.all_reduce(moments)
-        return moments
-
-    return FeatureNorm(requested).fit(shard.x, ~train, has_public=public_total > 0, reduce=reduce)
-
-
-class _Part:
-    """The torch-side view of a shard used by every step (small arrays loaded, large mapped)."""
-
-    def __init__(self, shard: Shard):
-        self.shard = shard
-        nodes = np.asarray(shard.nodes)
-        train = np.asarray(shard.train_mask[nodes], dtype=bool)
-        self.cand = torch.from_numpy(nodes[train].copy())           # global ids, ascending
-        self.cand_rows = torch.from_numpy(np.flatnonzero(train).astype(np.int64))
-        self.indptr = torch.from_numpy(np.asarray(shard.indptr, dtype=np.int64).copy())
-        self.y = torch.from_numpy(np.asarray(shard.y, dtype=np.int64).copy())
-
-    def in_edges(self, rows: Tensor) -> tuple[Tensor, Tensor]:
-        """Global sources of the in-edges of the part's ``rows`` and their row slot."""
-        edge_ids, sub = gather_segments(self.indptr, rows)
-        src = torch.from_numpy(np.asarray(self.shard.src[edge_ids.numpy()], dtype=np.int64))
-        return src, sub
-
-    def lookup(self, name: str, ids: Tensor) -> Tensor:
-        return torch.from_numpy(np.asarray(getattr(self.shard, name)[ids.numpy()]))
-
-
-def sample_part_stars(part: _Part, rng: CounterRandom, *, q_b: float, M: float,
-                      peripheral_pool: str = "all_visible",
-                      enforce_no_overlap: bool = True) -> tuple[StarBatch, Tensor]:
-    """This rank's star sub-graphs of the global HeterPoisson sample of ``rng``'s step.
-
-    Returns:
-        ``(stars, rows)``: the stars in global node ids (centres ascending, edges
-        peripheral -> centre) and the part's row of each centre.
-    """
-    hit = rng.uniform(STREAM_CENTRAL, part.cand) < q_b
-    centers, rows = part.cand[hit], part.cand_rows[hit]
-    src, sub = part.in_edges(rows)
-    if peripheral_pool == "train_only":
-        keep = part.lookup("train_mask", src)
-        src, sub = src[keep], sub[keep]
-    prob = torch.clamp(M / part.lookup("out_degree", src).to(torch.float64), max=1.0)
-    kept = (rng.uniform(STREAM_NEIGHBOR, centers[sub], src) < prob).nonzero().flatten()
-    src, sub = src[kept], sub[kept]
-    if enforce_no_overlap and src.numel():
-        central = part.lookup("train_mask", src) & (rng.uniform(STREAM_CENTRAL, src) < q_b)
-        src, sub = src[~central], sub[~central]
-    return StarBatch(centers, src, sub, int(centers.numel())), rows
-
-
-def new_exchange() -> dict[str, int]:
-    """Per-rank exchange totals: bytes sent, remote rows fetched, their features' bytes."""
-    return {"bytes_sent": 0, "remote_rows": 0, "remote_feature_bytes": 0, "steps": 0}
-
-
-def fetch_rows(part: _Part, ids: Tensor, exchange: dict[str, int]) -> Tensor:
-    """Raw feature rows of the global ``ids``: own rows from the part's map, the others'
-    fetched from their owners (`exchange_rows`; every rank calls it once per step). Adds
-    this step's traffic to ``exchange`` (`new_exchange`)."""
-    rank, world = rank_and_world()
-    shard = part.shard
-    owner = part.lookup("owner", ids).long()
-    local = part.lookup("local", ids)
-    mine = owner == rank
-    out = torch.empty((ids.numel(), int(shard.meta["num_features"])),
-                      dtype=torch.from_numpy(np.empty(0, dtype=shard.x.dtype)).dtype)
-    out[mine] = torch.from_numpy(np.asarray(shard.x[local[mine].numpy()]))
-    if world > 1:
-        where = [(owner == p).nonzero().flatten() for p in range(world)]
-        where[rank] = where[rank][:0]
-        rows, sent = exchange_rows([local[w] for w in where], shard.x)
-        out[torch.cat(where)] = rows
-        remote = int((~mine).sum())
-        exchange["bytes_sent"] += sent
-        exchange["remote_rows"] += remote
-        exchange["remote_feature_bytes"] += remote * out.shape[1] * out.element_size()
-    exchange["steps"] += 1
-    return out
+__all__ = ["ShardedGraphSampler", "ShardedHeterPoissonSubgraphs", "ShardedHeterPoissonTrainer",
+           "ShardedNodeSubgraphs", "fit_graph_classifier_sharded",
+           "ShardedPrivateTraining", "ShardedRunError", "collective_guard", "exchange_rows",
+           "fetch_rows", "is_collective_failure", "make_private_sharded", "open_part",
+           "sample_part_stars"]
 
 
 class ShardedHeterPoissonTrainer(RankZeroCheckpoints, HeterPoissonTrainer):
@@ -279,13 +116,38 @@ class ShardedHeterPoissonTrainer(RankZeroCheckpoints, HeterPoissonTrainer):
         super().__init__(backbone, sampling_stream="counter", **kwargs)
 
     def fit(self, shards):
-        """Train on the shards in the folder ``shards`` (this rank's part); returns ``self``."""
-        rank, world = rank_and_world()
-        shard = shards if isinstance(shards, Shard) else open_shard(shards, rank)
-        if shard.num_parts != world or shard.part != rank:
-            raise InvalidParameterError("shards", f"{world} part(s), one per rank (this is "
-                                        f"rank {rank})", f"{shard.num_parts} part(s)")
-        return super().fit(shard)
+        """Train on the shards in the folder ``shards`` (this rank's part); returns ``self``.
+
+        Raises:
+            InvalidParameterError: (on every rank) a partition into another number of parts
+                than ranks, a damaged part, or ``resume`` from a checkpoint of a run on
+                another number of ranks.
+        """
+        shard = open_part(shards)
+        self._check_resume_world()
+        self._step_now = None
+        with collective_guard(lambda: self._step_now):
+            return super().fit(shard)
+
+    def _checkpoint_extra(self) -> dict[str, Any]:
+        return {"world_size": rank_and_world()[1]}
+
+    def _check_resume_world(self) -> None:
+        """A resume reads rank 0's checkpoint on every rank: one written by a run on another
+        number of ranks is refused (the same message on every rank)."""
+        from gnnprivacy.training.checkpoint import load_checkpoint
+
+        if not self.resume or self.checkpoint_path is None:
+            return
+        state = load_checkpoint(self.checkpoint_path)
+        world = rank_and_world()[1]
+        written = None if state is None else state.get("world_size")
+        if written is not None and int(written) != world:
+            raise InvalidParameterError(
+                "resume", f"a checkpoint of a run on {world} rank(s) (this one was written by "
+                f"a run on {written} ranks over a {written}-part partition: resume with "
+                f"{written} ranks on that partition, or train again without resume)",
+                str(self.checkpoint_path))
 
     def _run_fingerprint(self, shard: Shard) -> str:
         meta = {k: v for k, v in shard.meta.items() if k != "source"}
@@ -311,11 +173,7 @@ class ShardedHeterPoissonTrainer(RankZeroCheckpoints, HeterPoissonTrainer):
                                                    epsilon=self.epsilon,
                                                    steps=self.steps_planned_)
         self.expected_batch_size_ = self.q_b_ * n_train
-        seed = counter_seed(gens["sample"])
-        if world > 1:                 # rank 0's stream (OS-seeded in secure mode)
-            box = torch.tensor([seed], dtype=torch.long)
-            dist.broadcast(box, src=0)
-            seed = int(box)
+        seed = rank_zero_seed(gens["sample"])      # OS-seeded on rank 0 in secure mode
         self.counter_seed_ = seed
         engine = DistributedDPEngine(
             self.model_, make_optimizer("adam", self.model_.parameters(), lr=self.lr),
@@ -351,11 +209,16 @@ class ShardedHeterPoissonTrainer(RankZeroCheckpoints, HeterPoissonTrainer):
         """Accuracy of private inference on the non-training nodes of all parts (every rank
         calls it; the result is the same on every rank).
 
-        Each rank predicts its own part's non-training nodes as
+        Each rank predicts its own part's query nodes as
         `HeterPoissonTrainer.predict_logits` does on the whole graph (up to ``fanout``
         in-neighbours among the non-training nodes, chosen by the keys ``(seed, u, j)``),
         fetching the features of neighbours owned by other ranks; the counts are
-        all-reduced. The shards carry no test mask: every non-training node is a query.
+        all-reduced. The queries are the shards' test (and validation) nodes when the
+        partitioned graph had a split (the nodes ``gnnprivacy train`` scores on that
+        dataset and split), else every non-training node.
+
+        Returns:
+            ``test_accuracy``, ``num_test`` and, with a validation mask, ``val_accuracy``.
 
         Privacy: none spent (post-processing of the released model; training nodes are
         never aggregated).
@@ -364,37 +227,51 @@ class ShardedHeterPoissonTrainer(RankZeroCheckpoints, HeterPoissonTrainer):
 
         self._check_fitted()
         rank, world = rank_and_world()
-        shard = shards if isinstance(shards, Shard) else open_shard(shards, rank)
+        shard = open_part(shards)
         part = _Part(shard)
         nodes = np.asarray(shard.nodes)
-        held = ~np.asarray(shard.train_mask[nodes], dtype=bool)
+        masks = shard.masks or {}
+        if "test_mask" in masks:
+            kinds = [np.asarray(masks[m][nodes], dtype=bool) for m in ("test_mask", "val_mask")
+                     if m in masks]
+        else:
+            kinds = [~np.asarray(shard.train_mask[nodes], dtype=bool)]
+        held = np.logical_or.reduce(kinds)
         rows = torch.from_numpy(np.flatnonzero(held).astype(np.int64))
         queries = torch.from_numpy(nodes[held].astype(np.int64))
+        which = torch.from_numpy(np.stack([k[held] for k in kinds]))     # (kinds, queries)
         chunks = torch.tensor([math.ceil(rows.numel() / chunk_size)])
-        counts = torch.zeros(2, dtype=torch.float64)       # correct, queried
-        if world > 1:                   # fetch_rows is a collective: as many calls per rank
-            dist.all_reduce(chunks, op=dist.ReduceOp.MAX)
-        self.model_.eval()
-        with torch.no_grad():
-            for c in range(int(chunks)):
-                r, q = (t[c * chunk_size:(c + 1) * chunk_size] for t in (rows, queries))
-                src, sub = part.in_edges(r)
-                ok = ~part.lookup("train_mask", src) & (src != q[sub])
-                stars = keyed_pick(q, src[ok], sub[ok], fanout=self.fanout, seed=seed)
-                ids = torch.unique(torch.cat([stars.centers, stars.periph_nodes]))
-                x = self.feature_norm_.transform(fetch_rows(part, ids, new_exchange()))
-                if not r.numel():
-                    continue
-                batch = StarBatch(torch.searchsorted(ids, stars.centers).to(self.device_),
-                                  torch.searchsorted(ids, stars.periph_nodes).to(self.device_),
-                                  stars.periph_subgraph.to(self.device_), stars.num_subgraphs)
-                pred = self.model_(x.to(self.device_), batch).argmax(1).cpu()
-                counts += torch.tensor([float((pred == part.y[r]).sum()), float(r.numel())],
-                                       dtype=torch.float64)
-        if world > 1:
-            dist.all_reduce(counts)
-        return {"test_accuracy": float(counts[0] / counts[1]) if counts[1] else float("nan"),
-                "num_test": int(counts[1])}
+        counts = torch.zeros(len(kinds), 2, dtype=torch.float64)         # correct, queried
+        with collective_guard("scoring"):
+            if world > 1:               # fetch_rows is a collective: as many calls per rank
+                dist.all_reduce(chunks, op=dist.ReduceOp.MAX)
+            self.model_.eval()
+            with torch.no_grad():
+                for c in range(int(chunks)):
+                    sl = slice(c * chunk_size, (c + 1) * chunk_size)
+                    r, q, w = rows[sl], queries[sl], which[:, sl]
+                    src, sub = part.in_edges(r)
+                    ok = ~part.lookup("train_mask", src) & (src != q[sub])
+                    stars = keyed_pick(q, src[ok], sub[ok], fanout=self.fanout, seed=seed)
+                    ids = torch.unique(torch.cat([stars.centers, stars.periph_nodes]))
+                    x = self.feature_norm_.transform(fetch_rows(part, ids, new_exchange()))
+                    if not r.numel():
+                        continue
+                    batch = StarBatch(torch.searchsorted(ids, stars.centers).to(self.device_),
+                                      torch.searchsorted(ids, stars.periph_nodes).to(
+                                          self.device_),
+                                      stars.periph_subgraph.to(self.device_),
+                                      stars.num_subgraphs)
+                    hit = (self.model_(x.to(self.device_), batch).argmax(1).cpu()
+                           == part.y[r]).double()
+                    counts += torch.stack([w.double() @ hit, w.double().sum(1)], 1)
+            if world > 1:
+                dist.all_reduce(counts)
+        acc = [float(c[0] / c[1]) if c[1] else float("nan") for c in counts]
+        out = {"test_accuracy": acc[0], "num_test": int(counts[0, 1])}
+        if len(kinds) > 1:
+            out["val_accuracy"] = acc[1]
+        return out
 
     def _sample(self, part: _Part, rng: CounterRandom) -> tuple[StarBatch, Tensor, Tensor]:
         """This rank's star sub-graphs of the global HeterPoisson sample of ``rng``'s step,
@@ -413,68 +290,9 @@ class ShardedHeterPoissonTrainer(RankZeroCheckpoints, HeterPoissonTrainer):
         fetched from their owners."""
         return self.feature_norm_.transform(fetch_rows(part, ids, self.exchange_))
 
-    def _run(self, engine: DPEngine, steps: int, closure_for_step) -> None:
-        try:
-            super()._run(engine, steps, closure_for_step)
-        except RuntimeError as exc:
-            if not dist.is_initialized() or not is_collective_failure(exc):
-                raise
-            rank, world = rank_and_world()
-            raise ShardedRunError(
-                f"rank {rank} of {world}: a collective failed at step {self._step_now} "
-                "(another rank stopped, or did not answer within the process group's "
-                f"timeout); the run is not finished ({type(exc).__name__}: "
-                f"{str(exc).splitlines()[0] if str(exc) else ''})") from exc
 
 
 # ---------------------------------------------------------------------- make_private
-class _ShardedSubgraphs(SubgraphSampler):
-    """What the sharded samplers of `make_private_sharded` share: set up from this rank's
-    `Shard` (the global sizes from its meta), the counter stream with rank 0's seed, batch
-    rows read from the part or fetched from their owners."""
-
-    sampling_stream = "counter"
-
-    def setup(self, data: Shard, *, model: torch.nn.Module | None = None,
-              generator: torch.Generator | None = None) -> None:
-        if not isinstance(data, Shard):
-            raise InvalidParameterError("shards", "a Shard (open_shard) or a shard folder",
-                                        type(data).__name__)
-        self._shard, self._part = data, _Part(data)
-        self.graph = Data()                  # no rank holds the graph
-        self.num_nodes = data.num_nodes
-        self.num_train = int(data.meta["num_train"])
-        self.train_nodes = self._part.cand    # this part's training nodes (global ids)
-        self.exchange_ = new_exchange()
-        self._fetched = (torch.zeros(0, dtype=torch.long), torch.zeros(0))
-
-    def _stream_seed(self, generator: torch.Generator) -> int:
-        seed = counter_seed(generator)
-        if rank_and_world()[1] > 1:          # rank 0's stream (OS-seeded in secure mode)
-            box = torch.tensor([seed], dtype=torch.long)
-            dist.broadcast(box, src=0)
-            seed = int(box)
-        return seed
-
-    def _edge_keys(self) -> list[str]:
-        return []
-
-    def _rows(self, nodes: Tensor) -> tuple[Tensor, Tensor]:
-        """Rows of this step's fetched features; labels of the part's own nodes, ``-1`` for
-        the others' (a loss reads the centres' labels, which are all own)."""
-        ids, x = self._fetched
-        part = self._part
-        owner = part.lookup("owner", nodes).long()
-        local = part.lookup("local", nodes).long()
-        mine = owner == rank_and_world()[0]
-        y = torch.full((nodes.numel(),), -1, dtype=part.y.dtype)
-        y[mine] = part.y[local[mine]]
-        return x[torch.searchsorted(ids, nodes)], y
-
-    def _fetch(self, ids: Tensor) -> None:
-        self._fetched = (ids, fetch_rows(self._part, ids, self.exchange_))
-
-
 class ShardedHeterPoissonSubgraphs(_ShardedSubgraphs, HeterPoissonSubgraphs):
     """`HeterPoissonSubgraphs` on this rank's part (``sampler="heterpoisson"`` of
     `make_private_sharded`): the rank's star sub-graphs of the global sample of the counter
@@ -525,7 +343,9 @@ class ShardedNodeSubgraphs(_ShardedSubgraphs, NodeSubgraphs):
 
 
 SHARDED_SAMPLERS = {"heterpoisson": ShardedHeterPoissonSubgraphs,
-                    "nodes": ShardedNodeSubgraphs}
+                    "nodes": ShardedNodeSubgraphs, "graphs": ShardedGraphSampler,
+                    "degree_bounded": ShardedDegreeBoundedSubgraphs}
+_SHARDED_TYPES = (_ShardedSubgraphs, ShardedGraphSampler)
 
 
 def make_private_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimizer, shards, *,
@@ -558,8 +378,9 @@ def make_private_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimize
         model: as `make_private` (the same architecture on every rank).
         optimizer: as `make_private`.
         shards: a shard folder or this rank's `Shard`.
-        sampler: ``"heterpoisson"``, ``"nodes"``, or a `ShardedHeterPoissonSubgraphs` /
-            `ShardedNodeSubgraphs` with options.
+        sampler: ``"heterpoisson"``, ``"nodes"``, ``"graphs"`` (graph shards: unit graph),
+            or a `ShardedHeterPoissonSubgraphs` / `ShardedNodeSubgraphs` /
+            `ShardedGraphSampler` with options.
         **kwargs: `make_private`'s keyword arguments (``epsilon`` or ``noise_multiplier``,
             ``delta``, ``max_grad_norm``, ``epochs``/``steps``, ``batch_size``,
             ``secure_mode``, ``seed``, ``loss_reduction``); every rank passes the same.
@@ -574,19 +395,52 @@ def make_private_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimize
         InvalidParameterError: another sampler, or a partition whose number of parts is not
             the world size.
     """
-    rank, world = rank_and_world()
-    shard = shards if isinstance(shards, Shard) else open_shard(shards, rank)
-    if shard.num_parts != world or shard.part != rank:
-        raise InvalidParameterError("shards", f"{world} part(s), one per rank (this is "
-                                    f"rank {rank})", f"{shard.num_parts} part(s)")
     if isinstance(sampler, str) and sampler in SHARDED_SAMPLERS:
         sampler = SHARDED_SAMPLERS[sampler]()
-    if not isinstance(sampler, _ShardedSubgraphs):
+    if not isinstance(sampler, _SHARDED_TYPES):
         raise InvalidParameterError("sampler", f"one of {sorted(SHARDED_SAMPLERS)} or a "
-                                    "ShardedHeterPoissonSubgraphs/ShardedNodeSubgraphs",
-                                    sampler if isinstance(sampler, str)
+                                    "ShardedHeterPoissonSubgraphs/ShardedNodeSubgraphs/"
+                                    "ShardedGraphSampler", sampler if isinstance(sampler, str)
                                     else type(sampler).__name__)
-    broadcast_parameters(model)
-    pt = PrivateTraining(model, optimizer, shard, sampler=sampler, **kwargs)
+    shard = open_part(shards, getattr(sampler, "opener", None))
+    with collective_guard(None):
+        broadcast_parameters(model)
+        pt = ShardedPrivateTraining(model, optimizer, shard, sampler=sampler, **kwargs)
     pt.engine = DistributedDPEngine.wrap(pt.engine)
     return pt
+
+
+class ShardedPrivateTraining(PrivateTraining):
+    """`PrivateTraining` over shards (`make_private_sharded`): a failed collective in a draw
+    (the features fetched from other ranks) or in ``optimizer.step()`` (the all-reduce of the
+    noisy sum) is one `ShardedRunError` naming the rank and the step."""
+
+    def _draw(self):
+        with collective_guard(self.steps):
+            return super()._draw()
+
+    def step(self):
+        with collective_guard(self.steps):
+            return super().step()
+
+
+def fit_graph_classifier_sharded(shards, **kwargs):
+    """`gnnprivacy.training.graph_classification.fit_graph_classifier` (private) on graph
+    shards, on every rank: the same model (rank 0's parameters), loop and plan, with
+    `make_private_sharded` (the counter stream; one noise draw on rank 0, one all-reduce per
+    step). ``kwargs`` are ``fit_graph_classifier``'s; ``epsilon`` is required.
+
+    Returns:
+        The `GraphFit` (the same on every rank).
+    """
+    from gnnprivacy.training.graph_classification import fit_graph_classifier
+
+    if kwargs.get("epsilon") is None:
+        raise InvalidParameterError("epsilon", "a target epsilon (sharded training is private)",
+                                    None)
+    shard = open_part(shards, open_graph_shard)
+    meta = shard.meta
+    kwargs.setdefault("num_features", int(meta["num_features"]))
+    kwargs.setdefault("num_classes", int(meta["num_classes"]))
+    kwargs.setdefault("edge_dim", int(meta["edge_dim"]))
+    return fit_graph_classifier(shard, make=make_private_sharded, **kwargs)

@@ -67,7 +67,8 @@ class PrivateGraphParams(GraphParams):
 
 
 def _run(ctx: RunContext) -> MethodResult:
-    from gnnprivacy.training.graph_classification import accuracy, fit_graph_classifier
+    from gnnprivacy.training.graph_classification import (TRAIN_SCORE_UNACCOUNTED, accuracy,
+                                                          fit_graph_classifier)
 
     gset = ctx.data
     train = gset.subset("train")
@@ -82,8 +83,10 @@ def _run(ctx: RunContext) -> MethodResult:
     ctx.log(f"{gset.name}: {fit.steps} steps, test accuracy {metrics['test_accuracy']:.4f}")
     if fit.delta is None:
         return MethodResult(metrics=metrics, info=info, model=fit.model)
+    privacy = {**fit.privacy,
+               "unaccounted": [*fit.privacy.get("unaccounted", []), TRAIN_SCORE_UNACCOUNTED]}
     return MethodResult(metrics=metrics, epsilon=fit.epsilon, delta=fit.delta,
-                        ledger=fit.ledger, privacy=fit.privacy, info=info, model=fit.model)
+                        ledger=fit.ledger, privacy=privacy, info=info, model=fit.model)
 
 
 register_method("graph", params=GraphParams, private=False, task="graph",

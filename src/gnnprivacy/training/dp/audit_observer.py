@@ -114,16 +114,18 @@ def rows_disagree(batch, sampler) -> str | None:
     ids hide a copied or foreign row is seen. ``None`` when they agree, or when the sampler
     reads its rows elsewhere (a shard fetching remote rows)."""
     g_id = getattr(batch, "g_id", None)
-    if g_id is not None and getattr(sampler, "_ptr", None) is not None:
+    if g_id is not None and hasattr(sampler, "graph_rows"):
         g_id, seg = g_id.detach().cpu().long(), batch.batch.detach().cpu().long()
-        sizes = sampler._ptr[g_id + 1] - sampler._ptr[g_id]
+        try:
+            starts, sizes, labels = sampler.graph_rows(g_id)
+        except (IndexError, KeyError):
+            return "a subgraph names no training graph"
         if seg.numel() != int(sizes.sum()) or not bool(
                 (torch.bincount(seg, minlength=g_id.numel()) == sizes).all()):
             return "the rows of a subgraph are not its graph's nodes"
-        start = torch.repeat_interleave(sampler._ptr[g_id] - torch.cumsum(sizes, 0) + sizes,
-                                        sizes)
+        start = torch.repeat_interleave(starts - torch.cumsum(sizes, 0) + sizes, sizes)
         rows = start + torch.arange(seg.numel())
-        expect_x, expect_y = sampler._x[rows], sampler._y[g_id]
+        expect_x, expect_y = sampler._x[rows], sampler._y[labels]
     elif getattr(batch, "n_id", None) is not None and hasattr(sampler, "graph") and \
             getattr(type(sampler)._rows, "__qualname__", "") == "SubgraphSampler._rows":
         ids = batch.n_id.detach().cpu().long()

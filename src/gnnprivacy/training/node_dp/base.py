@@ -226,9 +226,14 @@ class NodeDPTrainer(EstimatorParams):
             "model": self.model_.state_dict(), "optimizer": engine.optimizer.state_dict(),
             "generators_initial": self._gens_initial, "generators": gens,
             "torch_rng": torch.get_rng_state(), "noise_multiplier": engine.noise_multiplier,
-            "ledger": None if engine.accountant is None else engine.accountant.ledger.to_dict()}
+            "ledger": None if engine.accountant is None else engine.accountant.ledger.to_dict(),
+            **self._checkpoint_extra()}
         note_checkpoint(engine, state["step"])
         save_checkpoint(self.checkpoint_path, state)
+
+    def _checkpoint_extra(self) -> dict[str, Any]:
+        """More plain values for the checkpoint (a sharded run adds its world size)."""
+        return {}
 
     def _restore(self, engine: DPEngine) -> int:
         """Load the checkpoint's state into ``engine``; returns the executed step count."""

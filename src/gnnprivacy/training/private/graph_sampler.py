@@ -132,6 +132,9 @@ class GraphSampler(NodeSubgraphs):
         groups: optional, one id per training graph (any hashable values, or an integer
             tensor): graphs with one id belong to one individual, which becomes the unit
             (see the module docstring); ``batch_size`` then counts individuals.
+        sampling_stream: ``"generator"`` (default) or ``"counter"`` (each unit's trial keyed
+            by its index: the single-process reference of
+            `gnnprivacy.training.sharded_graphs`; same law, same event).
 
     Privacy: unit graph (or, with ``groups``, one individual with all its graphs),
     add/remove; one Poisson-subsampled Gaussian event (rate ``q``) per step, sensitivity
@@ -151,8 +154,8 @@ class GraphSampler(NodeSubgraphs):
     #: re-checking the batch's own, unchanged ``edge_index`` at every step
     edges_inside = True
 
-    def __init__(self, *, groups=None):
-        super().__init__()
+    def __init__(self, *, groups=None, sampling_stream: str = "generator"):
+        super().__init__(sampling_stream=sampling_stream)
         self.groups = groups
 
     def setup(self, data, *, model: torch.nn.Module | None = None,
@@ -249,22 +252,31 @@ class GraphSampler(NodeSubgraphs):
     def _details(self) -> dict:
         return {"num_train_graphs": self.num_graphs}
 
-    def sample(self, generator: torch.Generator):
-        from gnnprivacy.sampling import poisson_node_batch
+    def graph_rows(self, g_id: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Where training graphs ``g_id`` (indices in the training list) lie in this
+        sampler's arrays: their first node rows, node counts and label rows (the code
+        audit reads a batch's rows against them)."""
+        return self._ptr[g_id], self._sizes[g_id], g_id
 
-        picked = poisson_node_batch(self.train_nodes, rate=self._rate, generator=generator)
-        if self._group_of is not None:           # every graph of each kept individual
-            picked = (torch.cat([self._members[int(g)] for g in picked]) if picked.numel()
-                      else picked)
-        return self.collate(picked)
+    def _nodes_batch(self, nodes: Tensor):
+        """The step's batch of the sampled units (`NodeSubgraphs.sample` draws them: Poisson
+        from the generator, or each unit's trial keyed by its index with
+        ``sampling_stream="counter"``, the single-process reference of a sharded run): the
+        graphs themselves, or with ``groups`` every graph of each kept individual."""
+        if self._group_of is not None and nodes.numel():
+            nodes = torch.cat([self._members[int(g)] for g in nodes])
+        return self.collate(nodes)
 
-    def collate(self, picked: Tensor):
-        """A PyG ``Batch`` of the training graphs ``picked``, ordered by size (stable)."""
+    def collate(self, picked: Tensor, g_id: Tensor | None = None):
+        """A PyG ``Batch`` of the training graphs ``picked`` (rows of this sampler's arrays),
+        ordered by size (stable); ``g_id`` (default ``picked``): their ids in the list of
+        training graphs."""
         from torch_geometric.data import Batch
 
+        g_id = picked if g_id is None else g_id
         sizes = self._sizes[picked]
         order = torch.argsort(sizes, stable=True)
-        picked, sizes = picked[order], sizes[order]
+        picked, sizes, g_id = picked[order], sizes[order], g_id[order]
         esizes = self._esizes[picked]
         num = int(picked.numel())
         ptr = torch.cat([torch.zeros(1, dtype=torch.long), sizes.cumsum(0)])
@@ -275,7 +287,7 @@ class GraphSampler(NodeSubgraphs):
         erows = self._eptr[picked][eseg] + torch.arange(eseg.numel()) - eptr[:-1][eseg]
         edge_index = self._ei[:, erows] + ptr[:-1][eseg]
         fields = dict(x=self._x[rows], edge_index=edge_index, y=self._y[picked], batch=seg,
-                      ptr=ptr, g_id=picked, num_subgraphs=num)
+                      ptr=ptr, g_id=g_id, num_subgraphs=num)
         if self._group_of is not None:            # the individual of each graph
             fields["group"] = self._group_of[picked]
         if self._ea is not None:
@@ -285,4 +297,7 @@ class GraphSampler(NodeSubgraphs):
         return out
 
     def __repr__(self) -> str:
-        return "GraphSampler()" if self.groups is None else "GraphSampler(groups=...)"
+        args = [] if self.groups is None else ["groups=..."]
+        if self.sampling_stream != "generator":
+            args.append(f"sampling_stream={self.sampling_stream!r}")
+        return f"{type(self).__name__}({', '.join(args)})"

@@ -362,6 +362,10 @@ class DegreeBoundedSubgraphs(SubgraphSampler):
         hops: subgraph radius ``K``; ``None``: the model's number of message-passing layers.
         sampling: ``"fixed"`` (uniform ``m``-subsets, replace-one relation, the paper) or
             ``"poisson"`` (add/remove).
+        sampling_stream: ``"generator"`` (default) or ``"counter"``: the greedy pass's order
+            and every step's batch keyed by node ids (`CounterRandom`): the same laws, the
+            single-process reference of the sharded sampler
+            (`gnnprivacy.training.sharded_bounded`).
 
     Privacy: one node lies in at most ``M_K = 1 + D Σ_{j<K} (D-1)^j`` subgraphs of the bounded
     graph (`occurrence_bound`),
@@ -377,11 +381,12 @@ class DegreeBoundedSubgraphs(SubgraphSampler):
     name = "degree_bounded"
 
     def __init__(self, *, max_degree: int | None = None, hops: int | None = None,
-                 sampling: str = "fixed"):
+                 sampling: str = "fixed", sampling_stream: str = "generator"):
         self.max_degree = None if max_degree is None else check_int("max_degree", max_degree,
                                                                     low=1)
         self.hops = None if hops is None else check_int("hops", hops, low=0)
         self.sampling = check_choice("sampling", sampling, ("fixed", "poisson"))
+        self.sampling_stream = _check_stream(sampling_stream)
 
     def setup(self, data: Data, *, model: torch.nn.Module | None = None,
               generator: torch.Generator | None = None) -> None:
@@ -389,15 +394,25 @@ class DegreeBoundedSubgraphs(SubgraphSampler):
         from gnnprivacy.sampling import sample_degree_bounded_subgraphs
         from gnnprivacy.sampling._graph import clean_graph
 
+        self._set_bounds(model)
+        self._bounded = sample_degree_bounded_subgraphs(
+            self.graph.edge_index, self.num_nodes, train_nodes=self.train_nodes,
+            max_degree=self.max_degree_, generator=self._bounding_random(generator),
+            bound_all_nodes=self.hops_ > 1)
+        self._csr = clean_graph(self._bounded.edge_index, self.num_nodes,
+                                where="DegreeBoundedSubgraphs")
+
+    def _set_bounds(self, model: torch.nn.Module | None) -> None:
         self.hops_ = _message_passing_depth(model) if self.hops is None else self.hops
         self.max_degree_ = (auto_degree_bound(self.hops_) if self.max_degree is None
                             else self.max_degree)
+
+    def _bounding_random(self, generator: torch.Generator | None):
+        """The greedy pass's randomness: ``generator`` (seed 0 without one), or with the
+        counter stream a `CounterRandom` seeded by one draw of it (the order keyed by node)."""
         gen = generator if generator is not None else torch.Generator().manual_seed(0)
-        self._bounded = sample_degree_bounded_subgraphs(
-            self.graph.edge_index, self.num_nodes, train_nodes=self.train_nodes,
-            max_degree=self.max_degree_, generator=gen, bound_all_nodes=self.hops_ > 1)
-        self._csr = clean_graph(self._bounded.edge_index, self.num_nodes,
-                                where="DegreeBoundedSubgraphs")
+        return CounterRandom(self._stream_seed(gen)) if self.sampling_stream == "counter" \
+            else gen
 
     @property
     def occurrence_bound(self) -> int:
@@ -423,6 +438,7 @@ class DegreeBoundedSubgraphs(SubgraphSampler):
                 f"{self.hops_} hops) of at most the {self.num_train} training nodes",
                 f"M_K = {occ}")
         self._batches = NodeBatchSampler(self.num_train, batch_size=m, sampling=self.sampling)
+        self._m = m
         factory = _privacy.dpgnn_event_factory(num_train=self.num_train, batch_size=m,
                                                max_degree=occ - 1, sampling=self.sampling)
         relation = (NeighboringRelation.REPLACE if self.sampling == "fixed"
@@ -444,18 +460,14 @@ class DegreeBoundedSubgraphs(SubgraphSampler):
         return max(1, math.ceil(float(epochs) * self.num_train / plan.expected_batch_size))
 
     def sample(self, generator: torch.Generator) -> Data:
-        seeds = self.train_nodes[self._batches.sample(generator)]
+        seeds = self._seeds(self._step_random(generator))
         num = int(seeds.numel())
         n = self.num_nodes
         keys = torch.arange(num) * n + seeds                 # (subgraph, node) pairs
         frontier = keys
-        rowptr, src = self._csr.rowptr, self._csr.src
         for _ in range(self.hops_):
             sub, node = frontier // n, frontier % n
-            start, count = rowptr[node], rowptr[node + 1] - rowptr[node]
-            rep = torch.repeat_interleave(torch.arange(node.numel()), count)
-            offs = torch.arange(rep.numel()) - (torch.cumsum(count, 0) - count)[rep]
-            nb = src[start[rep] + offs]
+            rep, nb = self._neighbours(node)
             new = torch.unique(sub[rep] * n + nb)
             frontier = new[~torch.isin(new, keys)]
             keys = torch.cat([keys, frontier])
@@ -468,16 +480,40 @@ class DegreeBoundedSubgraphs(SubgraphSampler):
         counts = torch.bincount(sub, minlength=num)
         first = torch.cumsum(counts, 0) - counts
         # induced edges of the bounded graph inside each subgraph
-        start, count = rowptr[node], rowptr[node + 1] - rowptr[node]
-        rep = torch.repeat_interleave(torch.arange(node.numel()), count)
-        offs = torch.arange(rep.numel()) - (torch.cumsum(count, 0) - count)[rep]
-        nb_keys = sub[rep] * n + src[start[rep] + offs]
+        rep, nb = self._neighbours(node)
+        nb_keys = sub[rep] * n + nb
         sorted_keys, perm = torch.sort(keys)
         pos = torch.searchsorted(sorted_keys, nb_keys).clamp_max(max(keys.numel() - 1, 0))
         inside = sorted_keys[pos] == nb_keys if keys.numel() else nb_keys.bool()
         src_rows = perm[pos[inside]]                    # neighbour j ...
         dst_rows = rep[inside]                          # ... -> row that aggregates it
         return self._assemble(node, sub, first, num, (src_rows, dst_rows))
+
+    def _seeds(self, rng) -> Tensor:
+        """The step's centres: a uniform ``m``-subset of the training nodes (``"fixed"``) or
+        each with probability ``m / N`` (``"poisson"``); with the counter stream the
+        ``m`` smallest keys keyed by node, or the keys below ``m / N``."""
+        if not isinstance(rng, CounterRandom):
+            return self.train_nodes[self._batches.sample(rng)]
+        from gnnprivacy.sampling.heter_poisson import STREAM_CENTRAL
+
+        u = rng.uniform(STREAM_CENTRAL, self.train_nodes)
+        if self.sampling == "poisson":
+            return self.train_nodes[u < self._m / self.num_train]
+        return self.train_nodes[u <= self._kth_key(u, self._m)]
+
+    def _kth_key(self, u: Tensor, m: int) -> float:
+        """The ``m``-th smallest key over all training nodes (here: all of them are ``u``)."""
+        return float(torch.kthvalue(u, m).values) if u.numel() else float("inf")
+
+    def _neighbours(self, nodes: Tensor) -> tuple[Tensor, Tensor]:
+        """The bounded-graph neighbours of ``nodes``: ``(rep, nb)``, ``nb`` the neighbours in
+        ascending order per node and ``rep`` the position in ``nodes`` of each."""
+        rowptr, src = self._csr.rowptr, self._csr.src
+        start, count = rowptr[nodes], rowptr[nodes + 1] - rowptr[nodes]
+        rep = torch.repeat_interleave(torch.arange(nodes.numel()), count)
+        offs = torch.arange(rep.numel()) - (torch.cumsum(count, 0) - count)[rep]
+        return rep, src[start[rep] + offs]
 
 
 class NodeSubgraphs(SubgraphSampler):
