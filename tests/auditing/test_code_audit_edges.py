@@ -135,3 +135,38 @@ def test_counting_the_public_negatives_as_units_would_flag_node_level_link(data,
         return {"epsilon": out["epsilon"], "delta": out["delta"]}
 
     assert "occurrence" in _failed(code_audit(train, seed=0, method="link-node"))
+
+
+def _edge_publishing_run(extra):
+    """``train(data)`` of a user loop on the edge sampler publishing ``extra(data)`` beside
+    what the run releases."""
+    def train(data):
+        torch.manual_seed(0)
+        model = Net(data.num_features, int(data.y.max()) + 1)
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        pt = gp.make_private(model, opt, data, sampler=es.EdgeSubgraphs(inference="none"),
+                             noise_multiplier=3.0, seed=0, steps=6, batch_size=40)
+        for batch in pt.loader:
+            opt.zero_grad()
+            out = model(batch.x, batch.edge_index)
+            F.cross_entropy(out[batch.center], batch.y[batch.center]).backward()
+            opt.step()
+        pt.close()
+        return {"epsilon": pt.epsilon, "privacy": pt.privacy, "model": model.state_dict(),
+                **extra(data)}
+
+    return train
+
+
+def test_the_publication_check_moves_the_edges_for_the_edge_unit(data):
+    """Under the edge unit the features and labels are public: a published feature statistic
+    passes, and a published edge statistic (the edges among training nodes) is flagged (broken control)."""
+    from gnnprivacy.auditing.publication import publication_check
+
+    public = publication_check(_edge_publishing_run(
+        lambda d: {"feature_mean": float(d.x.mean())}), data)
+    assert public["checked"] and public["passed"], public
+    leaked = publication_check(_edge_publishing_run(lambda d: {"train_edges": int(
+        (d.train_mask[d.edge_index[0]] & d.train_mask[d.edge_index[1]]).sum())}), data)
+    assert leaked["checked"] and not leaked["passed"], leaked
+    assert leaked["differences"][0]["path"] == "train_edges"

@@ -53,13 +53,22 @@ TIMING_KEYS = frozenset({"timings", "created", "seconds", "elapsed", "elapsed_se
 _DURATION = re.compile(r"\d+:\d\d:\d\d|\d+(\.\d+)?\s?s\b|\d+(\.\d+)?\s?ms\b")
 
 
-def counterfactual(data):
+def counterfactual(data, unit: str = "node"):
     """A copy of ``data`` in which every private unit carries other data: each training
     node's features ``x -> 1 - x`` and label ``y -> (y + 1) mod C`` (a PyG ``Data`` with a
     ``train_mask``); every graph's of a list of graphs; the training graphs' of a
-    `GraphSet`. Sizes, edges and the other nodes are unchanged."""
+    `GraphSet`. Sizes, edges and the other nodes are unchanged. For the edge unit
+    (``unit="edge"``: features and labels are public) every edge moves instead: ``(u, v) ->
+    (u + 1, v + 1) mod n`` (as many edges, symmetric if they were, no self-loop added), and
+    the features and labels are unchanged."""
     from torch_geometric.data import Data
 
+    if unit == "edge":
+        if not isinstance(data, Data):
+            raise TypeError("an edge-level counterfactual needs one graph (a PyG Data)")
+        out = data.clone()
+        out.edge_index = (data.edge_index + 1) % int(data.num_nodes)
+        return out
     if isinstance(data, Data):
         mask = getattr(data, "train_mask", None)
         if mask is None:
@@ -231,7 +240,7 @@ def publication_check(train: Callable[[Any], dict], data, *,
     with taped() as tape_a, captured() as chan_a:
         out_a = train(data)
     with taped(pinned=tape_a.values) as tape_b, captured() as chan_b:
-        out_b = train(counterfactual(data))
+        out_b = train(counterfactual(data, _unit(out_a)))
     result: dict[str, Any] = {"checked": True, "releases": len(tape_a.values)}
     if not tape_b.faults and len(tape_b.values) < len(tape_a.values):
         tape_b.faults.append(f"{len(tape_b.values)} releases where the recorded run made "
@@ -260,6 +269,14 @@ def publication_check(train: Callable[[Any], dict], data, *,
                             f"the noisy releases and are not in privacy['unaccounted'], e.g. "
                             f"{p}: {_brief(x)!r} vs {_brief(y)!r}")
     return result
+
+
+def _unit(out: dict) -> str:
+    """The run's privacy unit, as its ``privacy["unit"]`` (or its record's) names it."""
+    for holder in (out.get("privacy"), (out.get("record") or {}).get("privacy")):
+        if isinstance(holder, dict) and holder.get("unit"):
+            return str(holder["unit"]).lower()
+    return "node"
 
 
 def _unaccounted(out: dict) -> list:

@@ -86,7 +86,7 @@ def run(values: dict[str, Any], *, progress: Callable | None = None,
         info = {**(info or {}), "user_data": True}
     if spec.task == "node":
         validate_data(data)  # NaN/inf, shapes, masks, empty split, < 2 training classes
-    else:
+    elif spec.task == "graph":
         validate_graph_set(data)   # every graph, and the split (graphs, classes, test set)
     notes = split_warnings(data.split) if spec.task == "node" else []  # < 500 training nodes
     for note in notes:

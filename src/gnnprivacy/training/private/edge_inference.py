@@ -203,6 +203,7 @@ def release_aggregates(model: nn.Module, x: Tensor, edge_index: Tensor, plan: Re
         InvalidParameterError: a forward that makes more calls than planned (nothing is
             returned: the budget covers ``plan.calls``).
     """
+    from gnnprivacy.training.dp import audit_hooks
     from gnnprivacy.training.dp.noise import gaussian_noise
 
     layers = check_release_layers(model)
@@ -215,8 +216,9 @@ def release_aggregates(model: nn.Module, x: Tensor, edge_index: Tensor, plan: Re
         if len(released) >= plan.calls:
             raise InvalidParameterError("model", f"a forward with the planned {plan.calls} "
                                         "message-passing call(s)", "more calls")
-        out = output + gaussian_noise(output, plan.noise_std, generator=generator,
-                                      secure=secure_mode)
+        # a noisy value leaving the mechanism: the publication audit records (or replays) it
+        out = audit_hooks.released("edge aggregate", output + gaussian_noise(
+            output, plan.noise_std, generator=generator, secure=secure_mode))
         released.append(out.detach().clone())
         return out
 
@@ -233,12 +235,13 @@ def release_aggregates(model: nn.Module, x: Tensor, edge_index: Tensor, plan: Re
     return released
 
 
-def release_noise_in_training(model: nn.Module, plan: ReleasePlan, *,
-                              generator: torch.Generator) -> list:
+def release_noise_in_training(model: nn.Module, plan: ReleasePlan) -> list:
     """Train the model as the release will run it: while a message-passing module is in
     training mode, its messages are clipped to ``plan.clip`` and its aggregate gets noise of
-    the release's std (from ``generator``: an augmentation, not a privacy mechanism; every
-    row's noise is its own, so no subgraph mixes with another). Returns the hook handles
+    the release's std (an augmentation, not a privacy mechanism; every row's noise is its
+    own, so no subgraph mixes with another). The noise comes from torch's global random
+    state, as dropout's does: a replay of the step's forward from the same state (the code
+    audit's recomputed gradients) sees the same noise. Returns the hook handles
     (``handle.remove()`` to stop)."""
     def clip_messages(module, inputs, output):
         return _clip_rows(output, plan.clip) if module.training else output
@@ -246,8 +249,8 @@ def release_noise_in_training(model: nn.Module, plan: ReleasePlan, *,
     def noisy(module, inputs, output):
         if not module.training:
             return output
-        noise = torch.randn(output.shape, generator=generator, dtype=output.dtype)
-        return output + noise.to(output.device) * plan.noise_std
+        noise = torch.randn(output.shape, dtype=output.dtype, device=output.device)
+        return output + noise * plan.noise_std
 
     return [h for m in check_release_layers(model)
             for h in (m.register_message_forward_hook(clip_messages),

@@ -206,9 +206,7 @@ class PrivateTraining:
         if self.release_plan is not None and getattr(self.sampler, "noise_in_training", False):
             from gnnprivacy.training.private.edge_inference import release_noise_in_training
 
-            seed = int(torch.randint(0, 2**62, (1,), generator=self._gens["subgraphs"]))
-            self._inference_noise_hooks = release_noise_in_training(
-                model, self.release_plan, generator=torch.Generator().manual_seed(seed))
+            self._inference_noise_hooks = release_noise_in_training(model, self.release_plan)
         if noise_multiplier is not None:
             self.noise_multiplier = check_real("noise_multiplier", noise_multiplier, low=0.0)
         elif self.release_plan is not None:
