@@ -118,7 +118,9 @@ def test_one_rank_and_refusals(tmp_path):
         make_private_sharded(model, opt, folder, sampler="nodes", **KW)   # 2 parts, 1 rank
     one = partition_graph(data, tmp_path / "one", num_parts=1, method="contiguous")
     with pytest.raises(InvalidParameterError, match="sampler"):
-        make_private_sharded(model, opt, one, sampler="degree_bounded", **KW)
+        make_private_sharded(model, opt, one, sampler="no-such-sampler", **KW)
+    with pytest.raises(InvalidParameterError, match="shards of graphs"):
+        make_private_sharded(model, opt, one, sampler="graphs", **KW)    # node shards
     with pytest.raises(InvalidParameterError, match="sampling_stream"):
         ShardedHeterPoissonSubgraphs(sampling_stream="generator")
     with pytest.raises(InvalidParameterError, match="sampling_stream"):
