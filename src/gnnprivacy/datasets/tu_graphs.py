@@ -216,9 +216,10 @@ def _why_fewer(base, folder: str, listed: int) -> str:
     except (OSError, ValueError, IndexError):
         last = None
     if last is not None and last < listed:
-        return (f"graphs {last + 1}..{listed} have no edges besides self-loops, and PyG's TU "
-                "reader drops self-loops and then every graph after the last one with an "
-                "edge: list those graphs before it, or give each an edge")
+        return (f"graphs {last + 1}..{listed} have no edges in {folder}_A.txt besides "
+                "self-loops, and PyG's TU reader drops self-loops and then every graph after "
+                f"the last one with an edge: a truncated {folder}_A.txt, or list those graphs "
+                "before it, or give each an edge")
     return f"a truncated or edited {folder}_A.txt?"
 
 
