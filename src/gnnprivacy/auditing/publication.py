@@ -26,8 +26,9 @@ values (a test accuracy printed in the run's last log line). Anything else fails
 with its path and both values. A run whose number or shapes of releases changed with the
 data fails too (`ReleaseTape.faults`).
 
-What it cannot see: the graph's edges are the same in both runs (the samplers draw from
-them; what depends on the structure is the occurrence and rate checks' to judge), and a
+What it cannot see: under a node or graph unit the graph's edges are the same in both runs
+(the samplers draw from them; what depends on the structure is the occurrence and rate
+checks' to judge; under the edge unit it is the edges that move, `counterfactual`), and a
 value published through a channel it does not capture (a file written outside the run's
 outputs, the network).
 """
