@@ -310,8 +310,12 @@ def partition(graph: Any, out: str, *, num_parts: int | None = None, parts: int 
             seed of a named dataset unless ``split_seed`` is given (as ``train --seed``).
         train_fraction: the share of training nodes drawn for a graph without a split (a
             ``csbm-large`` folder, a ``Data`` without ``train_mask``); default 0.5.
-        split, split_seed, train_frac, val_frac, test_frac, dataset_args: a named node
-            dataset's split and arguments, as ``gnnprivacy train`` takes them.
+        split: a named node dataset's split, as ``gnnprivacy train --split`` takes it.
+        split_seed: its seed (default ``seed``).
+        train_frac: its training fraction (``train --train-frac``).
+        val_frac: its validation fraction.
+        test_frac: its test fraction.
+        dataset_args: its generator arguments (``train --dataset-args``).
         data_root: where a named dataset's raw files are.
         overwrite: replace the shards of an earlier partition in ``out``.
 

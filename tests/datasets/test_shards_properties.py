@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from torch_geometric.data import Data
 
@@ -133,6 +133,8 @@ def _check(partitions, kind, opener, mutation, tmp_path_factory):
 
 @settings(max_examples=80, **SETTINGS)
 @given(mutation=mutations)
+@example(mutation=("byte", 1, 0.0234375, 1))   # meta.json's "partition_id" renamed (found)
+@example(mutation=("json", "meta.json", 100, None))
 def test_a_damaged_node_shard_folder_is_refused_or_unchanged(partitions, tmp_path_factory,
                                                             mutation):
     _check(partitions, "nodes", open_shard, mutation, tmp_path_factory)

@@ -390,9 +390,12 @@ def check_part_meta(folder: Path, meta: dict, part: int) -> None:
     this ``meta.json`` (a part copied from another partition, or an edited ``meta.json``, is
     refused)."""
     pid = meta.get("partition_id")
-    if pid is None:             # written before parts carried the partition's id
-        return
     rel = f"part{part}/{PART_META}"
+    if pid is None:             # written before parts carried the partition's id ...
+        if (folder / rel).exists() or "digests" in meta:     # ... not by this version
+            raise InvalidParameterError("path", "a meta.json as the partition wrote it",
+                                        f"{folder}/meta.json: its 'partition_id' is missing")
+        return
     info = read_json_in(folder, rel)
     if not isinstance(info, dict) or info.get("partition_id") != pid or info.get("part") != part:
         got = info.get("partition_id") if isinstance(info, dict) else info

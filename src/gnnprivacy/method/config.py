@@ -167,9 +167,12 @@ def _check_graph_task(values: dict[str, Any]) -> None:
 def _check_node_dataset(dataset: Any, method: str) -> None:
     """A graph-classification dataset named for a node method: say which methods take it
     (instead of "not a dataset")."""
+    from gnnprivacy.datasets.registry import list_datasets
     from gnnprivacy.datasets.tu_graphs import list_graph_datasets
 
-    if isinstance(dataset, str) and dataset.lower() in list_graph_datasets():
+    # a name registered as a node dataset too (AIDS merged into one graph, for 003) is one
+    if isinstance(dataset, str) and dataset.lower() in list_graph_datasets() \
+            and dataset.lower() not in list_datasets():
         raise InvalidParameterError(
             "method", f"a graph-classification method for {dataset.lower()!r}, a dataset of "
             "graphs (method='dpsgd-graph' or 'graph', CLI: --task graph --method dpsgd-graph)",
