@@ -5,8 +5,10 @@ import math
 import pytest
 import torch
 
+import gnnprivacy as gp
 from gnnprivacy.auditing.local import (exact_epsilon, exact_epsilon_pair, grr_audit, grr_fs_audit,
                                        multibit_audit)
+from gnnprivacy.errors import InvalidParameterError
 
 
 def test_exact_pair():
@@ -114,13 +116,34 @@ def test_edge_baselines_are_exactly_their_budget():
     assert lapgraph_audit(epsilon=1.5)["epsilon"] == pytest.approx(1.5)
 
 
+#: private methods without a canary law: audit() runs their code audit by default
+CODE_AUDITED = {"edge-dp", "gap-edge", "link-edge-dp", "link-node-dp"}
+
+
 def test_every_private_method_in_the_registry_is_auditable():
-    """One interface for all: audit() accepts every registered private method."""
+    """One interface for all: audit() accepts every registered private method, with a canary
+    law (mechanism audit by default) or by its code audit (the edge-level methods)."""
+    from gnnprivacy.auditing.api import audit_mode
     from gnnprivacy.auditing.plans import HETERORR_METHODS, LOCAL_METHODS, PLANNERS
     from gnnprivacy.method.registry import list_methods
 
     private = {spec.name for spec in list_methods() if spec.private}
-    assert private <= set(PLANNERS) | set(LOCAL_METHODS) | set(HETERORR_METHODS)
+    planned = set(PLANNERS) | set(LOCAL_METHODS) | set(HETERORR_METHODS)
+    assert private <= planned | CODE_AUDITED, private - planned - CODE_AUDITED
+    assert {audit_mode(m, None) for m in private & planned} == {"mechanism"}
+    assert {audit_mode(m, None) for m in CODE_AUDITED} == {"code"}
+
+
+def test_a_method_without_a_canary_law_is_code_audited_by_default():
+    """gp.audit("edge-dp", ...) runs the code audit (every check made and passed); asking
+    it for a mechanism audit is one clear error naming mode='code'."""
+    from gnnprivacy.auditing import audit
+
+    data = gp.load_dataset("csbm", num_nodes=300, seed=0)
+    result = audit("edge-dp", "csbm", epsilon=4.0, data=data, params={"steps": 12})
+    assert result.mode == "code" and not result.violation, result.summary()
+    with pytest.raises(InvalidParameterError, match="'code' for 'edge-dp'"):
+        audit("edge-dp", "csbm", epsilon=4.0, mode="mechanism", data=data)
 
 
 @pytest.mark.parametrize("method", ["feat-duchi", "feat-pm-sub", "edge-rand", "edge-lapgraph",

@@ -95,7 +95,7 @@ def audit_plan(plan: MechanismPlan, *, mode: str = "mechanism", runs: int = 10_0
 
 
 def audit(method: str, dataset: str = "csbm", *, epsilon: float | None = None,
-          delta: float | None = None, mode: str = "mechanism", runs: int | None = None,
+          delta: float | None = None, mode: str | None = None, runs: int | None = None,
           data_root: str | None = None, params: dict[str, Any] | None = None,
           degrees=None, noise_scale: float = 1.0, confidence: float = 0.95,
           selection: str = "heldout", num_thresholds: int | None = 400, seed: int = 0,
@@ -141,11 +141,11 @@ def audit(method: str, dataset: str = "csbm", *, epsilon: float | None = None,
         >>> result.epsilon_lower_bound <= result.epsilon_claimed, result.violation
         (True, False)
     """
-    mode = check_choice("mode", mode, MODES)
+    _check_auditable(method)
+    mode = audit_mode(method, mode)
     noise_scale = check_positive("noise_scale", noise_scale)
     if epsilon is not None:      # the claim as given (local methods split it further below)
         epsilon = check_positive("epsilon", epsilon)
-    _check_auditable(method)
     from gnnprivacy.auditing.plans import HETERORR_METHODS, LOCAL_METHODS
 
     values = dict(params or {})
@@ -181,6 +181,30 @@ def audit(method: str, dataset: str = "csbm", *, epsilon: float | None = None,
     return audit_plan(plan, mode=mode, runs=runs, confidence=confidence, selection=selection,
                       num_thresholds=num_thresholds, generator=seed, dataset=dataset,
                       noise_scale=noise_scale)
+
+
+def audit_mode(method: str, mode: str | None) -> str:
+    """The audit mode of ``method``: ``mode`` as given, or by default ``"mechanism"`` for a
+    method with a canary law (`plans.PLANNERS`, the local and HeteroRR methods) and
+    ``"code"`` for the others (the edge-level methods: their event has no canary law here;
+    the code audit checks the executed rate, occurrence, clip, noise, releases and what
+    the run publishes against the event the ledger composes).
+
+    Raises:
+        InvalidParameterError: a mode that needs a canary law for a method without one.
+    """
+    from gnnprivacy.auditing.plans import HETERORR_METHODS, LOCAL_METHODS, PLANNERS
+
+    planned = method in PLANNERS or method in LOCAL_METHODS or method in HETERORR_METHODS
+    if mode is None:
+        return "mechanism" if planned else "code"
+    mode = check_choice("mode", mode, MODES)
+    if not planned and mode != "code":
+        raise InvalidParameterError(
+            "mode", f"'code' for {method!r} (its event has no canary law for the {mode!r} "
+            "audit: the code audit checks the executed rate, occurrence, clip, noise and "
+            "releases against the event the ledger composes)", mode)
+    return mode
 
 
 def _check_auditable(method: str) -> None:

@@ -65,8 +65,10 @@ MAX_DEGREES = 32
 @click.option("--epsilon", type=float, default=None, help="Claimed (target) epsilon.")
 @click.option("--delta", type=float, default=None, help="Delta (default: the method's).")
 @click.option("--mode", type=click.Choice(["mechanism", "paper", "training", "code"]),
-              default="mechanism", show_default=True,
-              help="mechanism: exact per-step mechanism, vectorised; paper: Algorithm 4 per "
+              default=None,
+              help="Default: mechanism, or code for a method without a canary law (the "
+                   "edge-level methods). mechanism: exact per-step mechanism, vectorised; "
+                   "paper: Algorithm 4 per "
                    "step, GDP-composed (heuristic); training: the real trainer with a canary node; "
                    "code: one real training run with gradient canaries in every noisy update "
                    "(measures the executed noise, clip and sampling rate).")
