@@ -1296,6 +1296,14 @@ CASES += [
         "shards_swapped_rows", "part0/x.npy", "another content"),
     api("train-sharded", "scored every non-training node, not train's test set", "sharded_test_set",
         "250 test nodes", "the same nodes as train", outcome="handled"),
+    api("make_private_sharded (edges)", "sampler='edges' with a two-layer model (its degree "
+        "bounding is not sharded)", "sharded_edges_two_hops", "one message-passing layer",
+        "2 layers"),
+    api("make_private_sharded (edges)", "ShardedEdgeSubgraphs(inference='noisy') (the release "
+        "reads the whole graph)", "sharded_edges_noisy", "'none' or 'unprotected' over shards"),
+    api("make_private_sharded (edges)", "sampler='edges' on the partition of a directed graph "
+        "(its unit is one directed entry)", "sharded_edges_directed", "directed", "occurrence 1",
+        outcome="handled"),
     api("partition", "GRAPH --out GRAPH --overwrite (its own source folder: its meta.json would "
         "have been replaced)", "partition_into_source", "its meta.json is not one",
         "source kept"),
@@ -1466,6 +1474,55 @@ def api_shards_swapped_rows(tmp: Path) -> str:
     np.save(folder / "part0" / "x.npy", x[::-1].copy())
     open_shard(folder, 0)
     return "opened"
+
+
+def _sharded_edges(tmp: Path, model, directed: bool = False, **options):
+    import torch
+
+    from gnnprivacy.datasets import load_dataset
+    from gnnprivacy.datasets.shards import partition_graph
+    from gnnprivacy.training.sharded import make_private_sharded
+    from gnnprivacy.training.sharded_edges import ShardedEdgeSubgraphs
+
+    data = load_dataset("csbm", num_nodes=200, num_features=12, seed=0)
+    if directed:
+        data.edge_index = data.edge_index[:, data.edge_index[0] < data.edge_index[1]]
+    folder = partition_graph(data, tmp / "s", num_parts=1)
+    opt = torch.optim.Adam(model.parameters())
+    return make_private_sharded(model, opt, str(folder), sampler=ShardedEdgeSubgraphs(
+        **options), noise_multiplier=1.0, steps=2, batch_size=20, seed=0)
+
+
+def _sage_layers(k: int):
+    import torch
+    from torch_geometric.nn import SAGEConv
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.convs = torch.nn.ModuleList(SAGEConv(12, 12, aggr="sum") for _ in range(k))
+
+        def forward(self, x, edge_index):
+            for conv in self.convs:
+                x = conv(x, edge_index)
+            return x
+
+    return Net()
+
+
+def api_sharded_edges_two_hops(tmp: Path) -> str:
+    _sharded_edges(tmp, _sage_layers(2))
+    return ""
+
+
+def api_sharded_edges_noisy(tmp: Path) -> str:
+    _sharded_edges(tmp, _sage_layers(1), inference="noisy")
+    return ""
+
+
+def api_sharded_edges_directed(tmp: Path) -> str:
+    pt = _sharded_edges(tmp, _sage_layers(1), directed=True)
+    return f"{pt.privacy['edge_unit']} unit, occurrence {pt.privacy['occurrence_bound']}"
 
 
 def api_sharded_test_set(tmp: Path) -> str:

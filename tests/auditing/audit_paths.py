@@ -254,6 +254,9 @@ def path_train(path: str, seed: int = 0):
         return sharded_graph_trainer_train(seed=seed), graph_list(), small
     if kind == "sharded" and name == "graphs":
         return user_graph_train(seed=seed, sharded=True), graph_list(), small
+    if kind == "sharded" and name == "edges":
+        return user_node_train(name, seed=seed, sharded=True, model_class=EdgeNet), \
+            node_data(), {}
     if kind == "sharded":
         return user_node_train(name, seed=seed, sharded=True), node_data(), {}
     raise KeyError(path)
@@ -275,7 +278,8 @@ PATHS = ([f"method:{m}" for m in ENGINE_METHODS] + ["graph-method:dpsgd-graph"]
          + [f"make_private:{s}" for s in ("heterpoisson", "degree_bounded", "nodes", "graphs",
                                            "edges")]
          + ["sharded:trainer", "sharded:graph-trainer"]
-         + [f"sharded:{s}" for s in ("heterpoisson", "nodes", "degree_bounded", "graphs")])
+         + [f"sharded:{s}" for s in ("heterpoisson", "nodes", "degree_bounded", "graphs",
+                                     "edges")])
 
 
 def _all_checks(result):

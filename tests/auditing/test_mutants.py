@@ -37,6 +37,7 @@ EDGE_RELEASE = "tests/training/private/test_edge_inference.py"
 EDGE_EVENT = "tests/accounting/test_edge_event.py"
 SHARDED = "tests/training/test_sharded_units.py tests/training/test_sharded_private.py"
 ROUNDS = "tests/datasets/test_shards_properties.py -k bounding"
+SHARDED_EDGES = "tests/training/test_sharded_edges.py"
 STATE = "tests/training/private/test_state_between_steps.py"
 GROUPS = "tests/training/private/test_graph_groups.py"
 EVERY = "tests/auditing/test_every_path_audited.py::test_every_check_is_made_and_passes_on_every_path"
@@ -213,6 +214,19 @@ MUTANTS = [
     Mutant("noise-edge-release-one-row", "noise",
            "gnnprivacy.training.private.edge_inference:plan_release",
            "math.sqrt(2.0) if undirected else 1.0", "1.0", EDGE_RELEASE),
+    # ------------------------------------------------------------------ edges over shards
+    Mutant("occ-sharded-edges-directed", "occurrence",
+           "gnnprivacy.training.sharded_edges:ShardedEdgeSubgraphs.setup",
+           'self.undirected_ = (bool(symmetric) if self.edge_unit == "auto"',
+           'self.undirected_ = (False if self.edge_unit == "auto"', SHARDED_EDGES,
+           note="not by the code audit: it reads the unit (one directed entry or both) from "
+                "the event, and a directed unit on a symmetric graph is a scope the record "
+                "states (edge_unit='directed'), not a bug it can tell from the run; the "
+                "comparison with one process catches it (occurrence 2 there, 1 here)"),
+    Mutant("rate-sharded-edges-2q", "rate",
+           "gnnprivacy.training.sharded_edges:ShardedEdgeSubgraphs.sample",
+           "< self._rate", "< 2 * self._rate",
+           f"{SHARDED_EDGES} {on_path('sharded:edges')}"),
     # ------------------------------------------------------------------ issue 43's classes
     Mutant("occ-graph-drawn-twice", "occurrence",
            "gnnprivacy.training.private.graph_sampler:GraphSampler._nodes_batch",

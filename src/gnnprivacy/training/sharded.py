@@ -68,6 +68,7 @@ from gnnprivacy.training.private.samplers import HeterPoissonSubgraphs, NodeSubg
 from gnnprivacy.datasets.graph_shards import open_graph_shard
 from gnnprivacy.training.sharded_graphs import ShardedGraphSampler
 from gnnprivacy.training.sharded_bounded import ShardedDegreeBoundedSubgraphs
+from gnnprivacy.training.sharded_edges import ShardedEdgeSubgraphs
 from gnnprivacy.training.sharded_parts import (ShardedRunError, _feature_norm, _Part,
                                                _ShardedSubgraphs, collective_guard,
                                                exchange_rows, fetch_rows, is_collective_failure,
@@ -344,7 +345,8 @@ class ShardedNodeSubgraphs(_ShardedSubgraphs, NodeSubgraphs):
 
 SHARDED_SAMPLERS = {"heterpoisson": ShardedHeterPoissonSubgraphs,
                     "nodes": ShardedNodeSubgraphs, "graphs": ShardedGraphSampler,
-                    "degree_bounded": ShardedDegreeBoundedSubgraphs}
+                    "degree_bounded": ShardedDegreeBoundedSubgraphs,
+                    "edges": ShardedEdgeSubgraphs}
 _SHARDED_TYPES = (_ShardedSubgraphs, ShardedGraphSampler)
 
 
@@ -378,9 +380,10 @@ def make_private_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimize
         model: as `make_private` (the same architecture on every rank).
         optimizer: as `make_private`.
         shards: a shard folder or this rank's `Shard`.
-        sampler: ``"heterpoisson"``, ``"nodes"``, ``"graphs"`` (graph shards: unit graph),
-            or a `ShardedHeterPoissonSubgraphs` / `ShardedNodeSubgraphs` /
-            `ShardedGraphSampler` with options.
+        sampler: ``"heterpoisson"``, ``"nodes"``, ``"degree_bounded"``, ``"edges"`` (unit
+            edge, one message-passing layer: `gnnprivacy.training.sharded_edges`),
+            ``"graphs"`` (graph shards: unit graph), or one of their sharded samplers
+            (`ShardedHeterPoissonSubgraphs`, `ShardedEdgeSubgraphs`, ...) with options.
         **kwargs: `make_private`'s keyword arguments (``epsilon`` or ``noise_multiplier``,
             ``delta``, ``max_grad_norm``, ``epochs``/``steps``, ``batch_size``,
             ``secure_mode``, ``seed``, ``loss_reduction``); every rank passes the same.
@@ -398,10 +401,10 @@ def make_private_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimize
     if isinstance(sampler, str) and sampler in SHARDED_SAMPLERS:
         sampler = SHARDED_SAMPLERS[sampler]()
     if not isinstance(sampler, _SHARDED_TYPES):
-        raise InvalidParameterError("sampler", f"one of {sorted(SHARDED_SAMPLERS)} or a "
-                                    "ShardedHeterPoissonSubgraphs/ShardedNodeSubgraphs/"
-                                    "ShardedGraphSampler", sampler if isinstance(sampler, str)
-                                    else type(sampler).__name__)
+        raise InvalidParameterError(
+            "sampler", f"one of {sorted(SHARDED_SAMPLERS)} or a sharded sampler "
+            "(ShardedHeterPoissonSubgraphs, ShardedEdgeSubgraphs, ...)",
+            sampler if isinstance(sampler, str) else type(sampler).__name__)
     shard = open_part(shards, getattr(sampler, "opener", None))
     with collective_guard(None):
         broadcast_parameters(model)

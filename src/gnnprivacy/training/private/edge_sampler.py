@@ -210,6 +210,9 @@ class EdgeSubgraphs(SubgraphSampler):
         noise_in_training: train with the release's message clip and aggregate noise (an
             augmentation in training mode only, so the model learns to read noisy
             aggregates; no privacy cost).
+        sampling_stream: ``"generator"`` (default) or ``"counter"`` (each centre's trial
+            keyed by its id: the single-process reference of a sharded run, same law and
+            event; `gnnprivacy.training.sharded_edges`).
 
     Privacy: unit edge, add/remove; `EdgeSubgraphDpEvent` per step (see the module
     docstring); the inference release adds one Gaussian event per message-passing call.
@@ -222,7 +225,10 @@ class EdgeSubgraphs(SubgraphSampler):
                  max_in_degree: int | None = None, edge_unit: str = "auto",
                  inference: str = "noisy", inference_share: float = INFERENCE_SHARE,
                  message_clip: float = 1.0, inference_noise_multiplier: float | None = None,
-                 noise_in_training: bool = False):
+                 noise_in_training: bool = False, sampling_stream: str = "generator"):
+        from gnnprivacy.training.private.samplers import _check_stream
+
+        self.sampling_stream = _check_stream(sampling_stream)
         self.hops = None if hops is None else check_int("hops", hops, low=1)
         self.max_out_degree = (None if max_out_degree is None
                                else check_int("max_out_degree", max_out_degree, low=1))
@@ -348,9 +354,15 @@ class EdgeSubgraphs(SubgraphSampler):
     # ------------------------------------------------------------------ batches
     def sample(self, generator: torch.Generator) -> Data:
         from gnnprivacy.sampling import poisson_node_batch
+        from gnnprivacy.sampling.counter_rng import CounterRandom
+        from gnnprivacy.sampling.heter_poisson import STREAM_CENTRAL
 
-        centres = poisson_node_batch(self.train_nodes, rate=self._rate,
-                                     generator=self._step_random(generator))
+        rng = self._step_random(generator)
+        if isinstance(rng, CounterRandom):      # each centre's trial keyed by its id
+            centres = self.train_nodes[rng.uniform(STREAM_CENTRAL, self.train_nodes)
+                                       < self._rate]
+        else:
+            centres = poisson_node_batch(self.train_nodes, rate=self._rate, generator=rng)
         return self.subgraphs(centres)
 
     def subgraphs(self, centres: Tensor) -> Data:
@@ -369,6 +381,8 @@ class EdgeSubgraphs(SubgraphSampler):
         return self._assemble(node, sub, first, num, (rows(e_src), rows(e_dst)))
 
     def __repr__(self) -> str:
+        stream = ("" if self.sampling_stream == "generator"
+                  else f", sampling_stream={self.sampling_stream!r}")
         return (f"EdgeSubgraphs(hops={self.hops!r}, max_out_degree={self.max_out_degree!r}, "
                 f"max_in_degree={self.max_in_degree!r}, edge_unit={self.edge_unit!r}, "
-                f"inference={self.inference!r})")
+                f"inference={self.inference!r}{stream})")
