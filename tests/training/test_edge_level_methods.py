@@ -128,6 +128,8 @@ def test_link_task_from_the_cli(tmp_path):
                                     "--dataset", "csbm", "--steps", "3", "--runs-dir",
                                     str(tmp_path)])
     assert out.exit_code == 0, out.output
+    # the result line names the task's metric (it said "test accuracy nan")
+    assert "test AUC" in out.output and "Hits@50" in out.output and "nan" not in out.output
     bad = CliRunner().invoke(main, ["train", "--task", "link", "--method", "dpmlp",
                                     "--dataset", "csbm", "--runs-dir", str(tmp_path)])
     assert bad.exit_code != 0 and "task" in bad.output and "Traceback" not in bad.output

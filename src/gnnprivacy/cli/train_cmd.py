@@ -74,9 +74,8 @@ def _train(config_file, print_config, as_json, quiet, save_model, force, **optio
     if as_json:
         click.echo(dumps(record.summary()))
         return
-    click.echo(f"{record.method} on {record.dataset}: test accuracy "
-               f"{record.metrics.get('test_accuracy', float('nan')):.4f}  {privacy_summary(record)}"
-               f"  ({record.timings['total_seconds']:.1f} s)")
+    click.echo(f"{record.method} on {record.dataset}: {headline_metric(record)}  "
+               f"{privacy_summary(record)}  ({record.timings['total_seconds']:.1f} s)")
     click.echo(f"record: {config.runs_dir}/{record.run_id}.json")
     model_file = record.info.get("model_file")
     if model_file:
@@ -84,6 +83,16 @@ def _train(config_file, print_config, as_json, quiet, save_model, force, **optio
         hint = (f"gnnprivacy assess {shown}" if record.info.get("task") == "graph"
                 else f"gnnprivacy predict {shown} --dataset ...")
         click.echo(f"model: {shown}  ({hint})")
+
+
+def headline_metric(record) -> str:
+    """The result a reader looks at first: test accuracy, or a link task's test AUC and
+    Hits@50 (it has no accuracy)."""
+    m = record.metrics
+    if "test_accuracy" not in m and "test_auc" in m:
+        hits = m.get("test_hits@50")
+        return f"test AUC {m['test_auc']:.4f}" + ("" if hits is None else f", Hits@50 {hits:.4f}")
+    return f"test accuracy {m.get('test_accuracy', float('nan')):.4f}"
 
 
 def _print_resolved(config, params) -> None:
