@@ -28,20 +28,26 @@ class Net(nn.Module):
         return self.head(torch.relu(self.conv(torch.relu(self.lin(x)), edge_index)))
 
 
+def edge_loop(data, seed=0, steps=12):
+    """A user loop on the edge sampler (one SAGE layer: occurrence 2): ``(pt, model)``."""
+    torch.manual_seed(seed)
+    model = Net(data.num_features, int(data.y.max()) + 1)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    pt = gp.make_private(model, opt, data, sampler=es.EdgeSubgraphs(inference="none"),
+                         noise_multiplier=3.0, seed=seed, steps=steps, batch_size=40)
+    for batch in pt.loader:
+        opt.zero_grad()
+        out = model(batch.x, batch.edge_index)
+        F.cross_entropy(out[batch.center], batch.y[batch.center]).backward()
+        opt.step()
+    pt.close()
+    return pt, model
+
+
 def audit_edges(data, seed=0, steps=12):
-    """The code audit of a user loop on the edge sampler (one SAGE layer: occurrence 2)."""
+    """The code audit of `edge_loop`."""
     def train():
-        torch.manual_seed(seed)
-        model = Net(data.num_features, int(data.y.max()) + 1)
-        opt = torch.optim.Adam(model.parameters(), lr=0.01)
-        pt = gp.make_private(model, opt, data, sampler=es.EdgeSubgraphs(inference="none"),
-                             noise_multiplier=3.0, seed=seed, steps=steps, batch_size=40)
-        for batch in pt.loader:
-            opt.zero_grad()
-            out = model(batch.x, batch.edge_index)
-            F.cross_entropy(out[batch.center], batch.y[batch.center]).backward()
-            opt.step()
-        pt.close()
+        pt, _ = edge_loop(data, seed, steps)
         return {"epsilon": pt.epsilon, "delta": pt.delta}
 
     return code_audit(train, seed=seed, method="make_private-edges")
@@ -141,17 +147,7 @@ def _edge_publishing_run(extra):
     """``train(data)`` of a user loop on the edge sampler publishing ``extra(data)`` beside
     what the run releases."""
     def train(data):
-        torch.manual_seed(0)
-        model = Net(data.num_features, int(data.y.max()) + 1)
-        opt = torch.optim.Adam(model.parameters(), lr=0.01)
-        pt = gp.make_private(model, opt, data, sampler=es.EdgeSubgraphs(inference="none"),
-                             noise_multiplier=3.0, seed=0, steps=6, batch_size=40)
-        for batch in pt.loader:
-            opt.zero_grad()
-            out = model(batch.x, batch.edge_index)
-            F.cross_entropy(out[batch.center], batch.y[batch.center]).backward()
-            opt.step()
-        pt.close()
+        pt, model = edge_loop(data, steps=6)
         return {"epsilon": pt.epsilon, "privacy": pt.privacy, "model": model.state_dict(),
                 **extra(data)}
 
@@ -160,7 +156,8 @@ def _edge_publishing_run(extra):
 
 def test_the_publication_check_moves_the_edges_for_the_edge_unit(data):
     """Under the edge unit the features and labels are public: a published feature statistic
-    passes, and a published edge statistic (the edges among training nodes) is flagged (broken control)."""
+    passes, and a published edge statistic (the edges among training nodes) is flagged
+    (broken control)."""
     from gnnprivacy.auditing.publication import publication_check
 
     public = publication_check(_edge_publishing_run(
