@@ -58,3 +58,15 @@ def append_row(out: Path, row: dict[str, Any]) -> None:
 def read_rows(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
     """Every row of the results files ``paths``, in order."""
     return [json.loads(line) for p in paths for line in Path(p).read_text().splitlines()]
+
+
+def run_or_summary(parser, run, summary) -> None:
+    """Parse the arguments of a resumable results script (``--out`` and ``--summary``
+    among them) and run it (``--out``), or summarise results files (``--summary FILES``)."""
+    args = parser.parse_args()
+    if args.summary:
+        summary(args.summary)
+    elif args.out:
+        run(args)
+    else:
+        parser.error("give --out (run) or --summary FILES")

@@ -33,7 +33,8 @@ import time
 
 import numpy as np
 
-from _cli import append_row, float_list, int_list, name_list, read_rows, resume_rows
+from _cli import (append_row, float_list, int_list, name_list, read_rows, resume_rows,
+                  run_or_summary)
 
 METHODS = ("edge-dp", "edge-dp-open", "gap-edge", "edge-rand", "edge-lapgraph", "gcn", "mlp")
 PRIVATE = {"edge-dp", "edge-dp-open", "gap-edge", "edge-rand", "edge-lapgraph", "dpgnn"}
@@ -188,13 +189,7 @@ def main() -> None:
                    help="attack the private models at these epsilons only (default: all)")
     p.add_argument("--out")
     p.add_argument("--summary", nargs="+")
-    args = p.parse_args()
-    if args.summary:
-        summary(args.summary)
-    elif args.out:
-        run(args)
-    else:
-        p.error("give --out (run) or --summary FILES")
+    run_or_summary(p, run, summary)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from _cli import append_row, read_rows, resume_rows
+from _cli import append_row, read_rows, resume_rows, run_or_summary
 
 VICTIMS = [("gcn", None, 0.3), ("gcn-public", None, 0.3)] + [
     ("edgerr", e, rho) for rho in (0.3, 1.0) for e in (0.1, 0.4, 1.0)]
@@ -74,13 +74,7 @@ def main() -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     p.add_argument("--out")
     p.add_argument("--summary", nargs="+")
-    args = p.parse_args()
-    if args.summary:
-        summary(args.summary)
-    elif args.out:
-        run(args)
-    else:
-        p.error("give --out (run) or --summary FILES")
+    run_or_summary(p, run, summary)
 
 
 if __name__ == "__main__":
