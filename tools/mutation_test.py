@@ -8,7 +8,9 @@ against the code audit (``--mode code`` on the honest paths of test_code_audit_b
 
 Each (mutant, killer) pair runs in its own process (``--apply ID -- PYTEST ARGS``): the
 mutant is applied in memory, then pytest runs; a failing run kills the mutant. Exit status 1
-when a mutant without a recorded reason (``note``) survives both killers.
+when a mutant without a recorded reason (``note``) survives both killers; 2, before any run,
+when a mutant's snippet no longer occurs in its target (a stale mutant would fail every run
+and pass for killed).
 """
 
 from __future__ import annotations
@@ -61,6 +63,15 @@ def main(argv=None) -> int:
         return _apply_and_test(a.apply, a.rest)
     chosen = (test_mutants.MUTANTS if not a.only else
               [test_mutants.by_id(i) for i in a.only.split(",")])
+    stale = []
+    for m in chosen:            # a mutant that no longer applies would fail its runs: not a kill
+        try:
+            test_mutants.mutated(m)
+        except LookupError as exc:
+            stale.append(str(exc))
+    if stale:
+        print("\n".join(stale), file=sys.stderr)
+        return 2
     rows, bad = [], 0
     print("| mutant | area | killed by its tests | killed by --mode code | survivor reason |")
     print("|---|---|---|---|---|")

@@ -32,8 +32,6 @@ import torch.distributed as dist
 from torch import Tensor
 
 from gnnprivacy.errors import InvalidParameterError
-from gnnprivacy.sampling.counter_rng import CounterRandom
-from gnnprivacy.sampling.heter_poisson import STREAM_CENTRAL
 from gnnprivacy.training.distributed import rank_and_world
 from gnnprivacy.training.private.edge_sampler import EdgeSubgraphs
 from gnnprivacy.training.private.samplers import _message_passing_depth
@@ -102,29 +100,17 @@ class ShardedEdgeSubgraphs(_ShardedSubgraphs, EdgeSubgraphs):
             dist.all_reduce(counts)
         return int(counts[0]), int(counts[1])
 
-    def sample(self, generator: torch.Generator) -> Any:
-        rng = self._step_random(generator)
-        assert isinstance(rng, CounterRandom)
-        part = self._part
-        hit = rng.uniform(STREAM_CENTRAL, part.cand) < self._rate
-        centres, rows = part.cand[hit], part.cand_rows[hit]
-        num, n = int(centres.numel()), self.num_nodes
-        src, sub = part.in_edges(rows)
-        keep = src != centres[sub]                       # self-loops dropped
-        key = torch.unique(sub[keep] * n + src[keep], sorted=True)   # duplicates dropped
-        sub, src = key // n, key % n
-        # rows: each centre, then its in-neighbours by id (the single process's order)
-        count = torch.bincount(sub, minlength=num)
-        node = torch.cat([centres, src])
-        seg = torch.cat([torch.arange(num), sub])
-        order = torch.argsort(seg * 2 + (torch.arange(node.numel()) >= num).long(),
-                              stable=True)
-        node, seg = node[order], seg[order]
-        first = torch.cumsum(count + 1, 0) - (count + 1)           # each centre's row
-        where = torch.empty_like(order)
-        where[order] = torch.arange(order.numel())
-        edges = (where[num + torch.arange(src.numel())], first[sub])   # neighbour -> centre
-        return self._assemble(node, seg, first, num, edges)
+    def subgraphs(self, centres: Tensor) -> Any:
+        """The one-hop stars of this rank's ``centres``, read from the part's in-edges
+        (self-loops and duplicates dropped, as `clean_graph` drops them in one process),
+        laid out by `EdgeSubgraphs._entries_batch` as in one process."""
+        n, num = self.num_nodes, int(centres.numel())
+        src, sub = self._part.in_edges(self._part.lookup("local", centres).long())
+        keep = src != centres[sub]
+        entries = torch.unique(sub[keep] * n + src[keep])     # by (subgraph, source)
+        sub, src = entries // n, entries % n
+        keys = torch.cat([torch.arange(num) * n + centres, sub * n + src])
+        return self._entries_batch(keys, sub * n + src, sub * n + centres[sub], num)
 
     def _assemble(self, nodes, seg, first, num, edges):
         ids = torch.unique(nodes)

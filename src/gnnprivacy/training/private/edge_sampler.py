@@ -353,22 +353,18 @@ class EdgeSubgraphs(SubgraphSampler):
 
     # ------------------------------------------------------------------ batches
     def sample(self, generator: torch.Generator) -> Data:
-        from gnnprivacy.sampling import poisson_node_batch
-        from gnnprivacy.sampling.counter_rng import CounterRandom
-        from gnnprivacy.sampling.heter_poisson import STREAM_CENTRAL
-
-        rng = self._step_random(generator)
-        if isinstance(rng, CounterRandom):      # each centre's trial keyed by its id
-            centres = self.train_nodes[rng.uniform(STREAM_CENTRAL, self.train_nodes)
-                                       < self._rate]
-        else:
-            centres = poisson_node_batch(self.train_nodes, rate=self._rate, generator=rng)
-        return self.subgraphs(centres)
+        return self.subgraphs(self._poisson_train_nodes(generator))
 
     def subgraphs(self, centres: Tensor) -> Data:
         """The batch of the ``K``-hop computation subgraphs of ``centres`` (node ids)."""
-        n, num = self.num_nodes, int(centres.numel())
-        keys, e_src, e_dst = subgraph_entries(self._rowptr, self._src, centres, self.hops_, n)
+        keys, e_src, e_dst = subgraph_entries(self._rowptr, self._src, centres, self.hops_,
+                                              self.num_nodes)
+        return self._entries_batch(keys, e_src, e_dst, int(centres.numel()))
+
+    def _entries_batch(self, keys: Tensor, e_src: Tensor, e_dst: Tensor, num: int) -> Data:
+        """The batch of `subgraph_entries`' rows and entries (``subgraph * n + node`` keys,
+        the ``num`` centres first): each subgraph's centre row, then its other rows."""
+        n = self.num_nodes
         sub, node = keys // n, keys % n
         is_centre = torch.zeros(keys.numel(), dtype=torch.bool)
         is_centre[:num] = True

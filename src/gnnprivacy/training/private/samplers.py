@@ -152,6 +152,17 @@ class SubgraphSampler:
     def _stream_seed(self, generator: torch.Generator) -> int:
         return counter_seed(generator)
 
+    def _poisson_train_nodes(self, generator: torch.Generator) -> Tensor:
+        """This step's Poisson sample of ``train_nodes`` at ``self._rate``: from the
+        generator, or each node's central trial keyed by its id (the counter stream)."""
+        from gnnprivacy.sampling import poisson_node_batch
+        from gnnprivacy.sampling.heter_poisson import STREAM_CENTRAL
+
+        rng = self._step_random(generator)
+        if isinstance(rng, CounterRandom):
+            return self.train_nodes[rng.uniform(STREAM_CENTRAL, self.train_nodes) < self._rate]
+        return poisson_node_batch(self.train_nodes, rate=self._rate, generator=rng)
+
     def stream_state(self) -> tuple[int, int] | None:
         """The counter stream's ``(seed, next step)`` (``None`` before its first step)."""
         return self._counter
@@ -564,15 +575,7 @@ class NodeSubgraphs(SubgraphSampler):
         return {}
 
     def sample(self, generator: torch.Generator) -> Data:
-        from gnnprivacy.sampling import poisson_node_batch
-        from gnnprivacy.sampling.heter_poisson import STREAM_CENTRAL
-
-        rng = self._step_random(generator)
-        if isinstance(rng, CounterRandom):      # the central trial of each node, keyed by id
-            nodes = self.train_nodes[rng.uniform(STREAM_CENTRAL, self.train_nodes) < self._rate]
-        else:
-            nodes = poisson_node_batch(self.train_nodes, rate=self._rate, generator=rng)
-        return self._nodes_batch(nodes)
+        return self._nodes_batch(self._poisson_train_nodes(generator))
 
     def _nodes_batch(self, nodes: Tensor) -> Data:
         num = int(nodes.numel())
