@@ -272,16 +272,17 @@ def publication_check(train: Callable[[Any], dict], data, *,
     return result
 
 
+def _privacy_dicts(out: dict) -> list[dict]:
+    """The ``privacy`` dicts a run published: its own, then its record's."""
+    return [h for h in (out.get("privacy"), (out.get("record") or {}).get("privacy"))
+            if isinstance(h, dict)]
+
+
 def _unit(out: dict) -> str:
     """The run's privacy unit, as its ``privacy["unit"]`` (or its record's) names it."""
-    for holder in (out.get("privacy"), (out.get("record") or {}).get("privacy")):
-        if isinstance(holder, dict) and holder.get("unit"):
-            return str(holder["unit"]).lower()
-    return "node"
+    return next((str(h["unit"]).lower() for h in _privacy_dicts(out) if h.get("unit")),
+                "node")
 
 
 def _unaccounted(out: dict) -> list:
-    for holder in (out.get("privacy"), (out.get("record") or {}).get("privacy")):
-        if isinstance(holder, dict):
-            return holder.get("unaccounted", [])
-    return []
+    return next((h.get("unaccounted", []) for h in _privacy_dicts(out)), [])
