@@ -30,6 +30,7 @@ from torch.nn import functional as F
 
 from gnnprivacy._estimator import EstimatorParams
 from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
+from gnnprivacy.training.node_dp.common import LogitsClassifier
 
 __all__ = ["EdgeDPTrainer", "EdgeNet", "GraphPart"]
 
@@ -86,7 +87,7 @@ def _with_features(graph, x: Tensor):
     return out
 
 
-class EdgeDPTrainer(EstimatorParams):
+class EdgeDPTrainer(LogitsClassifier, EstimatorParams):
     """Edge-level DP node classification (estimator-like): ``fit(data)``,
     ``predict_logits(data)``, ``score(data)``.
 
@@ -228,14 +229,6 @@ class EdgeDPTrainer(EstimatorParams):
         self.model_.eval()
         with torch.no_grad():
             return self.model_(data.x.float(), data.edge_index)
-
-    def predict(self, data) -> Tensor:
-        return self.predict_logits(data).argmax(1)
-
-    def score(self, data) -> dict[str, float]:
-        from gnnprivacy.training.node_dp.common import node_metrics
-
-        return node_metrics(self.predict_logits(data), data.y, data, self.num_classes_)
 
     def privacy_record(self) -> dict:
         return dict(self.privacy_info_)

@@ -62,6 +62,7 @@ from gnnprivacy._fixed_shapes import fixed_shapes
 from gnnprivacy._validation import check_int, check_positive, check_real
 from gnnprivacy.nn.gap import (GAP_MODES, _mlp, bound_degree, check_gap_mode, gap_event,  # noqa: F401
                                gap_sensitivity, true_sensitivity)
+from gnnprivacy.training.node_dp.common import LogitsClassifier
 
 __all__ = ["GAP_LEVELS", "GAP_MODES", "gap_sensitivity", "bound_degree", "noisy_aggregate",
            "gap_event", "gap_privacy_plan", "GAPTrainer", "default_delta_gap",
@@ -179,7 +180,7 @@ def _on_device(gens: dict, name: str, device: torch.device) -> torch.Generator |
     return device_generator(gens[name], device)
 
 
-class GAPTrainer(EstimatorParams):
+class GAPTrainer(LogitsClassifier, EstimatorParams):
     """Node-level GAP (estimator-like): ``fit(data)``, ``predict_logits(data)``, ``score``.
 
     Args:
@@ -536,14 +537,6 @@ class GAPTrainer(EstimatorParams):
             feats = self._features(x, edges)
         with torch.no_grad():
             return self.classifier_(feats)
-
-    def predict(self, data) -> Tensor:
-        return self.predict_logits(data).argmax(1)
-
-    def score(self, data) -> dict[str, float]:
-        from gnnprivacy.training.node_dp.common import node_metrics
-
-        return node_metrics(self.predict_logits(data), data.y, data, self.num_classes_)
 
     def privacy_record(self) -> dict:
         return dict(self.privacy_info_)

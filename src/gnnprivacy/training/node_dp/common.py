@@ -20,7 +20,7 @@ from gnnprivacy._validation import check_choice
 from gnnprivacy.random import as_torch_generator
 from gnnprivacy.training.metrics import evaluate
 
-__all__ = ["FEATURE_NORMS", "FeatureNorm", "derive_generators", "feature_moments", "is_inductive",
+__all__ = ["FEATURE_NORMS", "FeatureNorm", "LogitsClassifier", "derive_generators", "feature_moments", "is_inductive",
            "make_generator", "node_metrics", "weighted_precision"]
 
 #: feature preprocessing choices (spec 000 §9 A13)
@@ -166,3 +166,14 @@ def node_metrics(logits: Tensor, y: Tensor, data: Data, num_classes: int) -> dic
             if "roc_auc" in scores:
                 out["test_roc_auc"] = scores["roc_auc"]
     return out
+
+
+class LogitsClassifier:
+    """Mixin of the node trainers that define ``predict_logits(data)`` and ``num_classes_``:
+    ``predict`` (the argmax class per node) and ``score`` (`node_metrics` of the logits)."""
+
+    def predict(self, data: Data) -> Tensor:
+        return self.predict_logits(data).argmax(1)
+
+    def score(self, data: Data) -> dict[str, float]:
+        return node_metrics(self.predict_logits(data), data.y, data, self.num_classes_)

@@ -53,7 +53,7 @@ from gnnprivacy.sampling.per_edge import PER_EDGE_SCOPE, sample_per_edge_bounded
 from gnnprivacy.training.dp import ClipGroup, DPEngine, clipped_gradient_sum, make_optimizer
 from gnnprivacy.training import _privacy
 from gnnprivacy.training.node_dp.base import NodeDPTrainer
-from gnnprivacy.training.node_dp.common import FeatureNorm, is_inductive, node_metrics
+from gnnprivacy.training.node_dp.common import FeatureNorm, LogitsClassifier, is_inductive
 from gnnprivacy.training.nonprivate import num_classes_of, training_graph
 
 __all__ = ["DPGNNTrainer", "default_delta_dpgnn"]
@@ -68,7 +68,7 @@ def default_delta_dpgnn(num_train: int) -> float:
     return 1.0 / (10.0 * num_train)
 
 
-class DPGNNTrainer(NodeDPTrainer):
+class DPGNNTrainer(LogitsClassifier, NodeDPTrainer):
     """DP-GNN (spec 002) as an estimator.
 
     *Privacy*: unit node, relation replace-one (the number of training nodes is public).
@@ -292,12 +292,6 @@ class DPGNNTrainer(NodeDPTrainer):
             return self.model_.forward_full(
                 data.x, data.edge_index.to(dev),
                 transform=lambda part: self.feature_norm_.transform(part).to(dev)).cpu()
-
-    def predict(self, data: Data) -> Tensor:
-        return self.predict_logits(data).argmax(1)
-
-    def score(self, data: Data) -> dict[str, float]:
-        return node_metrics(self.predict_logits(data), data.y, data, self.num_classes_)
 
     def __repr__(self) -> str:
         return (f"DPGNNTrainer(epsilon={self.epsilon:g}, delta={self.delta}, K={self.max_degree}, "

@@ -35,7 +35,7 @@ from gnnprivacy.sampling.fixed_shape import FixedShapeNodeBatches
 from gnnprivacy.training.dp import DPEngine, make_optimizer
 from gnnprivacy.training import _privacy
 from gnnprivacy.training.node_dp.base import NodeDPTrainer
-from gnnprivacy.training.node_dp.common import FeatureNorm, is_inductive, node_metrics
+from gnnprivacy.training.node_dp.common import FeatureNorm, LogitsClassifier, is_inductive
 from gnnprivacy.training.nonprivate import num_classes_of, training_graph
 
 __all__ = ["DPMLPTrainer", "default_delta_dpmlp", "mlp"]
@@ -60,7 +60,7 @@ def mlp(in_channels: int, hidden_channels: int, out_channels: int, num_layers: i
     return nn.Sequential(*layers)
 
 
-class DPMLPTrainer(NodeDPTrainer):
+class DPMLPTrainer(LogitsClassifier, NodeDPTrainer):
     """Naive node-level DP-SGD on features (estimator-like).
 
     *Privacy*: unit node (features and label; the graph is not used), relation add/remove.
@@ -237,12 +237,6 @@ class DPMLPTrainer(NodeDPTrainer):
         with torch.no_grad():
             return torch.cat([self.model_(self.feature_norm_.transform(part).to(self.device_))
                               .cpu() for part in data.x.split(65536)])
-
-    def predict(self, data: Data) -> Tensor:
-        return self.predict_logits(data).argmax(1)
-
-    def score(self, data: Data) -> dict[str, float]:
-        return node_metrics(self.predict_logits(data), data.y, data, self.num_classes_)
 
     def __repr__(self) -> str:
         return (f"DPMLPTrainer(epsilon={self.epsilon:g}, delta={self.delta}, "
