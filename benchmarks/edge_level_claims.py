@@ -174,6 +174,47 @@ def summary(paths) -> None:
                 m, h = _ci(vals)
                 cells.append(f"{m:.3f} +- {h:.3f}")
             print(f"| {method} | {shown} | " + " | ".join(cells) + f" | {len(ok)} |")
+        _paired(rows, dataset)
+
+
+#: the library's edge-level method against the anchors and the features-only control
+PAIRED = ("edge-dp", ("edge-rand", "edge-lapgraph", "gap-edge", "mlp"))
+
+
+def paired_differences(rows, dataset: str) -> list[dict]:
+    """``edge-dp`` minus each anchor in test accuracy, paired by seed (both ran on the
+    seed's split), at each epsilon both have: mean, 95 % t half-width, seeds, and whether
+    the interval lies above zero (``beats``). The features-only ``mlp`` pairs with every
+    epsilon."""
+    ours, anchors = PAIRED
+    acc = {(r["method"], r["epsilon"], r["seed"]): r["test_accuracy"] for r in rows
+           if r["dataset"] == dataset and r.get("test_accuracy") is not None}
+    out = []
+    for eps in sorted({e for (m, e, _) in acc if m == ours}):
+        for anchor in anchors:
+            anchor_eps = None if anchor == "mlp" else eps
+            seeds = sorted(s for (m, e, s) in acc if m == ours and e == eps
+                           and (anchor, anchor_eps, s) in acc)
+            if not seeds:
+                continue
+            diff = [acc[(ours, eps, s)] - acc[(anchor, anchor_eps, s)] for s in seeds]
+            m, h = _ci(diff)
+            out.append({"epsilon": eps, "anchor": anchor, "mean": m, "half_width": h,
+                        "n": len(seeds), "beats": bool(len(seeds) >= 2 and m - h > 0)})
+    return out
+
+
+def _paired(rows, dataset: str) -> None:
+    diffs = paired_differences(rows, dataset)
+    if not diffs:
+        return
+    print(f"\n{PAIRED[0]} minus each anchor, test accuracy paired by seed "
+          "(mean +- 95% t half-width):\n")
+    print("| epsilon | anchor | difference | n | interval above 0 |")
+    print("|---|---|---|---|---|")
+    for d in diffs:
+        print(f"| {d['epsilon']:g} | {d['anchor']} | {d['mean']:+.3f} +- "
+              f"{d['half_width']:.3f} | {d['n']} | {'yes' if d['beats'] else 'no'} |")
 
 
 def main() -> None:

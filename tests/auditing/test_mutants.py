@@ -214,6 +214,14 @@ MUTANTS = [
     Mutant("noise-edge-release-one-row", "noise",
            "gnnprivacy.training.private.edge_inference:plan_release",
            "math.sqrt(2.0) if undirected else 1.0", "1.0", EDGE_RELEASE),
+    Mutant("publish-refit-reads-edges", "publication",
+           "gnnprivacy.training.edge_dp:EdgeDPTrainer._refit",
+           "return self.predictor_.refit(encoded, data.y,",
+           "return self.predictor_.refit(encoded.index_add(0, data.edge_index[1], "
+           "encoded[data.edge_index[0]]), data.y,", on_path("method:edge-dp")),
+    Mutant("publish-refit-global-stream", "publication",
+           "gnnprivacy.training.edge_dp:EdgeDPTrainer._refit",
+           "torch.manual_seed(seed)", "pass", on_path("method:edge-dp")),
     # ------------------------------------------------------------------ edges over shards
     Mutant("occ-sharded-edges-directed", "occurrence",
            "gnnprivacy.training.sharded_edges:ShardedEdgeSubgraphs.setup",

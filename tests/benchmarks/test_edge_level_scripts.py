@@ -48,6 +48,27 @@ def test_claims_resume_and_record_refusals(tmp_path, monkeypatch, capsys):
     assert "| edge-rand | 1 | refused: " in text and "| mlp | - | 0.500" in text
 
 
+def test_paired_differences_say_beats_only_when_every_seed_agrees():
+    """edge-dp minus an anchor, paired by seed: a difference that holds on every seed is
+    above zero; a mean lead with one seed against it is not (the broken control)."""
+    def rows(ours, theirs):
+        return ([{"dataset": "d", "method": "edge-dp", "epsilon": 8.0, "seed": s,
+                  "test_accuracy": a} for s, a in enumerate(ours)]
+                + [{"dataset": "d", "method": "edge-rand", "epsilon": 8.0, "seed": s,
+                    "test_accuracy": a} for s, a in enumerate(theirs)]
+                + [{"dataset": "d", "method": "edge-rand", "epsilon": 1.0, "seed": 0,
+                    "refused": "too many edges"}])
+
+    clear = edge_level_claims.paired_differences(rows([0.90, 0.89, 0.91],
+                                                      [0.88, 0.875, 0.89]), "d")
+    assert [(d["anchor"], d["epsilon"], d["n"], d["beats"]) for d in clear] == \
+        [("edge-rand", 8.0, 3, True)]
+    assert clear[0]["mean"] == pytest.approx((0.02 + 0.015 + 0.02) / 3)
+    mixed = edge_level_claims.paired_differences(rows([0.90, 0.86, 0.91],
+                                                      [0.88, 0.875, 0.89]), "d")
+    assert mixed[0]["mean"] > 0 and not mixed[0]["beats"]
+
+
 def test_link_summary_reads_rows(tmp_path, capsys):
     import json
 

@@ -350,8 +350,11 @@ def release_check(observers, accountant, saved=()) -> dict[str, Any]:
                       + f", {ledger} in the ledger")
     if moved:
         detail.append("parameters changed after the last observed update")
+    post = sum(getattr(o, "post_processed", 0) for o in observers)
     return {"checked": True, "releases": releases, "carried": carried, "ledger_steps": ledger,
             "moved_after_last": moved, "passed": not detail,
+            **({"post_processing": f"{post} declared (what it read: the publication check)"}
+               if post else {}),
             **({"detail": "; ".join(detail)} if detail else {})}
 
 

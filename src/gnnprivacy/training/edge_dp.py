@@ -3,21 +3,30 @@
 The built-in recipe of the user path (the same sampler, engine, accountant and release):
 
 1. **Encoder, free**: under the edge unit the features and labels are public, so an MLP
-   encoder ``e(x)`` with a linear head is trained on the training nodes without noise and
-   then frozen (it reads no edge).
-2. **Graph part, DP-SGD**: ``K`` sum-aggregation SAGE layers over the row-normalised
-   encodings and a head over ``[ē, h_1, ..., h_K]`` (the head starts as the encoder's, the
-   new blocks at zero, so step 0 is the MLP), trained by ``make_private(sampler="edges")``
-   (Poisson centres, per-subgraph clipping, `EdgeSubgraphDpEvent` per step).
+   encoder ``e(x)`` is trained on the training nodes without noise, the epoch kept by the
+   (public) validation labels, and then frozen (it reads no edge). ``encoding=
+   "probabilities"`` (default): ``e`` is a classifier and the graph part aggregates its
+   class probabilities ``ē = softmax(e(x))`` (few, informative coordinates: the noise of
+   one release spreads over ``classes`` dimensions); ``"hidden"``: ``ē = e(x) / ‖e(x)‖``.
+2. **Graph part, DP-SGD**: ``K`` sum-aggregation SAGE layers over ``ē`` and a head over
+   ``[ē, h_1, ..., h_K]`` (the head starts as the encoder's classifier, the new blocks at
+   zero, so step 0 is the MLP), trained by ``make_private(sampler="edges")`` (Poisson
+   centres, per-subgraph clipping, `EdgeSubgraphDpEvent` per step).
 3. **Predictions, in the same epsilon** (``inference="noisy"``): one release of each layer's
    noisy aggregate (`gnnprivacy.training.private.edge_inference`); the model is trained
    with the same message clip and aggregate noise (``noise_in_training``) so it reads them.
+4. **Refit, free** (``refit=True``): the graph part is fitted again on the released
+   aggregates with the public training labels and kept where the validation labels say it
+   predicts better (`EdgePrivatePredictor.refit`): a post-processing of the release. With
+   ``K = 1`` the release does not depend on the trained weights at all (a SAGE message is
+   the source's ``ē``), so the release takes most of the budget (``inference_share`` 0.9).
 
 *Privacy.* Unit edge, add/remove (an undirected edge is both entries). Epsilon covers the
 DP-SGD steps and, with ``inference="noisy"``, every prediction on the fitted graph; the
 record lists the public parts (features, labels, node set) under ``unaccounted``.
-``inference="unprotected"`` trains the same way but predicts on the true graph: its record
-says the predictions are outside the epsilon.
+``inference="unprotected"`` trains the same way but predicts on the true graph (no refit:
+it would read the edges without noise): its record says the predictions are outside the
+epsilon.
 """
 
 from __future__ import annotations
@@ -34,42 +43,60 @@ from gnnprivacy.training.node_dp.common import LogitsClassifier
 
 __all__ = ["EdgeDPTrainer", "EdgeNet", "GraphPart"]
 
+#: the free encoder's minibatch (training nodes)
+PRETRAIN_BATCH = 1024
 #: the free encoder trains for at least this many minibatch steps (small training sets)
 MIN_PRETRAIN_STEPS = 200
+#: with ``encoding="probabilities"`` the head starts as this multiple of the identity on
+#: the encoder's class probabilities (step 0 predicts as the encoder does)
+PROBABILITY_SCALE = 4.0
 
 
 class GraphPart(nn.Module):
     """``head([h_0, h_1, .., h_K])`` with ``h_k = tanh(SAGE_k(h_{k-1}))`` (sum aggregation)
     over given node encodings ``h_0``: the part of `EdgeNet` that reads edges."""
 
-    def __init__(self, hidden: int, classes: int, hops: int = 1):
+    def __init__(self, hidden: int, classes: int, hops: int = 1, in_channels: int | None = None,
+                 dropout: float = 0.0):
         super().__init__()
+        self.dropout = float(dropout)
         from torch_geometric.nn import SAGEConv
 
-        self.convs = nn.ModuleList([SAGEConv(hidden, hidden, aggr="sum") for _ in range(hops)])
-        self.head = nn.Linear(hidden * (hops + 1), classes)
+        width = hidden if in_channels is None else in_channels
+        self.convs = nn.ModuleList([SAGEConv(width if k == 0 else hidden, hidden, aggr="sum")
+                                    for k in range(hops)])
+        self.head = nn.Linear(width + hidden * hops, classes)
 
     def forward(self, h: Tensor, edge_index: Tensor) -> Tensor:
         blocks = [h]
         for conv in self.convs:
             h = torch.tanh(conv(h, edge_index))
             blocks.append(h)
-        return self.head(torch.cat(blocks, dim=1))
+        return self.head(F.dropout(torch.cat(blocks, dim=1), self.dropout, self.training))
 
 
 class EdgeNet(nn.Module):
-    """An MLP encoder ``ē = e(x) / ‖e(x)‖`` (reads no edge) and a `GraphPart` over ``ē``."""
+    """An MLP encoder that reads no edge and a `GraphPart` over its encodings ``ē``.
 
-    def __init__(self, in_channels: int, hidden: int, classes: int, hops: int = 1):
+    ``encoding="probabilities"``: the encoder is a classifier and ``ē = softmax(e(x))``
+    (``classes`` wide, norm at most 1); ``"hidden"``: ``ē = e(x) / ‖e(x)‖`` (``hidden``
+    wide)."""
+
+    def __init__(self, in_channels: int, hidden: int, classes: int, hops: int = 1,
+                 encoding: str = "probabilities", dropout: float = 0.3):
         super().__init__()
         self.init_args = {"in_channels": in_channels, "hidden": hidden, "classes": classes,
-                          "hops": hops}
+                          "hops": hops, "encoding": encoding, "dropout": dropout}
+        self.encoding = encoding
+        out = classes if encoding == "probabilities" else hidden
         self.encoder = nn.Sequential(nn.Linear(in_channels, hidden), nn.SELU(),
-                                     nn.Linear(hidden, hidden))
-        self.graph = GraphPart(hidden, classes, hops)
+                                     nn.Dropout(dropout), nn.Linear(hidden, out))
+        self.graph = GraphPart(hidden, classes, hops, in_channels=out, dropout=dropout)
 
     def encode(self, x: Tensor) -> Tensor:
-        return F.normalize(self.encoder(x), dim=1)
+        e = self.encoder(x)
+        return torch.softmax(e, dim=1) if self.encoding == "probabilities" \
+            else F.normalize(e, dim=1)
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         return self.graph(self.encode(x), edge_index)
@@ -98,8 +125,11 @@ class EdgeDPTrainer(LogitsClassifier, EstimatorParams):
         inference: ``"noisy"`` (predictions in the epsilon) or ``"unprotected"``.
         inference_share: share of epsilon for the release.
         steps, batch_size: DP-SGD steps and expected batch (defaults: the sampler's plan).
-        pretrain_epochs: epochs of the (free) encoder (minibatches of 256).
+        pretrain_epochs: epochs of the (free) encoder (minibatches of `PRETRAIN_BATCH`).
         clip_norm: per-subgraph clip ``C``; hidden: width; lr: Adam.
+        noise_in_training: train with the release's clip and noise (``inference="noisy"``).
+        encoding: ``"probabilities"`` or ``"hidden"`` (what the graph part aggregates).
+        refit, refit_epochs: fit the graph part again on the release (post-processing).
         generator: int seed or ``None``; secure_mode: OS CSPRNG noise.
     """
 
@@ -107,10 +137,11 @@ class EdgeDPTrainer(LogitsClassifier, EstimatorParams):
 
     def __init__(self, *, epsilon: float = 8.0, delta: float | None = None, hops: int = 1,
                  max_out_degree: int | None = None, inference: str = "noisy",
-                 inference_share: float = 0.5, steps: int | None = None,
+                 inference_share: float = 0.9, steps: int | None = None,
                  batch_size: int | None = None, pretrain_epochs: int = 20,
-                 clip_norm: float = 1.0, hidden: int = 32, lr: float = 0.01,
-                 noise_in_training: bool = True,
+                 clip_norm: float = 1.0, hidden: int = 64, lr: float = 0.01,
+                 noise_in_training: bool = True, encoding: str = "probabilities",
+                 refit: bool = True, refit_epochs: int = 200,
                  generator: torch.Generator | int | None = None,
                  progress: Callable | None = None, secure_mode: bool = False):
         self.epsilon = check_positive("epsilon", epsilon)
@@ -130,36 +161,65 @@ class EdgeDPTrainer(LogitsClassifier, EstimatorParams):
         self.hidden = check_int("hidden", hidden, low=1)
         self.lr = check_positive("lr", lr)
         self.noise_in_training = bool(noise_in_training)
+        self.encoding = check_choice("encoding", encoding, ("probabilities", "hidden"))
+        self.refit = bool(refit)
+        self.refit_epochs = check_int("refit_epochs", refit_epochs, low=1)
         self.generator = generator
         self.progress = progress
         self.secure_mode = bool(secure_mode)
 
-    def _pretrain(self, model: EdgeNet, x: Tensor, y: Tensor, train: Tensor, classes: int,
-                  gen: torch.Generator):
-        """The encoder with its own linear head on the public features and labels: Adam,
-        minibatches of 256 training nodes, ``pretrain_epochs`` epochs and at least
-        `MIN_PRETRAIN_STEPS` steps. The model's head then starts as that head on the ``ē``
-        block and zero on the others (step 0 is the MLP), and the encoder is frozen."""
-        head = nn.Linear(self.hidden, classes)
-        opt = torch.optim.Adam([*model.encoder.parameters(), *head.parameters()], lr=self.lr)
-        size = min(256, int(train.numel()))
+    def _pretrain(self, model: EdgeNet, x: Tensor, y: Tensor, train: Tensor, val: Tensor,
+                  classes: int, gen: torch.Generator):
+        """The encoder on the public features and labels (``"hidden"``: with its own linear
+        head): Adam with weight decay, dropout, minibatches of `PRETRAIN_BATCH` training nodes,
+        ``pretrain_epochs`` epochs and at least `MIN_PRETRAIN_STEPS` steps, keeping the
+        epoch with the best accuracy on the (public) validation labels. The model's head
+        then starts as the encoder's classifier (step 0 is the MLP), and the encoder is
+        frozen in eval mode."""
+        probs = self.encoding == "probabilities"
+        head = None if probs else nn.Linear(self.hidden, classes)
+
+        def logits(rows: Tensor) -> Tensor:
+            return model.encoder(x[rows]) if probs else head(model.encode(x[rows]))
+
+        trained = [*model.encoder.parameters(), *([] if probs else head.parameters())]
+        opt = torch.optim.Adam(trained, lr=self.lr, weight_decay=5e-4)
+        size = min(PRETRAIN_BATCH, int(train.numel()))
         per_epoch = -(-int(train.numel()) // size)
-        steps = max(self.pretrain_epochs * per_epoch, MIN_PRETRAIN_STEPS) \
-            if self.pretrain_epochs else 0
-        order = torch.zeros(0, dtype=torch.long)
-        for _ in range(steps):
-            if order.numel() == 0:
-                order = train[torch.randperm(train.numel(), generator=gen)]
-            nodes, order = order[:size], order[size:]
-            opt.zero_grad()
-            F.cross_entropy(head(model.encode(x[nodes])), y[nodes]).backward()
-            opt.step()
+        epochs = (max(self.pretrain_epochs, -(-MIN_PRETRAIN_STEPS // per_epoch))
+                  if self.pretrain_epochs else 0)
+
+        def val_accuracy() -> float:
+            model.encoder.eval()
+            with torch.no_grad():
+                acc = float((logits(val).argmax(1) == y[val]).float().mean())
+            model.encoder.train()
+            return acc
+
+        best, state = -1.0, None
+        for _ in range(epochs):
+            order = train[torch.randperm(train.numel(), generator=gen)]
+            for nodes in order.split(size):
+                opt.zero_grad()
+                F.cross_entropy(logits(nodes), y[nodes]).backward()
+                opt.step()
+            if val.numel():
+                acc = val_accuracy()
+                if acc > best:
+                    best, state = acc, [p.detach().clone() for p in trained]
         with torch.no_grad():
+            if state is not None:
+                for p, v in zip(trained, state):
+                    p.copy_(v)
+            width = classes if probs else self.hidden
             model.graph.head.weight.zero_()
-            model.graph.head.weight[:, :self.hidden] = head.weight
-            model.graph.head.bias.copy_(head.bias)
+            model.graph.head.weight[:, :width] = (PROBABILITY_SCALE * torch.eye(classes)
+                                                  if probs else head.weight)
+            model.graph.head.bias.copy_(torch.zeros(classes) if probs else head.bias)
         for p in model.encoder.parameters():
             p.requires_grad_(False)
+        model.encoder.eval()
+        self.encoder_val_accuracy_ = best if val.numel() else float("nan")
 
     def fit(self, data) -> EdgeDPTrainer:
         from gnnprivacy.random import as_torch_generator
@@ -167,15 +227,19 @@ class EdgeDPTrainer(LogitsClassifier, EstimatorParams):
         from gnnprivacy.training.private import EdgeSubgraphs, PrivateTraining
 
         gen = as_torch_generator(self.generator)
-        seeds = torch.randint(0, 2**62, (2,), generator=gen).tolist()
+        seeds = torch.randint(0, 2**62, (3,), generator=gen).tolist()
         graph = training_graph(data)
         train = graph.train_mask.nonzero().flatten()
+        val_mask = getattr(graph, "val_mask", None)
+        val = (val_mask.nonzero().flatten() if val_mask is not None
+               else torch.zeros(0, dtype=torch.long))
         self.num_classes_ = classes = num_classes_of(data)
         x = graph.x.float()
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(seeds[0]))
-            self.model_ = model = EdgeNet(x.shape[1], self.hidden, classes, self.hops)
-            self._pretrain(model, x, graph.y, train, classes,
+            self.model_ = model = EdgeNet(x.shape[1], self.hidden, classes, self.hops,
+                                          encoding=self.encoding)
+            self._pretrain(model, x, graph.y, train, val, classes,
                            torch.Generator().manual_seed(int(seeds[0])))
         with torch.no_grad():           # public: the encodings read no edge
             encoded = _with_features(graph, model.encode(x))
@@ -199,11 +263,13 @@ class EdgeDPTrainer(LogitsClassifier, EstimatorParams):
             if bar is not None:
                 bar.update(1)
         pt.close()
-        self.predictor_ = None
+        self.predictor_ = self.refit_ = None
         if self.inference == "noisy":
             with torch.no_grad():
                 full = _with_features(data, model.encode(data.x.float()))
             self.predictor_ = pt.release_predictor(full)
+            if self.refit:
+                self.refit_ = self._refit(data, full.x, int(seeds[2]))
         self.epsilon_ = float(pt.epsilon)
         self.delta_ = float(pt.delta)
         self.steps_ = int(pt.steps)
@@ -213,10 +279,33 @@ class EdgeDPTrainer(LogitsClassifier, EstimatorParams):
         privacy["steps"] = pt.steps
         privacy["free_parts"] = ("the encoder trained without noise on the public features "
                                  "and labels (no edge read)")
+        if self.predictor_ is not None and self.refit:
+            privacy["free_parts"] += ("; the graph part refitted on the released aggregates "
+                                      "with the public labels (post-processing)")
         self.privacy_info_ = privacy
-        self.info_ = {"num_train": int(train.numel()), "steps_planned": pt.steps_planned}
+        self.info_ = {"num_train": int(train.numel()), "steps_planned": pt.steps_planned,
+                      "encoder_val_accuracy": self.encoder_val_accuracy_}
+        if self.refit_ is not None:
+            self.info_["refit"] = self.refit_
         self.pt_ = pt
         return self
+
+    def _refit(self, data, encoded: Tensor, seed: int) -> dict:
+        """Post-processing of the release: the graph part fitted on the released aggregates
+        with the public labels of the training nodes, kept where the validation labels say
+        it is better (`EdgePrivatePredictor.refit`)."""
+        def nodes(name: str) -> Tensor:
+            mask = getattr(data, name, None)
+            return (mask.nonzero().flatten() if mask is not None
+                    else torch.zeros(0, dtype=torch.long))
+
+        # its dropout draws from its own seed: the global stream's state after training
+        # depends on the subgraphs' sizes, which read the edges
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return self.predictor_.refit(encoded, data.y, nodes("train_mask"),
+                                         nodes("val_mask"), epochs=self.refit_epochs,
+                                         lr=self.lr)
 
     def predict_logits(self, data) -> Tensor:
         """Logits of every node: from the released aggregates (``inference="noisy"``: the

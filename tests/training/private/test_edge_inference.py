@@ -110,8 +110,7 @@ class Net(nn.Module):
         return self.head(torch.relu(self.conv2(h, edge_index)))
 
 
-@pytest.fixture(scope="module")
-def trained():
+def _trained(close=False):
     data = gp.load_dataset("csbm", num_nodes=300, seed=0)
     torch.manual_seed(0)
     model = Net(data.num_features)
@@ -124,8 +123,15 @@ def trained():
         F.cross_entropy(out[batch.center], batch.y[batch.center]).backward()
         opt.step()
     before = pt.epsilon
+    if close:
+        pt.close()
     predictor = pt.release_predictor()
     return data, model, pt, predictor, before
+
+
+@pytest.fixture(scope="module")
+def trained():
+    return _trained()
 
 
 def test_release_is_accounted_once_within_the_target(trained):
@@ -158,6 +164,42 @@ def test_the_predictor_reads_no_edge_and_linkteller_sees_nothing(trained):
     plain = influence_matrix(lambda x: model(x, data.edge_index).detach(), data.x.clone(),
                              targets, delta=0.5)
     assert float(plain.max()) > 0.0
+
+
+def test_refit_is_post_processing_kept_only_where_validation_is_better():
+    """The refit reads the released aggregates and the public labels only: the ledger and
+    epsilon do not move, predictions still read no edge, and what is kept is the better on
+    the validation labels. The control: a refit on scrambled training labels validates
+    worse and is not kept (the parameters are the trained ones)."""
+    import copy
+
+    data, model, pt, predictor, _ = _trained(close=True)
+    eps, entries = pt.epsilon, len(pt.ledger["ledger"]["entries"])
+    train, val = data.train_mask.nonzero().flatten(), data.val_mask.nonzero().flatten()
+    refit = copy.deepcopy(predictor)
+    report = refit.refit(data.x, data.y, train, val, epochs=60)
+    assert pt.epsilon == eps and len(pt.ledger["ledger"]["entries"]) == entries
+    assert report["val_accuracy"] >= report["val_accuracy_before"]
+    out = refit(data.x)
+    assert float((out[val].argmax(1) == data.y[val]).float().mean()) == \
+        pytest.approx(report["val_accuracy"])
+    torch.testing.assert_close(out, refit(data.x, torch.randint(0, 300, (2, 50))))
+    assert "post-processing" in refit.privacy["refit"]
+
+    scrambled = data.y.clone()
+    scrambled[train] = (scrambled[train] + 1) % int(data.y.max() + 1)
+    control = copy.deepcopy(refit)               # from the refitted (good) parameters
+    before = [p.detach().clone() for p in control.model.parameters()]
+    bad = control.refit(data.x, scrambled, train, val, epochs=40, lr=0.1)
+    assert bad["val_accuracy_before"] == pytest.approx(report["val_accuracy"])
+    assert bad["kept"] == "trained" and bad["val_accuracy"] == bad["val_accuracy_before"]
+    for p, b in zip(control.model.parameters(), before):
+        torch.testing.assert_close(p.detach(), b)
+    # while the training is open the DP engine would capture the refit: refused
+    _, _, open_pt, open_predictor, _ = _trained()
+    with pytest.raises(InvalidParameterError, match="pt.close"):
+        open_predictor.refit(data.x, data.y, train, val, epochs=5)
+    open_pt.close()
 
 
 @pytest.mark.statistical

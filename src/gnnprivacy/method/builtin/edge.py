@@ -4,7 +4,8 @@
   ``make_private(sampler="edges")`` (Poisson computation subgraphs, per-subgraph clipping,
   `EdgeSubgraphDpEvent`), with edge-private predictions from one noisy release of every
   layer's aggregate in the same epsilon (``--inference noisy``; ``unprotected`` predicts on
-  the true graph and says so in the record).
+  the true graph and says so in the record), and the graph part refitted on that release
+  with the public labels (``--refit``, post-processing).
 * ``gap-edge``: GAP's edge-level mode (Sajadmanesh et al., USENIX Security 2023): encoder and
   classifier on the public features and labels, ``K`` Gaussian aggregation hops of
   sensitivity ``sqrt(2)`` (undirected) or 1, the only releases that read edges.
@@ -38,7 +39,7 @@ class EdgeDPParams:
     inference: str = field(default="noisy", metadata={
         "help": "noisy (predictions from one noisy release of each layer's aggregate, in "
                 "the epsilon) | unprotected (predictions read the private edges)"})
-    inference_share: float = field(default=0.5, metadata={
+    inference_share: float = field(default=0.9, metadata={
         "help": "share of epsilon and delta for the inference release"})
     steps: int | None = field(default=None, metadata={
         "help": "DP-SGD steps (default: the sampler's adaptive plan)"})
@@ -47,8 +48,15 @@ class EdgeDPParams:
     pretrain_epochs: int = field(default=20, metadata={
         "help": "epochs of the encoder on the public features and labels (free)"})
     clip_norm: float = field(default=1.0, metadata={"help": "per-subgraph gradient clip C"})
-    hidden: int = field(default=32, metadata={"help": "hidden channels"})
+    hidden: int = field(default=64, metadata={"help": "hidden channels"})
     lr: float = field(default=0.01, metadata={"help": "Adam learning rate"})
+    encoding: str = field(default="probabilities", metadata={
+        "help": "what the graph part aggregates: probabilities (the encoder's class "
+                "probabilities) | hidden (its normalised hidden layer)"})
+    refit: bool = field(default=True, metadata={
+        "help": "refit the graph part on the released aggregates with the public labels "
+                "(post-processing, no epsilon), kept where validation is better"})
+    refit_epochs: int = field(default=200, metadata={"help": "full-batch epochs of the refit"})
     secure_mode: bool = field(default=False, metadata={"help": SECURE_HELP})
 
     def __post_init__(self):
@@ -97,7 +105,8 @@ def _result(trainer, ctx: RunContext, what: str) -> MethodResult:
 @register_method("edge-dp", params=EdgeDPParams, private=True,
                  default_delta=lambda n: 1.0 / (10.0 * n),
                  description="edge-level DP-SGD of a SAGE model through make_private("
-                             "sampler='edges'), edge-private predictions in the epsilon")
+                             "sampler='edges'), edge-private predictions in the epsilon, "
+                             "refitted on the release")
 def fit_edge_dp(ctx: RunContext) -> MethodResult:
     """Edge-level DP node classification (issue 46)."""
     from gnnprivacy.training.edge_dp import EdgeDPTrainer

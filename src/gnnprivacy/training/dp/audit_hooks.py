@@ -188,6 +188,18 @@ def note_resume(engine, steps: int) -> None:
     hook.observer.resumes.append((int(steps), int(composed)))
 
 
+def note_post_processing(model) -> None:
+    """``model``'s parameters were changed after its last DP step by a post-processing of
+    the run's releases (the edge release's refit): the observers of its engines count it
+    and take the parameters now as the released ones. What the post-processing read is
+    checked by the publication audit's replay (pinned releases, moved private data), not
+    here (no-op unless a code audit observes the model)."""
+    for session in _ACTIVE:
+        for hook in session.engines:
+            if hook.engine.model is model:
+                hook.observer.note_post_processing()
+
+
 def attach(engine) -> EngineCanaries | None:
     """The hook of the active session for a new ``engine`` (``None`` when none is active)."""
     return _ACTIVE[-1].hook_for(engine) if _ACTIVE else None

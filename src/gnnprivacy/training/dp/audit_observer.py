@@ -193,6 +193,7 @@ class EngineObserver:
     noise_samples: list = field(default_factory=list)  # per release: name -> the noise at
                                                        # fixed coordinates (`FRESH_COORDS`)
     changed_after_last: bool = False
+    post_processed: int = 0
 
     def __post_init__(self) -> None:
         self._forwards: list[_Forward] = []
@@ -355,6 +356,12 @@ class EngineObserver:
         self.releases += 1
         self._last = {n: p.detach().clone() for n, p in self.engine.model.named_parameters()}
         return None
+
+    def note_post_processing(self) -> None:
+        """A declared post-processing changed the parameters (`audit_hooks.
+        note_post_processing`): counted, and its result taken as the released state."""
+        self.post_processed += 1
+        self._last = {n: p.detach().clone() for n, p in self.engine.model.named_parameters()}
 
     @property
     def executed(self) -> int:

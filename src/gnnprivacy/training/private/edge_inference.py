@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -279,11 +280,17 @@ class EdgePrivatePredictor:
         self._forward = forward
         self._layers = check_release_layers(model)
 
-    def __call__(self, x: Tensor, edge_index: Tensor | None = None) -> Tensor:
+    def _check_rows(self, x: Tensor) -> None:
         if int(x.shape[0]) != self.num_nodes:
             raise InvalidParameterError(
                 "x", f"features of the {self.num_nodes} nodes of the release (the aggregates "
                 "are per node of the released graph)", f"{int(x.shape[0])} rows")
+
+    @contextmanager
+    def _replayed(self):
+        """Within: every message-passing call of the model returns the next released
+        aggregate (in call order) instead of aggregating; on leaving, the calls made must be
+        exactly the release's."""
         calls = [0]
 
         def frozen(module, inputs, output):
@@ -296,14 +303,98 @@ class EdgePrivatePredictor:
 
         handles = [m.register_aggregate_forward_hook(frozen) for m in self._layers]
         try:
-            out = _run(self.model, x, _empty_edges(x.device), self._forward)
+            yield calls
         finally:
             for h in handles:
                 h.remove()
         if calls[0] != len(self.aggregates):
             raise InvalidParameterError("model", "the forward of the release (same "
                                         "message-passing calls)", f"{calls[0]} calls")
-        return out
+
+    def _forward_released(self, x: Tensor, training: bool = False) -> Tensor:
+        """The model on ``x`` with the released aggregates, in eval mode (``training``:
+        train mode, e.g. dropout, for the refit), gradients on; `__call__` is this under
+        ``no_grad``."""
+        was = self.model.training
+        self.model.train(training)
+        try:
+            with self._replayed():
+                edges = _empty_edges(x.device)
+                return (self.model(x, edges) if self._forward is None
+                        else self._forward(self.model, x, edges))
+        finally:
+            self.model.train(was)
+
+    def __call__(self, x: Tensor, edge_index: Tensor | None = None) -> Tensor:
+        self._check_rows(x)
+        with torch.no_grad():
+            return self._forward_released(x)
+
+    def refit(self, x: Tensor, y: Tensor, train_nodes: Tensor, val_nodes: Tensor | None = None,
+              *, parameters=None, epochs: int = 200, lr: float = 0.01,
+              weight_decay: float = 5e-4, eval_every: int = 5) -> dict:
+        """Post-processing: train ``parameters`` (default: every trainable parameter of the
+        model) on the released aggregates with the labels of ``train_nodes`` (full batch,
+        Adam), keeping the parameters with the best accuracy on ``val_nodes`` (the ones
+        given included; without ``val_nodes``, the last).
+
+        Under the edge unit the features and labels are public and the aggregates are
+        released: the refit reads no edge and spends no epsilon (a post-processing of the
+        release). It is what to do when the release is what the model will read: the
+        training noise and the release's noise differ, and only the release's is fixed.
+
+        Returns:
+            ``{"epochs", "val_accuracy_before", "val_accuracy", "kept"}``, ``kept`` being
+            ``"refit"`` or ``"trained"`` (the given parameters validated better).
+        """
+        from gnnprivacy._validation import check_int, check_positive
+        from gnnprivacy.training.dp import audit_hooks
+        from gnnprivacy.training.private.make_private import open_training
+
+        self._check_rows(x)
+        if open_training(self.model) is not None:
+            raise InvalidParameterError(
+                "refit", "a closed training (call pt.close() first: the open DP engine "
+                "would capture the refit's steps)", repr(open_training(self.model)))
+        epochs = check_int("epochs", epochs, low=1)
+        eval_every = check_int("eval_every", eval_every, low=1)
+        params = [p for p in (self.model.parameters() if parameters is None else parameters)
+                  if p.requires_grad]
+        if not params:
+            raise InvalidParameterError("parameters", "at least one trainable parameter",
+                                        "none")
+        opt = torch.optim.Adam(params, lr=check_positive("lr", lr),
+                               weight_decay=float(weight_decay))
+
+        def val_accuracy() -> float:
+            if val_nodes is None or val_nodes.numel() == 0:
+                return float("nan")
+            with torch.no_grad():
+                out = self._forward_released(x)[val_nodes]
+            return float((out.argmax(1) == y[val_nodes]).float().mean())
+
+        def snapshot() -> list[Tensor]:
+            return [p.detach().clone() for p in params]
+
+        before = val_accuracy()
+        best, best_params, kept = before, snapshot(), "trained"
+        for epoch in range(1, epochs + 1):
+            opt.zero_grad()
+            out = self._forward_released(x, training=True)
+            torch.nn.functional.cross_entropy(out[train_nodes], y[train_nodes]).backward()
+            opt.step()
+            if epoch % eval_every == 0 or epoch == epochs:
+                acc = val_accuracy()
+                if math.isnan(best) or acc > best:
+                    best, best_params, kept = acc, snapshot(), "refit"
+        with torch.no_grad():
+            for p, v in zip(params, best_params):
+                p.copy_(v)
+        audit_hooks.note_post_processing(self.model)
+        self.privacy["refit"] = ("post-processing: parameters fitted on the released "
+                                 "aggregates with the public labels (no epsilon)")
+        return {"epochs": epochs, "val_accuracy_before": before, "val_accuracy": best,
+                "kept": kept}
 
     def predict_logits(self, data) -> Tensor:
         """Logits of every node of ``data`` (its features; its edges are not read)."""

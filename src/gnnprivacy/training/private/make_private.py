@@ -578,13 +578,18 @@ def _scheduler_aware(step, optimizer: torch.optim.Optimizer):
 _ACTIVE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+def open_training(owner) -> PrivateTraining | None:
+    """The open `PrivateTraining` that uses ``owner`` (a model or optimizer), or ``None``."""
+    ref = _ACTIVE.get(owner)
+    return ref() if ref is not None else None
+
+
 def _refuse_if_private(model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
     """A second `make_private` on a model or optimizer that an open one still uses would stack
     two DP steps and two sets of hooks (its errors then blamed the batch): refused, naming
     which and the fix."""
     for what, owner in (("model", model), ("optimizer", optimizer)):
-        ref = _ACTIVE.get(owner)
-        earlier = ref() if ref is not None else None
+        earlier = open_training(owner)
         if earlier is not None:
             raise InvalidParameterError(
                 what, f"a {what} that no open make_private uses (call .close() on the earlier "
