@@ -244,6 +244,8 @@ class EdgeDPTrainer(LogitsClassifier, EstimatorParams):
         with torch.no_grad():           # public: the encodings read no edge
             encoded = _with_features(graph, model.encode(x))
         part = model.graph              # the DP-SGD model: it reads the encodings and edges
+        # step 0 predicts as the encoder (public): a candidate of the refit's selection
+        start = [p.detach().clone() for p in part.parameters() if p.requires_grad]
         opt = torch.optim.Adam([p for p in part.parameters() if p.requires_grad], lr=self.lr)
         sampler = EdgeSubgraphs(hops=self.hops, max_out_degree=self.max_out_degree,
                                 inference=self.inference,
@@ -269,7 +271,7 @@ class EdgeDPTrainer(LogitsClassifier, EstimatorParams):
                 full = _with_features(data, model.encode(data.x.float()))
             self.predictor_ = pt.release_predictor(full)
             if self.refit:
-                self.refit_ = self._refit(data, full.x, int(seeds[2]))
+                self.refit_ = self._refit(data, full.x, int(seeds[2]), start)
         self.epsilon_ = float(pt.epsilon)
         self.delta_ = float(pt.delta)
         self.steps_ = int(pt.steps)
@@ -290,10 +292,11 @@ class EdgeDPTrainer(LogitsClassifier, EstimatorParams):
         self.pt_ = pt
         return self
 
-    def _refit(self, data, encoded: Tensor, seed: int) -> dict:
+    def _refit(self, data, encoded: Tensor, seed: int, start: list[Tensor]) -> dict:
         """Post-processing of the release: the graph part fitted on the released aggregates
         with the public labels of the training nodes, kept where the validation labels say
-        it is better (`EdgePrivatePredictor.refit`)."""
+        it is better than the DP-SGD weights and than the weights of step 0 (``start``: the
+        encoder's classifier, zero on the aggregates; `EdgePrivatePredictor.refit`)."""
         def nodes(name: str) -> Tensor:
             mask = getattr(data, name, None)
             return (mask.nonzero().flatten() if mask is not None
@@ -305,7 +308,7 @@ class EdgeDPTrainer(LogitsClassifier, EstimatorParams):
             torch.manual_seed(seed)
             return self.predictor_.refit(encoded, data.y, nodes("train_mask"),
                                          nodes("val_mask"), epochs=self.refit_epochs,
-                                         lr=self.lr)
+                                         lr=self.lr, candidates={"encoder": start})
 
     def predict_logits(self, data) -> Tensor:
         """Logits of every node: from the released aggregates (``inference="noisy"``: the

@@ -195,6 +195,17 @@ def test_refit_is_post_processing_kept_only_where_validation_is_better():
     assert bad["kept"] == "trained" and bad["val_accuracy"] == bad["val_accuracy_before"]
     for p, b in zip(control.model.parameters(), before):
         torch.testing.assert_close(p.detach(), b)
+    # a named candidate (here the refitted values) is kept when it validates best
+    good = [p.detach().clone() for p in refit.model.parameters()]
+    again = copy.deepcopy(predictor)
+    picked = again.refit(data.x, data.y, train, val, epochs=1, lr=1e-9,
+                         candidates={"good": good})
+    assert report["kept"] == "refit" and picked["kept"] == "good"
+    assert picked["val_accuracy"] == pytest.approx(report["val_accuracy"])
+    for p, g in zip(again.model.parameters(), good):
+        torch.testing.assert_close(p.detach(), g)
+    with pytest.raises(InvalidParameterError, match="candidates"):
+        again.refit(data.x, data.y, train, val, epochs=1, candidates={"short": good[:1]})
     # while the training is open the DP engine would capture the refit: refused
     _, _, open_pt, open_predictor, _ = _trained()
     with pytest.raises(InvalidParameterError, match="pt.close"):

@@ -332,7 +332,8 @@ class EdgePrivatePredictor:
 
     def refit(self, x: Tensor, y: Tensor, train_nodes: Tensor, val_nodes: Tensor | None = None,
               *, parameters=None, epochs: int = 200, lr: float = 0.01,
-              weight_decay: float = 5e-4, eval_every: int = 5) -> dict:
+              weight_decay: float = 5e-4, eval_every: int = 5,
+              candidates: dict[str, list[Tensor]] | None = None) -> dict:
         """Post-processing: train ``parameters`` (default: every trainable parameter of the
         model) on the released aggregates with the labels of ``train_nodes`` (full batch,
         Adam), keeping the parameters with the best accuracy on ``val_nodes`` (the ones
@@ -343,9 +344,14 @@ class EdgePrivatePredictor:
         release). It is what to do when the release is what the model will read: the
         training noise and the release's noise differ, and only the release's is fixed.
 
+        ``candidates`` names other values of the same parameters (in their order) that the
+        validation also weighs, e.g. the model before DP training; they must be
+        post-processings of the release too (public data or released values only).
+
         Returns:
             ``{"epochs", "val_accuracy_before", "val_accuracy", "kept"}``, ``kept`` being
-            ``"refit"`` or ``"trained"`` (the given parameters validated better).
+            ``"refit"``, ``"trained"`` (the given parameters validated better) or the name
+            of a candidate.
         """
         from gnnprivacy._validation import check_int, check_positive
         from gnnprivacy.training.dp import audit_hooks
@@ -376,8 +382,21 @@ class EdgePrivatePredictor:
         def snapshot() -> list[Tensor]:
             return [p.detach().clone() for p in params]
 
-        before = val_accuracy()
-        best, best_params, kept = before, snapshot(), "trained"
+        before, trained = val_accuracy(), snapshot()
+        best, best_params, kept = before, trained, "trained"
+        for name, values in (candidates or {}).items():
+            if len(values) != len(params):
+                raise InvalidParameterError("candidates", f"values of the {len(params)} "
+                                            "refitted parameters", f"{name}: {len(values)}")
+            with torch.no_grad():
+                for p, v in zip(params, values):
+                    p.copy_(v)
+            acc = val_accuracy()
+            if acc > best:
+                best, best_params, kept = acc, snapshot(), name
+        with torch.no_grad():                    # the refit starts from the trained values
+            for p, v in zip(params, trained):
+                p.copy_(v)
         for epoch in range(1, epochs + 1):
             opt.zero_grad()
             out = self._forward_released(x, training=True)
