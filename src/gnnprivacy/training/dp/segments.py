@@ -43,6 +43,10 @@ CHUNK_ROWS = 16
 MATERIALISE_ELEMENTS = 2 ** 21
 #: subgraphs of more rows than this never take the Gram form (their pairs grow as ``L²``)
 PAIR_LIMIT = 64
+#: rows x trained parameters up to which every parameter on a row mapping keeps its per-row
+#: gradients, summed per subgraph in one scatter (`Segments.per_row`): a few operations for
+#: the whole model, where the Gram form's few dozen cost more than the data they touch
+ROW_ELEMENTS = 2 ** 19
 
 
 def segment_sum(t: Tensor, seg: Tensor, num_segments: int) -> Tensor:
@@ -125,6 +129,10 @@ class Segments:
         self._seg = seg
         self.device = seg.device if seg is not None else device
         self._cache: dict = {}
+        #: every parameter on these rows materialises its per-subgraph gradients from its
+        #: per-row ones (`ColumnSums`: one sum for all of them, the clipped sum ``c @ G``),
+        #: set by the capture for small batches (`ROW_ELEMENTS`); else Gram norms
+        self.per_row: bool | None = None
 
     @classmethod
     def regular(cls, num: int, width: int, device) -> Segments:
