@@ -153,10 +153,11 @@ def test_the_layer_norm_rules_normalised_input_equals_torchs(dtype, tol):
     from gnnprivacy.training.dp.flat_rules import _normalised
 
     gen = torch.Generator().manual_seed(0)
-    x = (torch.randn(50, 4, 8, generator=gen, dtype=torch.float64) * 3 + 1).to(dtype)
-    for shape in ((8,), (4, 8)):
-        torch.testing.assert_close(_normalised(x, shape, 1e-5),
-                                   F.layer_norm(x, shape, eps=1e-5), rtol=tol, atol=tol)
+    for rows in (50, 1000):             # torch's own below NATIVE_NORM_ELEMENTS, written out
+        x = (torch.randn(rows, 4, 8, generator=gen, dtype=torch.float64) * 3 + 1).to(dtype)
+        for shape in ((8,), (4, 8)):
+            torch.testing.assert_close(_normalised(x, shape, 1e-5),
+                                       F.layer_norm(x, shape, eps=1e-5), rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("wide", [True, False])

@@ -506,6 +506,8 @@ class LoopGuard:
     def _check_kept(self, before: dict, now: dict, when: str) -> None:
         """No tensor attribute of the model or a submodule was set or changed between
         ``before`` and ``now`` (`_tensor_attributes`)."""
+        if now == before:
+            return
         for key, value in now.items():
             if before.get(key) != value:
                 module, attr = key
@@ -520,6 +522,8 @@ class LoopGuard:
     def _check_state(self, tree: list | None = None) -> None:
         """No buffer or parameter was changed, replaced or added since the draw."""
         now = self._versions(tree)
+        if now == self._state:
+            return
         for (kind, name), before in self._state.items():
             if now.get((kind, name)) != before:
                 if kind == "parameter":
@@ -599,8 +603,9 @@ class LoopGuard:
                 continue
             seen[node] = len(seen)
             following = node.next_functions
-            shape.append((node.name(), len(following)))
-            stack.extend(n for n, _ in reversed(following))
+            name = node.name()
+            shape.append((name, len(following)))
+            stack.extend([n for n, _ in reversed(following)])
             fn = _custom_function(node)
             if fn is not None:
                 raise SubgraphMixingError(
@@ -609,7 +614,8 @@ class LoopGuard:
                     "operations, and a hand-written backward may mix the rows of the batch "
                     "(moving other subgraphs' clipped gradients); write it with torch "
                     "operations (their gradients are checked like the rest of the loop)")
-            var = getattr(node, "variable", None)
+            # only a leaf's AccumulateGrad node holds a variable
+            var = node.variable if name == _ACCUMULATE else None
             if isinstance(var, Tensor) and (id(var) not in own if own is not None
                                             else isinstance(var, nn.Parameter)):
                 name = self.params.get(id(var))
@@ -689,6 +695,10 @@ class LoopGuard:
             if hit is not None:
                 raise _mixing(f"the loss's gradient at {name} (shape {tuple(a.shape)})",
                               target, hit)
+
+
+#: the autograd node of a leaf tensor (``node.variable``)
+_ACCUMULATE = "torch::autograd::AccumulateGrad"
 
 
 def _custom_function(node) -> str | None:
