@@ -169,6 +169,7 @@ def test_the_batched_gram_norms_equal_the_loop(trial, wide, monkeypatch):
     side by side (small batches) and one kernel per tensor (large ones). The clipped sums of
     the row-wise terms equal the weighted row sums."""
     monkeypatch.setattr(segments, "WIDE_ELEMENTS", 2 ** 40 if wide else 0)
+    monkeypatch.setattr(segments, "WIDE_COLUMNS", 2 ** 40 if wide else 0)
     seg, num, a, d = _case(trial)
     gen = torch.Generator().manual_seed(100 + trial)
     a2 = torch.randn(seg.numel(), 5, dtype=torch.float64, generator=gen)
