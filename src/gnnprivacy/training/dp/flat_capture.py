@@ -362,11 +362,11 @@ class FlatCapture(Probe):
         self._handles.append(root.register_forward_hook(self._root_post, always_call=True))
         for _, module, rule in self.layers:
             probe = None if rule is exact_fallback else flat_probe_for(module)
-            if rule is exact_fallback or probe is not None:     # a probed rule may fall back
-                self._handles.append(module.register_forward_pre_hook(self._rng_pre))
-            if probe is not None:
+            if probe is not None:      # a probed rule may fall back: the RNG state too
                 self._handles.append(module.register_forward_pre_hook(self._open_call))
                 self._handles.extend(probe(module, self))
+            elif rule is exact_fallback:
+                self._handles.append(module.register_forward_pre_hook(self._rng_pre))
             self._handles.append(module.register_forward_hook(self._hook, with_kwargs=True))
         for _, module in self._needs_batch:
             self._handles.append(module.register_forward_pre_hook(self._batch_pre,
@@ -446,8 +446,10 @@ class FlatCapture(Probe):
         return None
 
     def _open_call(self, module, args):
+        """A probed module's call begins: its extras, and the RNG state (`_rng_pre`)."""
         if self._active and not self._replaying:
             self._open[module] = {}
+            self._rng_pre(module, args)
         return None
 
     def keep(self, module: nn.Module, key: str, value) -> None:
