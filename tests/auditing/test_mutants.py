@@ -99,6 +99,9 @@ MUTANTS = [
     Mutant("clip-bookkeeping-unscaled-narrow", "clip",
            "gnnprivacy.training.dp.flat_rules:_scaled_product",
            "return ((a * c_rows).t() @ d).t()", "return (a.t() @ d).t()", PRIVATE),
+    Mutant("clip-per-row-norms-quarter", "clip", "gnnprivacy.training.dp.clipping:"
+           "clip_contributions", "sq = grads.square().sum(1)",
+           "sq = grads.square().sum(1) / 4", SEGMENTS + " " + PRIVATE),
     # ------------------------------------------------------------------ noise
     Mutant("noise-std-reported-half", "noise",
            "gnnprivacy.training.dp.engine:DPEngine.noise_std",

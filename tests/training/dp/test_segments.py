@@ -153,10 +153,11 @@ def test_the_layer_norm_rules_normalised_input_equals_torchs(dtype, tol):
     from gnnprivacy.training.dp.flat_rules import _normalised
 
     gen = torch.Generator().manual_seed(0)
-    x = (torch.randn(50, 4, 8, generator=gen, dtype=torch.float64) * 3 + 1).to(dtype)
-    for shape in ((8,), (4, 8)):
-        torch.testing.assert_close(_normalised(x, shape, 1e-5),
-                                   F.layer_norm(x, shape, eps=1e-5), rtol=tol, atol=tol)
+    for rows in (50, 1000):             # torch's own below NATIVE_NORM_ELEMENTS, written out
+        x = (torch.randn(rows, 4, 8, generator=gen, dtype=torch.float64) * 3 + 1).to(dtype)
+        for shape in ((8,), (4, 8)):
+            torch.testing.assert_close(_normalised(x, shape, 1e-5),
+                                       F.layer_norm(x, shape, eps=1e-5), rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("wide", [True, False])
@@ -168,6 +169,7 @@ def test_the_batched_gram_norms_equal_the_loop(trial, wide, monkeypatch):
     side by side (small batches) and one kernel per tensor (large ones). The clipped sums of
     the row-wise terms equal the weighted row sums."""
     monkeypatch.setattr(segments, "WIDE_ELEMENTS", 2 ** 40 if wide else 0)
+    monkeypatch.setattr(segments, "WIDE_COLUMNS", 2 ** 40 if wide else 0)
     seg, num, a, d = _case(trial)
     gen = torch.Generator().manual_seed(100 + trial)
     a2 = torch.randn(seg.numel(), 5, dtype=torch.float64, generator=gen)

@@ -170,9 +170,15 @@ def _naive_sums(model, batch, clip, edge_keys=()):
     return dict(zip(names, total)), norms
 
 
+@pytest.mark.parametrize("rows", ["gram", "per-row"])
 @pytest.mark.parametrize("sampler", ["heterpoisson", "degree_bounded"])
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_clipped_sum_equals_a_naive_per_subgraph_loop(name, sampler, data):
+def test_clipped_sum_equals_a_naive_per_subgraph_loop(name, sampler, rows, data, monkeypatch):
+    """Both ways of a row mapping: Gram norms with the scaled-rows product, and per-row
+    gradients summed per subgraph (`segments.ROW_ELEMENTS`: small batches)."""
+    from gnnprivacy.training.dp import flat_capture
+
+    monkeypatch.setattr(flat_capture, "ROW_ELEMENTS", 0 if rows == "gram" else 2 ** 40)
     torch.manual_seed(0)
     model = MODELS[name](data.num_features).double()
     spec = (HeterPoissonSubgraphs() if sampler == "heterpoisson"

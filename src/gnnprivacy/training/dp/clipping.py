@@ -27,7 +27,7 @@ from torch import Tensor, nn
 
 from gnnprivacy._validation import check_positive
 from gnnprivacy.errors import InvalidParameterError
-from gnnprivacy.training.dp.flat_capture import BatchLayout, FlatCapture
+from gnnprivacy.training.dp.flat_capture import BatchLayout, FlatCapture, trainable
 from gnnprivacy.training.dp.flat_rules import Contribution
 from gnnprivacy.training.dp.noise import unflatten
 
@@ -236,7 +236,7 @@ def clip_and_sum(capture: FlatCapture, losses: Tensor, groups: Sequence[ClipGrou
         layout = BatchLayout.for_subgraphs(num, losses.device)
         with torch.no_grad():
             contributions = capture.contributions(layout)
-            named = [(n, p) for n, p in capture.model.named_parameters() if p.requires_grad]
+            named = trainable(capture.model)
             return clip_contributions(contributions, named, groups, num, device=losses.device)
     finally:
         capture.reset()

@@ -45,7 +45,7 @@ from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.training.dp.audit_hooks import released
 from gnnprivacy.training.dp.clipping import (ClipGroup, clip_and_sum, effective_clip_norm,
                                              resolve_groups)
-from gnnprivacy.training.dp.flat_capture import FlatCapture
+from gnnprivacy.training.dp.flat_capture import FlatCapture, module_tree, named_tensors
 from gnnprivacy.training.dp.noise import noised_flat, unflatten
 
 __all__ = ["DPEngine", "SAMPLINGS", "StepInfo", "check_sampling", "make_optimizer"]
@@ -284,7 +284,7 @@ class DPEngine:
         """Set ``g̃ / B_exp`` as the gradients, update, compose one step event. Sums laid
         end to end in one vector (as `add_noise` returns them) are scaled in one
         operation."""
-        params = dict(self.model.named_parameters())
+        params = dict(named_tensors(module_tree(self.model)))
         flat = getattr(noisy, "flat", None)
         if flat is not None:
             scaled = flat / self.expected_batch_size

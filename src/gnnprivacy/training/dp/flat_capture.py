@@ -35,10 +35,11 @@ from torch import Tensor, nn
 from gnnprivacy.training.dp.flat_rules import (MAKE_PRIVATE_SUPPORTED, Call, Contribution, Probe,
                                                 UnsupportedModuleError, exact_fallback,
                                                 flat_probe_for, flat_rule_for)
-from gnnprivacy.training.dp.segments import Segments
+from gnnprivacy.training.dp.segments import ROW_ELEMENTS, Segments
 
 __all__ = ["BatchLayout", "FallbackWarning", "FlatCapture", "SubgraphMixingError", "check_model",
-           "check_not_compiled", "same_storage", "tensors_of"]
+           "check_not_compiled", "module_tree", "named_tensors", "same_storage", "tensors_of",
+           "trainable"]
 
 
 class FallbackWarning(UserWarning):
@@ -330,6 +331,9 @@ class FlatCapture(Probe):
                 "cost. The modules with rules are listed in docs/own-model.md",
                 FallbackWarning, stacklevel=4)
         self._edge_modules = _edge_level(model)
+        #: trained parameter elements: with the rows, what materialising costs (`per_row`)
+        self._numel = sum(p.numel() for _, m, _ in self.layers
+                          for p in m.parameters(recurse=False) if p.requires_grad)
         self.records: dict[nn.Module, list[_Record]] = {}
         self.root_calls: list[tuple[tuple, dict]] = []
         self.output_rows: list[int | None] = []     # rows of each recorded root output
@@ -358,11 +362,11 @@ class FlatCapture(Probe):
         self._handles.append(root.register_forward_hook(self._root_post, always_call=True))
         for _, module, rule in self.layers:
             probe = None if rule is exact_fallback else flat_probe_for(module)
-            if rule is exact_fallback or probe is not None:     # a probed rule may fall back
-                self._handles.append(module.register_forward_pre_hook(self._rng_pre))
-            if probe is not None:
+            if probe is not None:      # a probed rule may fall back: the RNG state too
                 self._handles.append(module.register_forward_pre_hook(self._open_call))
                 self._handles.extend(probe(module, self))
+            elif rule is exact_fallback:
+                self._handles.append(module.register_forward_pre_hook(self._rng_pre))
             self._handles.append(module.register_forward_hook(self._hook, with_kwargs=True))
         for _, module in self._needs_batch:
             self._handles.append(module.register_forward_pre_hook(self._batch_pre,
@@ -416,7 +420,7 @@ class FlatCapture(Probe):
         self._active = True
         self.root_calls.append((args, kwargs))
         with self._muted():
-            self._frozen = [p for p in self.model.parameters() if p.requires_grad]
+            self._frozen = [p for _, p in trainable(self.model)]
             for p in self._frozen:
                 p.requires_grad_(False)
         return None
@@ -442,8 +446,10 @@ class FlatCapture(Probe):
         return None
 
     def _open_call(self, module, args):
+        """A probed module's call begins: its extras, and the RNG state (`_rng_pre`)."""
         if self._active and not self._replaying:
             self._open[module] = {}
+            self._rng_pre(module, args)
         return None
 
     def keep(self, module: nn.Module, key: str, value) -> None:
@@ -686,6 +692,8 @@ class FlatCapture(Probe):
                                        loops=self._edge_modules.get(id(module), False))
                 if segs is None:
                     raise SubgraphMixingError(_rows_fit_nothing(name, module, rec, layout))
+                if segs.per_row is None and segs.width is None:
+                    segs.per_row = segs.rows * self._numel <= ROW_ELEMENTS
                 grad = rec.grad if rec.grad is not None else torch.zeros(
                     rec.shape, dtype=rec.dtype, device=rec.device)
                 calls.append(Call(rec.args, rec.kwargs, grad, segs, {"rng": rec.rng},
@@ -743,6 +751,42 @@ def check_model(model: nn.Module) -> list[tuple[str, nn.Module, Callable]]:
         UnsupportedModuleError: naming the module, why, and the supported modules.
     """
     return FlatCapture(model, fallback=False).layers
+
+
+def module_tree(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """``list(model.named_modules())`` (each module once, in that order) without a generator
+    per level: the DP step walks the model several times."""
+    out: list[tuple[str, nn.Module]] = []
+    seen: set[int] = set()
+
+    def visit(prefix: str, module: nn.Module) -> None:
+        seen.add(id(module))
+        out.append((prefix, module))
+        for name, child in module._modules.items():
+            if child is not None and id(child) not in seen:
+                visit(f"{prefix}.{name}" if prefix else name, child)
+
+    visit("", model)
+    return out
+
+
+def named_tensors(tree: list[tuple[str, nn.Module]], kind: str = "_parameters"
+                  ) -> list[tuple[str, Tensor]]:
+    """``named_parameters()`` (``kind="_parameters"``) or ``named_buffers()``
+    (``"_buffers"``) of the modules of `module_tree`, each tensor once, as torch names them."""
+    out: list[tuple[str, Tensor]] = []
+    seen: set[int] = set()
+    for prefix, module in tree:
+        for name, t in getattr(module, kind).items():
+            if t is not None and id(t) not in seen:
+                seen.add(id(t))
+                out.append((f"{prefix}.{name}" if prefix else name, t))
+    return out
+
+
+def trainable(model: nn.Module) -> list[tuple[str, nn.Parameter]]:
+    """The ``(name, parameter)`` pairs of ``model`` that require gradients."""
+    return [(n, p) for n, p in named_tensors(module_tree(model)) if p.requires_grad]
 
 
 def tensors_of(value) -> list[Tensor]:

@@ -262,7 +262,7 @@ def _summed(segs: Segments, rows: Tensor, shape: torch.Size) -> Contribution:
     ``rows`` (``(R, P)``, per-row gradients): in the padded layout or for large subgraphs
     materialised with the other such parameters (one sum), else ghost norms from the batch
     of these rows' Gram terms and the clipped sum ``c_rows @ rows``."""
-    if segs.width is not None or segs.rows >= SUMMED_ROWS * segs.num:
+    if segs.per_row or segs.width is not None or segs.rows >= SUMMED_ROWS * segs.num:
         # padded rows, or large subgraphs (whole graphs): per-subgraph sums, one scatter for
         # every such parameter on these rows
         return _materialised(segs.columns(rows.dtype).add(rows), shape)
@@ -298,7 +298,10 @@ def _linear_rule(layer: nn.Module, calls: list[Call]) -> dict[nn.Parameter, Cont
     with_bias = bias is not None and bias.requires_grad
     if layer.weight.requires_grad:
         p, q = d.shape[1], a.shape[1]
-        if keep_materialised(segs, p, q):
+        if segs.per_row:                 # small batch: per-row outer products, summed
+            out[layer.weight] = _summed(segs, (d.unsqueeze(2) * a.unsqueeze(1)),
+                                        layer.weight.shape)
+        elif keep_materialised(segs, p, q):
             out[layer.weight] = _materialised(linear_weight_grads(a, d, segs),
                                               layer.weight.shape)
         elif segs.width is None:         # ghost norms of weight and bias in one pass
@@ -386,10 +389,16 @@ register_flat_rule(SelfScale, _self_scale_rule)
 
 
 # ------------------------------------------------------------------------------ LayerNorm
+#: up to this many elements ``x̂`` comes from torch's own ``layer_norm`` (one operation);
+#: above, written out (about two thirds of ``F.layer_norm``'s time on a CPU for narrow rows)
+NATIVE_NORM_ELEMENTS = 2 ** 14
+
+
 def _normalised(x: Tensor, shape: tuple, eps: float) -> Tensor:
     """``x̂``, layer normalisation without the affine map over the trailing ``shape``:
-    ``(x - mean) / sqrt(var + eps)`` (biased variance, as ``F.layer_norm``; written out, it
-    takes about two thirds of ``F.layer_norm``'s time on a CPU for narrow rows)."""
+    ``(x - mean) / sqrt(var + eps)`` (biased variance, as ``F.layer_norm``)."""
+    if x.numel() <= NATIVE_NORM_ELEMENTS:
+        return torch.layer_norm(x, shape, None, None, eps)
     size = 1
     for n in shape:
         size *= n

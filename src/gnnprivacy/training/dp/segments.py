@@ -43,6 +43,10 @@ CHUNK_ROWS = 16
 MATERIALISE_ELEMENTS = 2 ** 21
 #: subgraphs of more rows than this never take the Gram form (their pairs grow as ``L²``)
 PAIR_LIMIT = 64
+#: rows x trained parameters up to which every parameter on a row mapping keeps its per-row
+#: gradients, summed per subgraph in one scatter (`Segments.per_row`): a few operations for
+#: the whole model, where the Gram form's few dozen cost more than the data they touch
+ROW_ELEMENTS = 2 ** 19
 
 
 def segment_sum(t: Tensor, seg: Tensor, num_segments: int) -> Tensor:
@@ -125,6 +129,10 @@ class Segments:
         self._seg = seg
         self.device = seg.device if seg is not None else device
         self._cache: dict = {}
+        #: every parameter on these rows materialises its per-subgraph gradients from its
+        #: per-row ones (`ColumnSums`: one sum for all of them, the clipped sum ``c @ G``),
+        #: set by the capture for small batches (`ROW_ELEMENTS`); else Gram norms
+        self.per_row: bool | None = None
 
     @classmethod
     def regular(cls, num: int, width: int, device) -> Segments:
@@ -327,6 +335,9 @@ class Segments:
 #: block sums as one product) while rows x width x blocks is at most this; beyond, it takes
 #: one fused kernel per tensor (the block product's extra work would cost more)
 WIDE_ELEMENTS = 2 ** 20
+#: ... and while the blocks are at most this wide together (a layer of several hundred
+#: inputs: one fused kernel per tensor is about twice as fast, measured on a CPU)
+WIDE_COLUMNS = 512
 
 
 class GramNorms:
@@ -405,7 +416,8 @@ class GramNorms:
             edges = [0]
             for t in self.tensors:
                 edges.append(edges[-1] + t.shape[1])
-            if self.segs.rows * edges[-1] * len(self.tensors) > WIDE_ELEMENTS:
+            if (self.segs.rows * edges[-1] * len(self.tensors) > WIDE_ELEMENTS
+                    or edges[-1] > WIDE_COLUMNS):
                 self.wide = None
             else:
                 x = self.tensors[0] if len(self.tensors) == 1 else torch.cat(self.tensors, 1)

@@ -49,8 +49,8 @@ import torch
 from torch import Tensor, nn
 from torch.overrides import TorchFunctionMode
 
-from gnnprivacy.training.dp.flat_capture import (BatchLayout, SubgraphMixingError, same_storage,
-                                                  tensors_of)
+from gnnprivacy.training.dp.flat_capture import (BatchLayout, SubgraphMixingError, module_tree,
+                                                  named_tensors, same_storage, tensors_of)
 
 __all__ = ["LoopGuard", "LoopTrace"]
 
@@ -366,7 +366,8 @@ class LoopGuard:
         """At the draw of a batch: note the buffers; record the loop in full until one step
         is checked, then only the functions it calls."""
         self.stop()
-        self._state, self._kept = self._versions(), self._attributes()
+        tree = module_tree(self.model)
+        self._state, self._kept = self._versions(tree), self._attributes(tree)
         self._since_step(self._state, self._kept)
         self.trace = LoopTrace(light=bool(self.verified))
         self.trace.start()
@@ -428,8 +429,9 @@ class LoopGuard:
         """
         self.stop()
         trace, self.trace = self.trace, None
-        self._check_state()
-        self._at_step = self._attributes()
+        tree = module_tree(self.model)
+        self._check_state(tree)
+        self._at_step = self._attributes(tree)
         self._check_kept(self._kept, self._at_step, "during the step")
         if trace is None:
             return
@@ -490,20 +492,22 @@ class LoopGuard:
         return notes
 
     # ------------------------------------------------------------------ checks
-    def _versions(self) -> dict[tuple[str, str], tuple[int, int]]:
-        out = {("buffer", n): (id(b), b._version) for n, b in self.model.named_buffers()}
-        out.update({("parameter", n): (id(p), p._version)
-                    for n, p in self.model.named_parameters()})
+    def _versions(self, tree: list | None = None) -> dict[tuple[str, str], tuple[int, int]]:
+        tree = module_tree(self.model) if tree is None else tree
+        out = {("buffer", n): (id(b), b._version) for n, b in named_tensors(tree, "_buffers")}
+        out.update({("parameter", n): (id(p), p._version) for n, p in named_tensors(tree)})
         return out
 
-    def _attributes(self) -> dict[tuple[int, str], tuple[int, int]]:
+    def _attributes(self, tree: list | None = None) -> dict[tuple[int, str], tuple[int, int]]:
         """The tensors the model keeps outside its parameters and buffers
         (`_tensor_attributes`)."""
-        return _tensor_attributes(self.model)
+        return _tensor_attributes(self.model if tree is None else tree)
 
     def _check_kept(self, before: dict, now: dict, when: str) -> None:
         """No tensor attribute of the model or a submodule was set or changed between
         ``before`` and ``now`` (`_tensor_attributes`)."""
+        if now == before:
+            return
         for key, value in now.items():
             if before.get(key) != value:
                 module, attr = key
@@ -515,9 +519,11 @@ class LoopGuard:
                     "steps (and into a pickled model) without clipping or noise; keep it "
                     "local to forward, or make it a buffer that the training does not change")
 
-    def _check_state(self) -> None:
+    def _check_state(self, tree: list | None = None) -> None:
         """No buffer or parameter was changed, replaced or added since the draw."""
-        now = self._versions()
+        now = self._versions(tree)
+        if now == self._state:
+            return
         for (kind, name), before in self._state.items():
             if now.get((kind, name)) != before:
                 if kind == "parameter":
@@ -597,8 +603,9 @@ class LoopGuard:
                 continue
             seen[node] = len(seen)
             following = node.next_functions
-            shape.append((node.name(), len(following)))
-            stack.extend(n for n, _ in reversed(following))
+            name = node.name()
+            shape.append((name, len(following)))
+            stack.extend([n for n, _ in reversed(following)])
             fn = _custom_function(node)
             if fn is not None:
                 raise SubgraphMixingError(
@@ -607,7 +614,8 @@ class LoopGuard:
                     "operations, and a hand-written backward may mix the rows of the batch "
                     "(moving other subgraphs' clipped gradients); write it with torch "
                     "operations (their gradients are checked like the rest of the loop)")
-            var = getattr(node, "variable", None)
+            # only a leaf's AccumulateGrad node holds a variable
+            var = node.variable if name == _ACCUMULATE else None
             if isinstance(var, Tensor) and (id(var) not in own if own is not None
                                             else isinstance(var, nn.Parameter)):
                 name = self.params.get(id(var))
@@ -689,6 +697,10 @@ class LoopGuard:
                               target, hit)
 
 
+#: the autograd node of a leaf tensor (``node.variable``)
+_ACCUMULATE = "torch::autograd::AccumulateGrad"
+
+
 def _custom_function(node) -> str | None:
     """The name of the custom ``torch.autograd.Function`` whose backward ``node`` is
     (``None`` for torch's own operations)."""
@@ -701,13 +713,14 @@ def _custom_function(node) -> str | None:
 _MODULE_INTERNALS = frozenset(vars(nn.Module()))
 
 
-def _tensor_attributes(model: nn.Module) -> dict[tuple[int, str], tuple[int, int]]:
+def _tensor_attributes(model: nn.Module | list) -> dict[tuple[int, str], tuple[int, int]]:
     """``(id of the module, attribute) -> (id, version)`` of every tensor the model and its
-    submodules hold outside their parameters and buffers (in an attribute, or one level
-    inside a list, tuple or dict attribute)."""
+    submodules (or the modules of a `module_tree`) hold outside their parameters and
+    buffers (in an attribute, or one level inside a list, tuple or dict attribute)."""
     out = {}
     internals = _MODULE_INTERNALS
-    for module in model.modules():
+    tree = module_tree(model) if isinstance(model, nn.Module) else model
+    for _, module in tree:
         for key, value in module.__dict__.items():
             if key in internals:
                 continue

@@ -53,7 +53,7 @@ from gnnprivacy.errors import InvalidParameterError
 from gnnprivacy.training.dp import audit_hooks, clipping
 from gnnprivacy.training.dp.engine import DPEngine
 from gnnprivacy.training.dp.flat_capture import (BatchLayout, FlatCapture, SubgraphMixingError,
-                                                  check_not_compiled, tensors_of)
+                                                  check_not_compiled, tensors_of, trainable)
 from gnnprivacy.training.private.edge_sampler import EdgeSubgraphs
 from gnnprivacy.training.private.graph_sampler import GraphSampler
 from gnnprivacy.training.private.guards import LoopGuard
@@ -415,9 +415,8 @@ class PrivateTraining:
         those of the per-subgraph losses; every rule is linear in it, so it is applied once,
         to the norms and the clip factors."""
         contributions = self.capture.contributions(layout)
-        named = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
-        return clipping.clip_contributions(contributions, named, self.engine.groups,
-                                           layout.num_subgraphs, scale=scale,
+        return clipping.clip_contributions(contributions, trainable(self.model),
+                                           self.engine.groups, layout.num_subgraphs, scale=scale,
                                            device=layout.batch.device).sums
 
     # ------------------------------------------------------------------ inference
