@@ -272,8 +272,10 @@ class EdgePrivatePredictor:
     """
 
     def __init__(self, model: nn.Module, aggregates: list[Tensor], privacy: dict,
-                 forward: Callable | None = None):
+                 forward: Callable | None = None, open_training: Callable | None = None):
         self.model = model
+        #: ``() -> the open training that still uses the model, or None`` (refit refuses one)
+        self._open_training = open_training
         self.aggregates = aggregates
         self.privacy = dict(privacy)
         self.num_nodes = int(aggregates[0].shape[0]) if aggregates else 0
@@ -355,13 +357,13 @@ class EdgePrivatePredictor:
         """
         from gnnprivacy._validation import check_int, check_positive
         from gnnprivacy.training.dp import audit_hooks
-        from gnnprivacy.training.private.make_private import open_training
 
         self._check_rows(x)
-        if open_training(self.model) is not None:
+        training = self._open_training() if self._open_training is not None else None
+        if training is not None:
             raise InvalidParameterError(
                 "refit", "a closed training (call pt.close() first: the open DP engine "
-                "would capture the refit's steps)", repr(open_training(self.model)))
+                "would capture the refit's steps)", repr(training))
         epochs = check_int("epochs", epochs, low=1)
         eval_every = check_int("eval_every", eval_every, low=1)
         params = [p for p in (self.model.parameters() if parameters is None else parameters)

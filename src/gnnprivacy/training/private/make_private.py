@@ -454,7 +454,7 @@ class PrivateTraining:
         self.predictor = EdgePrivatePredictor(self.model, released, {
             "unit": "edge", "calls": self.release_plan.calls,
             "noise_std": self.release_plan.noise_std, "epsilon": self.epsilon,
-            "delta": self.delta})
+            "delta": self.delta}, open_training=lambda model=self.model: open_training(model))
         return self.predictor
 
     # ------------------------------------------------------------------ checkpoints
