@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch.nn import functional as F
 
 import gnnprivacy as gp
 from gnnprivacy.auditing.code import code_audit
@@ -191,6 +190,7 @@ def plant(bug, path, monkeypatch):
 
 # ---------------------------------------------------------------------- the audits
 from test_code_audit import Sage  # noqa: E402  (same test directory: the code audit's loop model)
+from audit_paths import node_loop  # noqa: E402  (the user loop of every audited path)
 
 
 def _data(dataset):
@@ -218,11 +218,7 @@ def audit_path(path, data, seed=0):
         opt = torch.optim.Adam(model.parameters(), lr=0.01)
         pt = gp.make_private(model, opt, data, sampler="heterpoisson", epsilon=4.0, seed=seed,
                              steps=20, batch_size=max(1, round(0.2 * n_train)))
-        for batch in pt.loader:
-            opt.zero_grad()
-            out = model(batch.x, batch.edge_index)
-            F.cross_entropy(out[batch.center], batch.y[batch.center]).backward()
-            opt.step()
+        node_loop(pt, model, opt)
         pt.close()
         return {"epsilon": pt.epsilon, "delta": pt.delta}
 

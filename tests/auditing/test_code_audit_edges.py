@@ -8,12 +8,13 @@ from __future__ import annotations
 import pytest
 import torch
 from torch import nn
-from torch.nn import functional as F
 from torch_geometric.nn import SAGEConv
 
 import gnnprivacy as gp
 from gnnprivacy.auditing.code import code_audit
 from gnnprivacy.training.private import edge_sampler as es
+
+from audit_paths import node_loop
 
 CHECKS = ("sampling_rate", "releases", "clip", "noise", "occurrence")
 
@@ -35,11 +36,7 @@ def edge_loop(data, seed=0, steps=12):
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     pt = gp.make_private(model, opt, data, sampler=es.EdgeSubgraphs(inference="none"),
                          noise_multiplier=3.0, seed=seed, steps=steps, batch_size=40)
-    for batch in pt.loader:
-        opt.zero_grad()
-        out = model(batch.x, batch.edge_index)
-        F.cross_entropy(out[batch.center], batch.y[batch.center]).backward()
-        opt.step()
+    node_loop(pt, model, opt)
     pt.close()
     return pt, model
 

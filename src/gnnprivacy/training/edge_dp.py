@@ -39,6 +39,7 @@ from torch.nn import functional as F
 
 from gnnprivacy._estimator import EstimatorParams
 from gnnprivacy._validation import check_choice, check_int, check_positive, check_real
+from gnnprivacy.training.metrics import accuracy
 from gnnprivacy.training.node_dp.common import LogitsClassifier
 
 __all__ = ["EdgeDPTrainer", "EdgeNet", "GraphPart"]
@@ -112,6 +113,12 @@ def _with_features(graph, x: Tensor):
     if getattr(graph, "split", None) is not None:
         out.split = graph.split
     return out
+
+
+def _nodes(data, mask_name: str) -> Tensor:
+    """The indices of ``data``'s ``mask_name`` nodes (none when it has no such mask)."""
+    mask = getattr(data, mask_name, None)
+    return mask.nonzero().flatten() if mask is not None else torch.zeros(0, dtype=torch.long)
 
 
 class EdgeDPTrainer(LogitsClassifier, EstimatorParams):
@@ -192,7 +199,7 @@ class EdgeDPTrainer(LogitsClassifier, EstimatorParams):
         def val_accuracy() -> float:
             model.encoder.eval()
             with torch.no_grad():
-                acc = float((logits(val).argmax(1) == y[val]).float().mean())
+                acc = accuracy(logits(val), y[val])
             model.encoder.train()
             return acc
 
@@ -229,10 +236,7 @@ class EdgeDPTrainer(LogitsClassifier, EstimatorParams):
         gen = as_torch_generator(self.generator)
         seeds = torch.randint(0, 2**62, (3,), generator=gen).tolist()
         graph = training_graph(data)
-        train = graph.train_mask.nonzero().flatten()
-        val_mask = getattr(graph, "val_mask", None)
-        val = (val_mask.nonzero().flatten() if val_mask is not None
-               else torch.zeros(0, dtype=torch.long))
+        train, val = graph.train_mask.nonzero().flatten(), _nodes(graph, "val_mask")
         self.num_classes_ = classes = num_classes_of(data)
         x = graph.x.float()
         with torch.random.fork_rng(devices=[]):
@@ -297,17 +301,12 @@ class EdgeDPTrainer(LogitsClassifier, EstimatorParams):
         with the public labels of the training nodes, kept where the validation labels say
         it is better than the DP-SGD weights and than the weights of step 0 (``start``: the
         encoder's classifier, zero on the aggregates; `EdgePrivatePredictor.refit`)."""
-        def nodes(name: str) -> Tensor:
-            mask = getattr(data, name, None)
-            return (mask.nonzero().flatten() if mask is not None
-                    else torch.zeros(0, dtype=torch.long))
-
         # its dropout draws from its own seed: the global stream's state after training
         # depends on the subgraphs' sizes, which read the edges
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            return self.predictor_.refit(encoded, data.y, nodes("train_mask"),
-                                         nodes("val_mask"), epochs=self.refit_epochs,
+            return self.predictor_.refit(encoded, data.y, _nodes(data, "train_mask"),
+                                         _nodes(data, "val_mask"), epochs=self.refit_epochs,
                                          lr=self.lr, candidates={"encoder": start})
 
     def predict_logits(self, data) -> Tensor:

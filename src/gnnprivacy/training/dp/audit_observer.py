@@ -354,14 +354,18 @@ class EngineObserver:
 
     def _after_release(self, optimizer, args, kwargs):
         self.releases += 1
-        self._last = {n: p.detach().clone() for n, p in self.engine.model.named_parameters()}
+        self._keep_released()
         return None
+
+    def _keep_released(self) -> None:
+        """The parameters now are the released ones (`finish` compares against them)."""
+        self._last = {n: p.detach().clone() for n, p in self.engine.model.named_parameters()}
 
     def note_post_processing(self) -> None:
         """A declared post-processing changed the parameters (`audit_hooks.
         note_post_processing`): counted, and its result taken as the released state."""
         self.post_processed += 1
-        self._last = {n: p.detach().clone() for n, p in self.engine.model.named_parameters()}
+        self._keep_released()
 
     @property
     def executed(self) -> int:

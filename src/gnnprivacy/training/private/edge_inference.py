@@ -357,6 +357,7 @@ class EdgePrivatePredictor:
         """
         from gnnprivacy._validation import check_int, check_positive
         from gnnprivacy.training.dp import audit_hooks
+        from gnnprivacy.training.metrics import accuracy
 
         self._check_rows(x)
         training = self._open_training() if self._open_training is not None else None
@@ -375,14 +376,17 @@ class EdgePrivatePredictor:
                                weight_decay=float(weight_decay))
 
         def val_accuracy() -> float:
-            if val_nodes is None or val_nodes.numel() == 0:
+            if val_nodes is None:
                 return float("nan")
-            with torch.no_grad():
-                out = self._forward_released(x)[val_nodes]
-            return float((out.argmax(1) == y[val_nodes]).float().mean())
+            return accuracy(self(x)[val_nodes], y[val_nodes])     # nan without nodes
 
         def snapshot() -> list[Tensor]:
             return [p.detach().clone() for p in params]
+
+        def load(values: list[Tensor]) -> None:
+            with torch.no_grad():
+                for p, v in zip(params, values):
+                    p.copy_(v)
 
         before, trained = val_accuracy(), snapshot()
         best, best_params, kept = before, trained, "trained"
@@ -390,15 +394,11 @@ class EdgePrivatePredictor:
             if len(values) != len(params):
                 raise InvalidParameterError("candidates", f"values of the {len(params)} "
                                             "refitted parameters", f"{name}: {len(values)}")
-            with torch.no_grad():
-                for p, v in zip(params, values):
-                    p.copy_(v)
+            load(values)
             acc = val_accuracy()
             if acc > best:
                 best, best_params, kept = acc, snapshot(), name
-        with torch.no_grad():                    # the refit starts from the trained values
-            for p, v in zip(params, trained):
-                p.copy_(v)
+        load(trained)                            # the refit starts from the trained values
         for epoch in range(1, epochs + 1):
             opt.zero_grad()
             out = self._forward_released(x, training=True)
@@ -408,9 +408,7 @@ class EdgePrivatePredictor:
                 acc = val_accuracy()
                 if math.isnan(best) or acc > best:
                     best, best_params, kept = acc, snapshot(), "refit"
-        with torch.no_grad():
-            for p, v in zip(params, best_params):
-                p.copy_(v)
+        load(best_params)
         audit_hooks.note_post_processing(self.model)
         self.privacy["refit"] = ("post-processing: parameters fitted on the released "
                                  "aggregates with the public labels (no epsilon)")
