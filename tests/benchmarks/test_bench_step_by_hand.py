@@ -1,0 +1,79 @@
+"""benchmarks/bench_step_by_hand.py: its hand-written DP step computes what a DP step must (the
+clipped sum of the naive loop, one backward per subgraph, in both of its forms), one without
+the pairs' cross terms does not (the control), and the script writes one cell with the
+three step times."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import bench_step_by_hand as by_hand  # noqa: E402
+from bench_module_ratios import NormMLP  # noqa: E402
+from bench_step_matrix import node_graph  # noqa: E402
+
+import gnnprivacy as gp  # noqa: E402
+
+
+def _batch_and_model():
+    data = node_graph(16, 40)
+    torch.manual_seed(0)
+    model = NormMLP(16, 8, int(data.y.max()) + 1)
+    shadow = NormMLP(16, 8, int(data.y.max()) + 1)
+    pt = gp.make_private(shadow, torch.optim.SGD(shadow.parameters(), lr=0.0), data,
+                         sampler="heterpoisson", noise_multiplier=1.0, steps=1, seed=3,
+                         batch_size=40)
+    return model, pt.sampler.sample(torch.Generator().manual_seed(3))   # no step pending
+
+
+def _naive(model, batch, clip: float, every_row: bool = False) -> torch.Tensor:
+    """One backward per subgraph: its loss (its centre's, or the sum over its rows), its
+    gradient clipped, summed."""
+    params = list(model.parameters())
+    out = model(batch)
+    total = torch.zeros(sum(p.numel() for p in params))
+    for i, c in enumerate(batch.center.tolist()):
+        assert int(batch.batch[c]) == i                # centre i is a row of subgraph i
+        rows = (batch.batch == i).nonzero().flatten() if every_row else torch.tensor([c])
+        loss = F.cross_entropy(out[rows], batch.y[rows], reduction="sum")
+        g = torch.cat([t.reshape(-1) for t in torch.autograd.grad(loss, params,
+                                                                  retain_graph=True)])
+        total += g * min(1.0, clip / max(float(g.norm()), 1e-30))
+    return total
+
+
+def test_the_hand_written_step_is_the_naive_loops_clipped_sum_and_a_broken_one_is_not():
+    model, batch = _batch_and_model()
+    assert int(batch.num_subgraphs) >= 20
+    counts = torch.bincount(batch.batch, minlength=int(batch.num_subgraphs))
+    assert int(counts.max()) >= 2                      # subgraphs of several rows: pairs
+    clip = 0.05                                        # binds for every subgraph
+    for every_row in (False, True):
+        expected = _naive(model, batch, clip, every_row)
+        for form in ("wide", "narrow"):
+            got = by_hand.hand_clipped_sum(model, batch, clip, form=form, every_row=every_row)
+            torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-6)
+            # control: without the pairs' cross terms the norms are wrong where several
+            # rows of a subgraph have gradients
+            broken = by_hand.hand_clipped_sum(model, batch, clip, form=form, every_row=True,
+                                             cross=False)
+            assert not torch.allclose(broken, _naive(model, batch, clip, True), rtol=1e-3,
+                                      atol=1e-5)
+
+
+def test_one_cell_writes_the_three_step_times(tmp_path, capsys):
+    out = tmp_path / "by_hand.json"
+    by_hand.main(["--features", "16", "--subgraphs", "100", "--steps", "3", "--warmup", "1",
+                "--out", str(out)])
+    (c,) = json.loads(out.read_text())["cells"]
+    for key in ("plain_ms", "hand_ms", "ours_ms", "hand_wide_ms", "hand_narrow_ms"):
+        assert c[key] > 0
+    assert c["hand_ms"] == min(c["hand_wide_ms"], c["hand_narrow_ms"])
+    assert c["ours_over_hand"] == pytest.approx(c["ours_ms"] / c["hand_ms"])
+    assert "hand/plain" in capsys.readouterr().out
