@@ -119,6 +119,7 @@ def main(argv=None) -> None:
                         help="also time whole runs as `gnnprivacy train` does them")
     args = parser.parse_args(argv)
     fresh = None if args.keep_cache else tempfile.TemporaryDirectory(prefix="acct-cache-")
+    before = os.environ.get("GNNPRIVACY_CACHE")
     if fresh is not None:  # run 1 starts from an empty on-disk accounting cache
         os.environ["GNNPRIVACY_CACHE"] = fresh.name
 
@@ -147,8 +148,12 @@ def main(argv=None) -> None:
               f" {timers.seconds['accounting (background)']:11.2f}")
     print("acceptance (issue 15): accounting < 2 s and < 20 % on run 1; < 0.2 s on a warm run"
           + ("" if fresh is None else " (run 1 started from an empty accounting cache)"))
-    if fresh is not None:
+    if fresh is not None:   # the user's cache again (the train path loads through it)
         fresh.cleanup()
+        if before is None:
+            os.environ.pop("GNNPRIVACY_CACHE", None)
+        else:
+            os.environ["GNNPRIVACY_CACHE"] = before
     if args.train_path:
         train_path_runs(args)
 

@@ -1,21 +1,22 @@
-"""A DP step written by hand for one model, beside ours and the plain step: how much of the
-DP / plain ratio is the mathematics and how much the library.
+"""A DP step written by hand, beside ours and the plain step: how much of the DP / plain ratio
+is the mathematics and how much the library.
 
 `bench_step_matrix.py` measures ``make_private``'s DP step against the plain step. This
-script asks how far a direct implementation of the same step gets on this machine: for the
-matrix's LayerNorm MLP (``Linear -> LayerNorm -> ReLU -> Linear -> LayerNorm -> ReLU ->
-Linear``) it runs, on the same heterpoisson batches and alternating in one process,
+script asks how far a direct implementation of the same step gets on this machine: for two
+of the matrix's models (``--models``: ``layernorm``, the MLP ``Linear -> LayerNorm -> ReLU ->
+Linear -> LayerNorm -> ReLU -> Linear``, and ``gcn``, two GCNConv layers and a Linear head)
+it runs, on the same heterpoisson batches and alternating in one process,
 
 * ``plain``: forward, mean cross-entropy, ``loss.backward()``, Adam (the matrix's plain step);
-* ``hand``: a DP step written by hand for this one model, with no library code and none of
-  the library's checks (no loop guard, input checks, hooks, ledger or audit bookkeeping):
-  one ``torch.autograd.grad`` for the gradients of the five layer outputs, every
-  subgraph's squared gradient norm over all parameters in the Gram form (each row's own
-  term and each pair of rows inside a subgraph), the clip factors, the clipped sum as the
-  product a plain backward computes with each row scaled by its subgraph's factor
-  (book-keeping, Bu et al. 2023), one Gaussian draw, Adam. Two forms of the norms are timed
-  (every block side by side with the block sums as one product, or one fused kernel per
-  block) and the faster is kept;
+* ``hand``: a DP step written by hand, with no library code and none of the library's checks
+  (no loop guard, input checks, rules, ledger or audit bookkeeping): the model's own forward
+  with torch's forward hooks keeping each trained layer's input and output, one
+  ``torch.autograd.grad`` for those outputs, every subgraph's squared gradient norm over all
+  parameters in the Gram form (each row's own term and each pair of rows inside a
+  subgraph), the clip factors, the clipped sum as the product a plain backward computes
+  with each row scaled by its subgraph's factor (book-keeping, Bu et al. 2023), one
+  Gaussian draw, Adam. Two forms of the norms are timed (every tensor side by side with the
+  block sums as one product, or one fused kernel per tensor) and the faster is kept;
 * ``ours``: ``gp.make_private(sampler="heterpoisson")``'s step (the matrix's DP step).
 
 ``hand_clipped_sum`` is the hand-written step's noiseless clipped sum; the benchmark's test
@@ -43,13 +44,14 @@ import time
 from pathlib import Path
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torch.nn import functional as F
+from torch_geometric.nn import GCNConv
+from torch_geometric.nn.dense.linear import Linear as PygLinear
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _cli import int_list  # noqa: E402
-from bench_module_ratios import NormMLP  # noqa: E402
-from bench_step_matrix import _load, _node_step, _write, node_graph  # noqa: E402
+from _cli import int_list, name_list  # noqa: E402
+from bench_step_matrix import MODULES, _load, _node_step, _write, node_graph  # noqa: E402
 
 import gnnprivacy as gp  # noqa: E402
 
@@ -84,79 +86,112 @@ def _indicator(widths: tuple[int, ...]) -> Tensor:
     return found
 
 
-def _outputs(model: NormMLP, batch):
-    """The forward pass, keeping every trained layer's input and output."""
-    lin, norms = (model.lin1, model.lin2, model.head), (model.norm1, model.norm2)
-    a0 = batch.x
-    z1 = lin[0](a0)
-    n1 = norms[0](z1)
-    a1 = F.relu(n1)
-    z2 = lin[1](a1)
-    n2 = norms[1](z2)
-    a2 = F.relu(n2)
-    z3 = lin[2](a2)
-    return (a0, a1, a2), (z1, z2), (z1, n1, z2, n2, z3)
+def _captured(model: nn.Module, batch, every_row: bool):
+    """The model's own forward with torch's forward hooks keeping each trained layer's input
+    and output (a GCNConv: its ``lin``'s, and its own output for the bias), then one
+    ``torch.autograd.grad`` of the summed per-subgraph losses for every kept output.
+
+    Returns ``[(parameter, a, d), ...]``: a Linear map's weight has the rows ``a`` of its
+    input and ``d`` of its output gradient (per-row gradient ``d_r a_rᵀ``); every other
+    parameter ``a = None`` and per-row gradients ``d``."""
+    kept: dict = {}
+    handles = []
+    for m in model.modules():
+        if isinstance(m, (nn.Linear, PygLinear, nn.LayerNorm, GCNConv)):
+            handles.append(m.register_forward_hook(
+                lambda mod, inp, out: kept.__setitem__(mod, (inp[0], out))))
+    try:
+        out = model(batch)
+    finally:
+        for h in handles:
+            h.remove()
+    rows = batch.center if not every_row else slice(None)
+    loss = F.cross_entropy(out[rows], batch.y[rows], reduction="sum")
+    mods = list(kept)
+    convs = {m.lin for m in mods if isinstance(m, GCNConv)}
+    grads = dict(zip(mods, torch.autograd.grad(loss, [kept[m][1] for m in mods])))
+    terms = []
+    with torch.no_grad():
+        for m in mods:
+            x, d = kept[m][0], grads[m]
+            if isinstance(m, (nn.Linear, PygLinear)):
+                if m in convs:
+                    continue                   # the conv's own entry below
+                terms.append((m.weight, x, d))
+                if m.bias is not None:
+                    terms.append((m.bias, None, d))
+            elif isinstance(m, nn.LayerNorm):
+                xhat = F.layer_norm(x, m.normalized_shape, eps=m.eps)
+                terms += [(m.weight, None, d * xhat), (m.bias, None, d)]
+            else:                              # GCNConv: lin's rows, then the bias
+                lin_in, lin_out = kept[m.lin]
+                terms += [(m.lin.weight, lin_in, grads[m.lin]), (m.bias, None, d)]
+    return terms
 
 
-def _combine(s):
-    """Block sums (a ``(blocks, n)`` tensor or a list) -> the sum of every parameter's term:
-    each Linear map's weight (its output block times its input block) and bias (its output
-    block), then the LayerNorms' weights and biases (one block each)."""
-    return s[0] * s[1] + s[1] + s[2] * s[3] + s[3] + s[4] * s[5] + s[5] + sum(s[6:])
+def _row_sq(t: Tensor) -> Tensor:
+    return torch.linalg.vector_norm(t, dim=1).square()
 
 
-def hand_clipped_sum(model: NormMLP, batch, clip: float, *, cross: bool = True,
-                      form: str = "wide", every_row: bool = False) -> Tensor:
+def hand_clipped_sum(model: nn.Module, batch, clip: float, *, cross: bool = True,
+                     form: str = "wide", every_row: bool = False) -> Tensor:
     """``Σ_i min(1, C/‖g_i‖) g_i`` over the subgraphs of ``batch``, ``g_i`` the gradient of
     subgraph ``i``'s loss (its centre's cross-entropy) over all parameters, laid end to end
     in ``model.parameters()`` order. ``cross=False`` drops the pairs' cross terms (a broken
-    step, for the test's control). ``form``: ``"wide"`` lays every block side by side (a
-    few operations, for few rows), ``"narrow"`` takes one fused kernel per block (for many
+    step, for the test's control). ``form``: ``"wide"`` lays every tensor side by side (a
+    few operations, for few rows), ``"narrow"`` takes one fused kernel per tensor (for many
     rows); the benchmark times both and keeps the faster. ``every_row``: subgraph ``i``'s
-    loss is the sum over all its rows (in this model only the centre's row has a gradient
+    loss is the sum over all its rows (in an MLP only the centre's row has a gradient
     otherwise, and every pair's cross term is zero; the test's check of the cross terms)."""
-    acts, pre, outs = _outputs(model, batch)
-    center = batch.center if not every_row else slice(None)
-    loss = F.cross_entropy(outs[-1][center], batch.y[center], reduction="sum")
-    d1, dn1, d2, dn2, d3 = torch.autograd.grad(loss, outs)
+    terms = _captured(model, batch, every_row)
     with torch.no_grad():
         seg, num = batch.batch, int(batch.num_subgraphs)
-        norms = (model.norm1, model.norm2)
-        xh = [F.layer_norm(z, n.normalized_shape, eps=n.eps) for z, n in zip(pre, norms)]
-        ln = [dn1 * xh[0], dn1, dn2 * xh[1], dn2]
-        blocks = [acts[0], d1, acts[1], d2, acts[2], d3, *ln]
-        sq = torch.zeros(num)
-        pairs, rowwise = (_pairs(seg, num) if cross else None), None
+        blocks: dict[int, int] = {}            # id of a tensor -> its block
+        tensors: list[Tensor] = []
+        for _, a, d in terms:
+            for t in (a, d):
+                if t is not None and id(t) not in blocks:
+                    blocks[id(t)] = len(tensors)
+                    tensors.append(t)
+        pairs = _pairs(seg, num) if cross else None
         if form == "wide":
-            x = torch.cat(blocks, 1)
-            ind = _indicator(tuple(t.shape[1] for t in blocks))
-            sq.index_add_(0, seg, _combine(ind @ (x * x).t()))
-            if cross:
-                first, second, owner = pairs
-                sq.index_add_(0, owner, _combine(ind @ (x[first] * x[second]).t()), alpha=2)
-        else:                                   # one fused kernel per block
-            sq.index_add_(0, seg, _combine([torch.linalg.vector_norm(t, dim=1).square()
-                                            for t in blocks]))
-            if cross:
-                first, second, owner = pairs
-                sq.index_add_(0, owner, _combine([torch.linalg.vecdot(t[first], t[second])
-                                                  for t in blocks]), alpha=2)
-        factor = (clip / sq.clamp_min(1e-30).sqrt()).clamp_max(1.0)
-        c = factor[seg]
-        if form == "wide":                      # every bias and LayerNorm parameter at once
+            x = torch.cat(tensors, 1)
+            ind = _indicator(tuple(t.shape[1] for t in tensors))
+            own = ind @ (x * x).t()
+            dots = ind @ (x[pairs[0]] * x[pairs[1]]).t() if cross else None
+        else:                                  # one fused kernel per tensor
+            own = [_row_sq(t) for t in tensors]
+            dots = ([torch.linalg.vecdot(t[pairs[0]], t[pairs[1]]) for t in tensors]
+                    if cross else None)
+
+        def total(s):                          # every term's product of its blocks, summed
+            out = 0
+            for _, a, d in terms:
+                k = s[blocks[id(d)]]
+                out = out + (k if a is None else k * s[blocks[id(a)]])
+            return out
+
+        sq = torch.zeros(num).index_add_(0, seg, total(own))
+        if cross:
+            sq.index_add_(0, pairs[2], total(dots), alpha=2)
+        c = (clip / sq.clamp_min(1e-30).sqrt()).clamp_max(1.0)[seg]
+        if form == "wide":                     # every row-wise sum in one product
             rowwise = c @ x
-            edges = torch.cumsum(torch.tensor([0] + [t.shape[1] for t in blocks]), 0).tolist()
+            edges = torch.cumsum(torch.tensor([0] + [t.shape[1] for t in tensors]),
+                                 0).tolist()
+        sums = {}
+        for p, a, d in terms:
+            if a is not None:
+                sums[p] = ((d * c.unsqueeze(1)).t() @ a).reshape(-1)
+            elif form == "wide":
+                k = blocks[id(d)]
+                sums[p] = rowwise[edges[k]:edges[k + 1]]
+            else:
+                sums[p] = c @ d
+        return torch.cat([sums[p] for p in model.parameters()])
 
-        def block(k):
-            return blocks[k].t() @ c if rowwise is None else rowwise[edges[k]:edges[k + 1]]
 
-        weights = [((d * c.unsqueeze(1)).t() @ a).reshape(-1)
-                   for a, d in ((acts[0], d1), (acts[1], d2), (acts[2], d3))]
-        return torch.cat([weights[0], block(1), block(6), block(7), weights[1], block(3),
-                          block(8), block(9), weights[2], block(5)])
-
-
-def hand_step(model: NormMLP, opt, batch, gen: torch.Generator, expected: float,
+def hand_step(model: nn.Module, opt, batch, gen: torch.Generator, expected: float,
                form: str = "wide") -> None:
     """One DP step by hand: clipped sum, one Gaussian draw, ``/ expected batch``, Adam."""
     opt.zero_grad()
@@ -170,13 +205,18 @@ def hand_step(model: NormMLP, opt, batch, gen: torch.Generator, expected: float,
     opt.step()
 
 
-def cell(features: int, subgraphs: int, hidden: int, steps: int, warmup: int) -> dict:
+#: the models written by hand (keys of the matrix's `MODULES`)
+HAND_MODELS = ("layernorm", "gcn")
+
+
+def cell(key: str, features: int, subgraphs: int, hidden: int, steps: int,
+         warmup: int) -> dict:
     data = node_graph(features, subgraphs)
     classes = int(data.y.max()) + 1
     models = []
     for _ in range(4):
         torch.manual_seed(0)
-        models.append(NormMLP(features, hidden, classes))
+        models.append(MODULES[key][1](features, hidden, classes))
     ours, wide, narrow, plain = models
     opts = [torch.optim.Adam(m.parameters(), lr=0.01) for m in models]
     total = 1 + warmup + steps
@@ -199,7 +239,8 @@ def cell(features: int, subgraphs: int, hidden: int, steps: int, warmup: int) ->
     med = {k: 1e3 * statistics.median(v[1 + warmup:]) for k, v in times.items()}
     form = min(("wide", "narrow"), key=med.get)
     hand = med[form]
-    return {"features": features, "subgraphs": subgraphs, "rows_mean": statistics.mean(rows),
+    return {"module": MODULES[key][0], "features": features, "subgraphs": subgraphs,
+            "rows_mean": statistics.mean(rows),
             "plain_ms": med["plain"], "hand_ms": hand, "hand_form": form,
             "hand_wide_ms": med["wide"], "hand_narrow_ms": med["narrow"],
             "ours_ms": med["ours"], "hand_ratio": hand / med["plain"],
@@ -209,6 +250,8 @@ def cell(features: int, subgraphs: int, hidden: int, steps: int, warmup: int) ->
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", type=name_list, default=",".join(HAND_MODELS),
+                    help="comma list of: " + ", ".join(HAND_MODELS))
     ap.add_argument("--features", type=int_list, default="16,128,767")
     ap.add_argument("--subgraphs", type=int_list, default="100,1000")
     ap.add_argument("--hidden", type=int, default=32)
@@ -216,22 +259,26 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--out", default=None, help="JSON file of every cell")
     args = ap.parse_args(argv)
+    unknown = [m for m in args.models if m not in HAND_MODELS]
+    if unknown:
+        ap.error(f"--models: unknown {unknown}; choose from {list(HAND_MODELS)}")
     result = {"command": " ".join(sys.argv), "torch_threads": torch.get_num_threads(),
               "load_start": _load(), "cells": []}
-    print(f"LayerNorm MLP, hidden {args.hidden}; torch threads {torch.get_num_threads()}, "
+    print(f"hidden {args.hidden}; torch threads {torch.get_num_threads()}, "
           f"load {result['load_start']}; medians of process CPU time")
-    print(f"{'F':>5}{'B':>7}{'rows':>7}{'plain ms':>10}{'hand ms':>10}{'ours ms':>9}"
-          f"{'hand/plain':>12}{'ours/plain':>12}{'ours/hand':>11}  hand's form")
-    for f in args.features:
-        for b in args.subgraphs:
-            c = cell(f, b, args.hidden, args.steps, args.warmup)
-            c["load"] = _load()
-            result["cells"].append(c)
-            print(f"{f:>5}{b:>7}{c['rows_mean']:>7.0f}{c['plain_ms']:>10.2f}"
-                  f"{c['hand_ms']:>10.2f}{c['ours_ms']:>9.2f}{c['hand_ratio']:>11.2f}x"
-                  f"{c['ours_ratio']:>11.2f}x{c['ours_over_hand']:>10.2f}x  {c['hand_form']}",
-                  flush=True)
-            _write(args.out, result)
+    print(f"{'model':<15}{'F':>5}{'B':>7}{'rows':>7}{'plain ms':>10}{'hand ms':>10}"
+          f"{'ours ms':>9}{'hand/plain':>12}{'ours/plain':>12}{'ours/hand':>11}  hand's form")
+    for key in args.models:
+        for f in args.features:
+            for b in args.subgraphs:
+                c = cell(key, f, b, args.hidden, args.steps, args.warmup)
+                c["load"] = _load()
+                result["cells"].append(c)
+                print(f"{c['module']:<15}{f:>5}{b:>7}{c['rows_mean']:>7.0f}{c['plain_ms']:>10.2f}"
+                      f"{c['hand_ms']:>10.2f}{c['ours_ms']:>9.2f}{c['hand_ratio']:>11.2f}x"
+                      f"{c['ours_ratio']:>11.2f}x{c['ours_over_hand']:>10.2f}x  "
+                      f"{c['hand_form']}", flush=True)
+                _write(args.out, result)
     return result
 
 

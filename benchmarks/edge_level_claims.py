@@ -8,7 +8,9 @@ Run (resumable: a rerun skips the cells its results file holds)::
         --out runs/edge_level/claims.jsonl
     .venv/bin/python benchmarks/edge_level_claims.py --summary runs/edge_level/claims.jsonl
 
-Methods (``--methods``), each on the dataset's random split (seeded by the run seed):
+Methods (``--methods``), each on the dataset's default split (``gp.load_dataset`` without
+``split``: a random split seeded by the run seed on Facebook and Computers, the public split
+of 140 training nodes on Cora):
 
 * ``edge-dp``: make_private(sampler="edges") with edge-private predictions (the library's
   ``edge-dp`` method, through `gnnprivacy.train`);

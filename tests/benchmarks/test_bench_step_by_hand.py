@@ -15,17 +15,16 @@ from torch.nn import functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import bench_step_by_hand as by_hand  # noqa: E402
-from bench_module_ratios import NormMLP  # noqa: E402
-from bench_step_matrix import node_graph  # noqa: E402
+from bench_step_matrix import MODULES, node_graph  # noqa: E402
 
 import gnnprivacy as gp  # noqa: E402
 
 
-def _batch_and_model():
+def _batch_and_model(key: str):
     data = node_graph(16, 40)
     torch.manual_seed(0)
-    model = NormMLP(16, 8, int(data.y.max()) + 1)
-    shadow = NormMLP(16, 8, int(data.y.max()) + 1)
+    make = MODULES[key][1]
+    model, shadow = make(16, 8, int(data.y.max()) + 1), make(16, 8, int(data.y.max()) + 1)
     pt = gp.make_private(shadow, torch.optim.SGD(shadow.parameters(), lr=0.0), data,
                          sampler="heterpoisson", noise_multiplier=1.0, steps=1, seed=3,
                          batch_size=40)
@@ -48,8 +47,9 @@ def _naive(model, batch, clip: float, every_row: bool = False) -> torch.Tensor:
     return total
 
 
-def test_the_hand_written_step_is_the_naive_loops_clipped_sum_and_a_broken_one_is_not():
-    model, batch = _batch_and_model()
+@pytest.mark.parametrize("key", by_hand.HAND_MODELS)
+def test_the_hand_written_step_is_the_naive_loops_clipped_sum_and_a_broken_one_is_not(key):
+    model, batch = _batch_and_model(key)
     assert int(batch.num_subgraphs) >= 20
     counts = torch.bincount(batch.batch, minlength=int(batch.num_subgraphs))
     assert int(counts.max()) >= 2                      # subgraphs of several rows: pairs
@@ -67,13 +67,21 @@ def test_the_hand_written_step_is_the_naive_loops_clipped_sum_and_a_broken_one_i
                                       atol=1e-5)
 
 
-def test_one_cell_writes_the_three_step_times(tmp_path, capsys):
+def test_one_cell_per_model_writes_the_three_step_times(tmp_path, capsys):
     out = tmp_path / "by_hand.json"
     by_hand.main(["--features", "16", "--subgraphs", "100", "--steps", "3", "--warmup", "1",
-                "--out", str(out)])
-    (c,) = json.loads(out.read_text())["cells"]
+                  "--out", str(out)])
+    cells = json.loads(out.read_text())["cells"]
+    assert [c["module"] for c in cells] == [MODULES[k][0] for k in by_hand.HAND_MODELS]
+    c = cells[0]
     for key in ("plain_ms", "hand_ms", "ours_ms", "hand_wide_ms", "hand_narrow_ms"):
         assert c[key] > 0
     assert c["hand_ms"] == min(c["hand_wide_ms"], c["hand_narrow_ms"])
     assert c["ours_over_hand"] == pytest.approx(c["ours_ms"] / c["hand_ms"])
     assert "hand/plain" in capsys.readouterr().out
+
+
+def test_an_unknown_model_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        by_hand.main(["--models", "gcn,gat"])
+    assert exit_.value.code == 2 and "gat" in capsys.readouterr().err
