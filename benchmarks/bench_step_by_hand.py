@@ -41,6 +41,7 @@ import json
 import statistics
 import sys
 import time
+from itertools import accumulate
 from pathlib import Path
 
 import torch
@@ -124,8 +125,7 @@ def _captured(model: nn.Module, batch, every_row: bool):
                 xhat = F.layer_norm(x, m.normalized_shape, eps=m.eps)
                 terms += [(m.weight, None, d * xhat), (m.bias, None, d)]
             else:                              # GCNConv: lin's rows, then the bias
-                lin_in, lin_out = kept[m.lin]
-                terms += [(m.lin.weight, lin_in, grads[m.lin]), (m.bias, None, d)]
+                terms += [(m.lin.weight, kept[m.lin][0], grads[m.lin]), (m.bias, None, d)]
     return terms
 
 
@@ -177,8 +177,7 @@ def hand_clipped_sum(model: nn.Module, batch, clip: float, *, cross: bool = True
         c = (clip / sq.clamp_min(1e-30).sqrt()).clamp_max(1.0)[seg]
         if form == "wide":                     # every row-wise sum in one product
             rowwise = c @ x
-            edges = torch.cumsum(torch.tensor([0] + [t.shape[1] for t in tensors]),
-                                 0).tolist()
+            edges = list(accumulate((t.shape[1] for t in tensors), initial=0))
         sums = {}
         for p, a, d in terms:
             if a is not None:
@@ -192,7 +191,7 @@ def hand_clipped_sum(model: nn.Module, batch, clip: float, *, cross: bool = True
 
 
 def hand_step(model: nn.Module, opt, batch, gen: torch.Generator, expected: float,
-               form: str = "wide") -> None:
+              form: str = "wide") -> None:
     """One DP step by hand: clipped sum, one Gaussian draw, ``/ expected batch``, Adam."""
     opt.zero_grad()
     flat = hand_clipped_sum(model, batch, CLIP, form=form)
